@@ -1,0 +1,33 @@
+# Two commands on a fresh machine: `make run` (site with demo data) and `make test`.
+UV_VERSION := 0.13.8
+UV := python3 -m uv
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run setup test lint bootstrap worker beat
+
+bootstrap:
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
+	@$(UV) sync --frozen --quiet
+
+setup: bootstrap
+	$(UV) run python manage.py migrate --no-input
+	$(UV) run python manage.py seed_demo
+
+run: setup
+	@echo ""
+	@echo "  Factory Memory is at http://$(HOST):$(PORT)/ — log in at http://$(HOST):$(PORT)/login/"
+	@echo "  Users (password factory-demo): maria (manager), rita and ravi (reviewers),"
+	@echo "  ada and alan (agents), vera (verifier), admin (superuser, /admin/)."
+	@echo ""
+	DEBUG=1 $(UV) run python manage.py runserver $(HOST):$(PORT)
+
+test: bootstrap
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+	$(UV) run python manage.py makemigrations --check --dry-run
+	$(UV) run pytest
+
+lint: bootstrap
+	$(UV) run ruff check --fix .
+	$(UV) run ruff format .

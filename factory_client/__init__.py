@@ -1,0 +1,1 @@
+"""Client for the Factory Memory agent API (no Django imports)."""

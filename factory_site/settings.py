@@ -1,0 +1,194 @@
+"""Settings for Factory Memory, read from environment variables.
+
+Every default works on a fresh machine with no external service (SQLite, eager
+Celery, files on local disk). The production profile switches on PostgreSQL and
+Redis with ``DATABASE_URL`` and ``CELERY_BROKER_URL``; see docs/deploy.md.
+"""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in env(name, default).split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", False)
+# The embedded default is for one developer's machine; production sets its own key.
+SECRET_KEY = env("SECRET_KEY", "insecure-development-key-change-me")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+SITE_URL = env("SITE_URL", "http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "knox",
+    "django_filters",
+    "drf_spectacular",
+    "tasks",
+    "decisions",
+    "evidence",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "factory_site.urls"
+WSGI_APPLICATION = "factory_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE makes every atomic block take SQLite's write lock up front, so two
+    # writers queue instead of failing with "database is locked" halfway through.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- Files ----------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(env("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
+MEDIA_ROOT = Path(env("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
+MEDIA_URL = "/media/"
+STORAGES = {
+    # Evidence lives here; any Django storage backend works (set FILE_STORAGE_BACKEND).
+    "default": {
+        "BACKEND": env("FILE_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage")
+    },
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+FILE_UPLOAD_TEMP_DIR = env("FILE_UPLOAD_TEMP_DIR") or None
+
+# --- Celery ---------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL")
+# Without a broker, jobs run in-process right after commit (the embedded default).
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not CELERY_BROKER_URL)
+CELERY_TASK_EAGER_PROPAGATES = True
+if not CELERY_BROKER_URL:
+    CELERY_BROKER_URL = "memory://"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULE = {
+    "expire-leases": {
+        "task": "tasks.jobs.leases_expire_job",
+        "schedule": env_int("FACTORY_RECONCILE_SECONDS", 30),
+    },
+}
+
+# --- REST API -------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+}
+REST_KNOX = {
+    "AUTH_HEADER_PREFIX": "Bearer",
+    "TOKEN_PREFIX": "fm_",
+    "TOKEN_TTL": timedelta(days=env_int("FACTORY_TOKEN_TTL_DAYS", 90)),
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Factory Memory API",
+    "DESCRIPTION": "The agent contract: claim, context, evidence, submit, review.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Factory Memory -------------------------------------------------------------
+FACTORY_LEASE_SECONDS_DEFAULT = env_int("FACTORY_LEASE_SECONDS_DEFAULT", 300)
+FACTORY_LEASE_SECONDS_MIN = env_int("FACTORY_LEASE_SECONDS_MIN", 1)
+FACTORY_LEASE_SECONDS_MAX = env_int("FACTORY_LEASE_SECONDS_MAX", 3600)
+FACTORY_MAX_ATTEMPTS_DEFAULT = env_int("FACTORY_MAX_ATTEMPTS_DEFAULT", 3)
+FACTORY_MAX_UPLOAD_BYTES = env_int("FACTORY_MAX_UPLOAD_BYTES", 2 * 1024**3)
+# Structured evidence (JUnit, coverage, diffs, JSON) is parsed in memory up to this size.
+FACTORY_MAX_PARSED_BYTES = env_int("FACTORY_MAX_PARSED_BYTES", 64 * 1024**2)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+    CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)

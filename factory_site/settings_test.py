@@ -1,0 +1,13 @@
+"""Test settings: only what tests need differs from the real settings."""
+
+import os
+
+os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
+
+from factory_site.settings import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

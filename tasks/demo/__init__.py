@@ -1,0 +1,1 @@
+"""Demo data for a fresh site: ``python manage.py seed_demo``."""

@@ -1,0 +1,460 @@
+"""Build the demo project through the services, so it has the history real use leaves.
+
+Every state, event and evidence file below is made the way the product makes them:
+by the same services the API and the UI call. Running it on a database that has the
+demo project already adds nothing.
+"""
+
+from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+from decisions import services as decisions
+from evidence import services as evidence
+from evidence.models import GateRunState
+from tasks import services
+from tasks.demo import artifacts
+from tasks.models import Project
+from tasks.roles import Role
+
+SLUG = "FM"
+PASSWORD = "factory-demo"
+USERS = {
+    "maria": [Role.MANAGER],
+    "rita": [Role.REVIEWER],
+    "ravi": [Role.REVIEWER],
+    "ada": [Role.AGENT],
+    "alan": [Role.AGENT],
+    "vera": [Role.VERIFIER],
+}
+CLAIM_SPEC_V1 = """# Claiming tasks
+
+An agent asks for work and gets the best claimable task under a lease.
+
+- Higher priority first, then older first.
+- A task whose dependencies are not done is never handed out.
+- Two agents never hold the same task.
+"""
+CLAIM_SPEC_V2 = (
+    CLAIM_SPEC_V1
+    + """- A lease lasts five minutes unless the agent asks for another length
+  (1 s to 1 h) and is renewed by each heartbeat.
+"""
+)
+UPLOAD_SPEC = """# Evidence upload
+
+Agents and verifiers attach files to an attempt. Files are hashed while they
+stream to disk and stored once per SHA-256.
+"""
+CLAIM_QUEUE_BEFORE = {
+    "tasks/claimqueue.py": (
+        "def claim(tasks, done):\n"
+        "    ready = [t for t in tasks if t['state'] == 'ready']\n"
+        "    ready.sort(key=lambda t: -t['priority'])\n"
+        "    return ready[0] if ready else None\n"
+    ),
+}
+CLAIM_QUEUE_AFTER = {
+    "tasks/claimqueue.py": (
+        "def claim(tasks, done):\n"
+        "    ready = [t for t in tasks if t['state'] == 'ready']\n"
+        "    ready = [t for t in ready if all(d in done for d in t.get('depends_on', ()))]\n"
+        "    ready.sort(key=lambda t: (-t['priority'], t['created']))\n"
+        "    if not ready:\n"
+        "        return None\n"
+        "    ready[0]['state'] = 'claimed'\n"
+        "    return ready[0]\n"
+    ),
+}
+
+
+class Demo:
+    """The demo project's cast, specs and artifacts while it is being built."""
+
+    def __init__(self, out):
+        self.out = out
+        self.broken = artifacts.run_suite(broken=True)
+        self.good = artifacts.run_suite(broken=False)
+        self.diff = artifacts.git_diff(CLAIM_QUEUE_BEFORE, CLAIM_QUEUE_AFTER)
+        outside = {**CLAIM_QUEUE_AFTER, "factory_site/settings.py": "CLAIM_LIMIT = 10\n"}
+        self.diff_outside = artifacts.git_diff(
+            {**CLAIM_QUEUE_BEFORE, "factory_site/settings.py": "CLAIM_LIMIT = 5\n"}, outside
+        )
+
+    def users(self):
+        User = get_user_model()
+        admin, created = User.objects.get_or_create(
+            username="admin", defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            admin.set_password(PASSWORD)
+            admin.save()
+        self.admin = admin
+        for username, roles in USERS.items():
+            user, created = User.objects.get_or_create(
+                username=username, defaults={"email": f"{username}@example.invalid"}
+            )
+            if created:
+                user.set_password(PASSWORD)
+                user.is_staff = Role.MANAGER in roles
+                user.save()
+            for role in roles:
+                services.membership_grant(user=user, project=self.project, role=role)
+            setattr(self, username, user)
+
+    def attach(self, attempt, actor, content: bytes, kind: str, name: str, criteria=()):
+        return evidence.evidence_attach(
+            attempt=attempt,
+            actor=actor,
+            file=ContentFile(content, name=name),
+            kind=kind,
+            criteria=criteria,
+        )
+
+    def gates(self, attempt, outcomes: dict):
+        """Record gate runs with the given outcomes and let the task move on."""
+        for run in evidence.gate_runs_create(attempt=attempt, policy=self.project.gate_policy):
+            outcome, summary, verdict = outcomes.get(run.gate, (GateRunState.PASSED, "passed", {}))
+            evidence.gate_run_start(run=run)
+            evidence.gate_run_finish(
+                run=run,
+                outcome=outcome,
+                verdict=verdict,
+                summary=summary,
+                report=(summary.encode() + b"\n", "note", f"{run.gate}.txt", "text/plain"),
+            )
+        return evidence.attempt_checks_conclude(attempt=attempt)
+
+    def task(self, title, **kwargs):
+        return services.task_create(project=self.project, actor=self.maria, title=title, **kwargs)
+
+    def claim(self, agent, **kwargs):
+        return services.task_claim(agent=agent, project=self.project, lease_seconds=3600, **kwargs)
+
+    def submit(self, attempt, summary, commit):
+        return services.attempt_submit(
+            attempt=attempt,
+            actor=attempt.agent,
+            summary=summary,
+            change={"commit": commit, "branch": f"agent/{attempt.task.key.lower()}"},
+            idempotency_key=f"demo-{attempt.task.key}-{attempt.number}",
+        )
+
+
+def seed(out) -> bool:
+    """Create the demo project; return False (and add nothing) if it exists already."""
+    if Project.objects.filter(slug=SLUG).exists():
+        return False
+    demo = Demo(out)
+    with transaction.atomic():
+        demo.project = services.project_create(
+            slug=SLUG,
+            name="Factory Memory (demo)",
+            repository_url="https://git.example.invalid/factory-memory.git",
+        )
+        demo.users()
+        _specs_and_decisions(demo)
+        _tasks(demo)
+    return True
+
+
+def _specs_and_decisions(demo: Demo) -> None:
+    maria, rita = demo.maria, demo.rita
+    demo.claim_spec = decisions.spec_create(
+        project=demo.project,
+        actor=maria,
+        title="Claiming tasks",
+        body=CLAIM_SPEC_V1,
+        criteria=[
+            {
+                "key": "AC-1",
+                "text": "Claims follow priority, then age, and respect dependencies.",
+                "proof": {"check": "tests", "select": "tests/test_claim_demo.py::*"},
+            },
+            {
+                "key": "AC-2",
+                "text": "The queue after two claims is shown to a person.",
+                "proof": {"check": "evidence", "kind": "screenshot"},
+            },
+            {
+                "key": "AC-3",
+                "text": "The code is readable and matches the spec.",
+                "proof": {"check": "review"},
+            },
+        ],
+    )
+    decisions.spec_version_accept(version=demo.claim_spec.versions.get(number=1), actor=maria)
+    demo.upload_spec = decisions.spec_create(
+        project=demo.project,
+        actor=maria,
+        title="Evidence upload",
+        body=UPLOAD_SPEC,
+        criteria=[
+            {
+                "key": "AC-1",
+                "text": "Uploads are hashed while streaming.",
+                "proof": {"check": "tests", "select": "tests/test_upload*"},
+            },
+            {
+                "key": "AC-2",
+                "text": "A reviewer has judged the upload page.",
+                "proof": {"check": "review"},
+            },
+        ],
+    )
+    decisions.spec_version_accept(version=demo.upload_spec.versions.get(number=1), actor=maria)
+    decisions.spec_version_create(
+        spec=demo.upload_spec,
+        actor=maria,
+        body=UPLOAD_SPEC + "\nUploads over the size limit are refused with 413.\n",
+        criteria=[
+            {
+                "key": "AC-1",
+                "text": "Uploads are hashed while streaming.",
+                "proof": {"check": "tests", "select": "tests/test_upload*"},
+            },
+            {
+                "key": "AC-2",
+                "text": "Oversize uploads get 413 and leave no file.",
+                "proof": {"check": "tests", "select": "tests/test_upload*::test_oversize*"},
+            },
+        ],
+    )
+
+    d1 = decisions.decision_propose(
+        project=demo.project,
+        actor=maria,
+        title="Claim tasks under a table lock",
+        context="Two agents must never get the same task.",
+        decision="Take LOCK TABLE tasks IN EXCLUSIVE MODE around each claim.",
+        consequences="Claims are serial; simple to reason about.",
+        alternatives=[{"option": "Advisory locks", "reason": "easy to leak on crashes"}],
+        specs=[demo.claim_spec],
+    )
+    decisions.decision_accept(decision=d1, actor=rita, reason="Safe first version.")
+    d2 = decisions.decision_propose(
+        project=demo.project,
+        actor=maria,
+        title="Claim with SELECT … FOR UPDATE SKIP LOCKED",
+        context="The table lock serialises all agents; at 16 agents claims queue up.",
+        decision="Pick the candidate row with FOR UPDATE SKIP LOCKED inside the claim transaction.",
+        consequences="Agents claim in parallel; SQLite serialises writers instead.",
+        alternatives=[
+            {"option": "Keep the table lock", "reason": "claims/s flat beyond 2 agents"},
+            {"option": "Redis queue", "reason": "a second source of truth"},
+        ],
+        supersedes=[d1],
+        specs=[demo.claim_spec],
+    )
+    decisions.decision_accept(decision=d2, actor=rita, reason="Measured 4x more claims/s.")
+    d3 = decisions.decision_propose(
+        project=demo.project,
+        actor=rita,
+        title="Order claims by priority, then age",
+        context="SKIP LOCKED alone hands out tasks in physical order.",
+        decision="ORDER BY priority DESC, created_at, id before SKIP LOCKED LIMIT 1.",
+        consequences="Urgent work goes first; equal work goes oldest first.",
+        alternatives=[{"option": "Random order", "reason": "starves old tasks"}],
+        supersedes=[d2],
+        specs=[demo.claim_spec],
+    )
+    decisions.decision_accept(decision=d3, actor=maria, reason="Agreed in planning.")
+    d4 = decisions.decision_propose(
+        project=demo.project,
+        actor=rita,
+        title="Store evidence files as database BLOBs",
+        context="Evidence must survive; the database is backed up.",
+        decision="Keep evidence bytes in a bytea column.",
+        alternatives=[{"option": "Content-addressed files in Django storage", "reason": ""}],
+        specs=[demo.upload_spec],
+    )
+    decisions.decision_reject(
+        decision=d4,
+        actor=maria,
+        reason="1 GiB uploads would bloat the database and its backups; use storage by SHA-256.",
+    )
+    d5 = decisions.decision_propose(
+        project=demo.project,
+        actor=maria,
+        title="Leases default to five minutes",
+        context="Agents that die keep tasks until their lease runs out.",
+        decision="A claim's lease defaults to 300 s, bounded to 1 s…1 h, renewed by heartbeats.",
+        consequences="A dead agent's task is claimable within five minutes.",
+        amendments=[
+            {
+                "spec": demo.claim_spec,
+                "body": CLAIM_SPEC_V2,
+                "criteria": [
+                    {
+                        "key": "AC-1",
+                        "text": "Claims follow priority, then age, and respect dependencies.",
+                        "proof": {"check": "tests", "select": "tests/test_claim_demo.py::*"},
+                    },
+                    {
+                        "key": "AC-2",
+                        "text": "The queue after two claims is shown to a person.",
+                        "proof": {"check": "evidence", "kind": "screenshot"},
+                    },
+                    {
+                        "key": "AC-3",
+                        "text": "The code is readable and matches the spec.",
+                        "proof": {"check": "review"},
+                    },
+                ],
+            }
+        ],
+    )
+    decisions.decision_accept(decision=d5, actor=maria, reason="Amends FM-S1 to v2.")
+
+
+def _tasks(demo: Demo) -> None:
+    ada, alan, rita, vera, maria = demo.ada, demo.alan, demo.rita, demo.vera, demo.maria
+    paths = ["tasks/**", "tests/**"]
+
+    # FM-1: failed a gate, then was rejected with a reason, then approved.
+    claim_task = demo.task(
+        "Claim endpoint honours priority and dependencies",
+        description="Implement the claim queue described in FM-S1.",
+        spec=demo.claim_spec,
+        priority=5,
+        labels=["backend", "api"],
+        allowed_paths=paths,
+    )
+    services.task_publish(task=claim_task, actor=maria)
+    first = demo.claim(ada)
+    demo.attach(first, ada, demo.broken.junit, "junit", "junit.xml", ["AC-1"])
+    demo.attach(first, ada, demo.diff, "diff", "change.diff")
+    demo.attach(first, ada, demo.broken.log, "log", "pytest.log")
+    demo.submit(first, "Claim queue with priority ordering.", "3f1c2a7")
+    demo.gates(
+        first,
+        {
+            "tests-pass": (
+                GateRunState.FAILED,
+                "1 of 5 tests failed: tests.test_claim_demo::test_claim_skips_tasks_with_open_dependencies",
+                {
+                    "failed": [
+                        "tests.test_claim_demo::test_claim_skips_tasks_with_open_dependencies"
+                    ]
+                },
+            )
+        },
+    )
+    second = demo.claim(alan)
+    services.attempt_checkpoint_save(
+        attempt=second,
+        actor=alan,
+        revision=0,
+        data={"step": "fix dependency filter", "notes": "attempt 1 ignored depends_on"},
+    )
+    demo.attach(second, alan, demo.good.junit, "junit", "junit.xml", ["AC-1"])
+    demo.attach(second, alan, demo.good.coverage, "coverage", "coverage.xml")
+    demo.attach(second, alan, demo.diff, "diff", "change.diff")
+    demo.submit(second, "Filter out tasks with open dependencies.", "8b9e0d1")
+    demo.gates(second, {})
+    services.task_reject(
+        task=claim_task,
+        actor=rita,
+        reason="AC-2 is unproven: no screenshot of the queue after two claims is attached.",
+    )
+    third = demo.claim(ada)
+    demo.attach(third, ada, demo.diff, "diff", "change.diff")
+    demo.attach(third, ada, artifacts.screenshot(), "screenshot", "queue.png", ["AC-2"])
+    demo.attach(third, ada, demo.good.log, "log", "pytest.log")
+    demo.attach(third, vera, demo.good.junit, "junit", "ci-junit.xml", ["AC-1"])
+    demo.attach(third, vera, demo.good.coverage, "coverage", "ci-coverage.xml")
+    demo.submit(third, "Add the queue screenshot requested in review.", "c41d5e9")
+    demo.gates(third, {})
+    services.task_approve(
+        task=claim_task, actor=rita, reason="All criteria proven; CI evidence attached."
+    )
+
+    # FM-2: in review, waiting for a reviewer.
+    heartbeat = demo.task(
+        "Heartbeat extends the lease",
+        spec=demo.claim_spec,
+        priority=3,
+        labels=["backend"],
+        allowed_paths=paths,
+        depends_on=[claim_task],
+    )
+    services.task_publish(task=heartbeat, actor=maria)
+    attempt = demo.claim(alan)
+    demo.attach(attempt, alan, demo.good.junit, "junit", "junit.xml", ["AC-1"])
+    demo.attach(attempt, alan, demo.diff, "diff", "change.diff")
+    demo.attach(attempt, alan, artifacts.screenshot(), "screenshot", "queue.png", ["AC-2"])
+    demo.attach(attempt, vera, demo.good.junit, "junit", "ci-junit.xml", ["AC-1"])
+    demo.submit(attempt, "Heartbeats push lease_expires_at forward.", "0aa4f3b")
+    demo.gates(attempt, {})
+
+    # FM-3: claimed under a live lease, with a checkpoint and a proposed decision.
+    upload = demo.task(
+        "Stream uploads to disk while hashing",
+        spec=demo.upload_spec,
+        priority=2,
+        labels=["backend", "storage"],
+        allowed_paths=paths,
+    )
+    services.task_publish(task=upload, actor=maria)
+    attempt = demo.claim(ada, labels=["storage"])
+    services.attempt_checkpoint_save(
+        attempt=attempt,
+        actor=ada,
+        revision=0,
+        data={"step": "upload handler written", "next": "size limit and 413"},
+    )
+    decisions.decision_propose(
+        project=demo.project,
+        actor=ada,
+        attempt=attempt,
+        title="Hash uploads in the upload handler",
+        context="Hashing after the upload reads a 1 GiB file twice.",
+        decision="A Django upload handler feeds each chunk to hashlib.sha256 as it is written.",
+        alternatives=[{"option": "Hash after saving", "reason": "doubles disk reads"}],
+        specs=[demo.upload_spec],
+    )
+
+    # FM-4: failed for good: its only attempt touched files outside its allowed paths.
+    scope = demo.task(
+        "Tune the claim limit",
+        spec=demo.claim_spec,
+        priority=1,
+        labels=["backend"],
+        allowed_paths=["tasks/**"],
+        max_attempts=1,
+    )
+    services.task_publish(task=scope, actor=maria)
+    attempt = demo.claim(alan)
+    demo.attach(attempt, alan, demo.diff_outside, "diff", "change.diff")
+    demo.attach(attempt, alan, demo.good.junit, "junit", "junit.xml", ["AC-1"])
+    demo.submit(attempt, "Raise the claim limit.", "77e2c90")
+    demo.gates(
+        attempt,
+        {
+            "diff-scope": (
+                GateRunState.FAILED,
+                "1 file outside the allowed paths: factory_site/settings.py",
+                {"outside": ["factory_site/settings.py"], "allowed_paths": ["tasks/**"]},
+            )
+        },
+    )
+
+    # FM-5: blocked by its agent.
+    storage_task = demo.task(
+        "Move evidence to S3", labels=["storage", "ops"], allowed_paths=["factory_site/**"]
+    )
+    services.task_publish(task=storage_task, actor=maria)
+    attempt = demo.claim(ada, labels=["ops"])
+    services.attempt_release(
+        attempt=attempt,
+        actor=ada,
+        blocked=True,
+        reason="Needs S3 credentials and a bucket; nothing in the environment provides them.",
+    )
+
+    # FM-6 ready, FM-7 draft, FM-8 cancelled.
+    board = demo.task("Task board by state", labels=["ui"], allowed_paths=["templates/**"])
+    services.task_publish(task=board, actor=maria)
+    demo.task("Decision log full-text search", labels=["ui"], description="Needs FM-S2 v2.")
+    legacy = demo.task("Export tasks as legacy XML", labels=["ops"])
+    services.task_cancel(task=legacy, actor=maria, reason="Nobody reads the XML export any more.")

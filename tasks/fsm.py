@@ -1,0 +1,89 @@
+"""Firing a state-machine transition the one way this codebase allows.
+
+Services call ``fire`` inside their ``transaction.atomic()`` block, on a row they
+have locked. It checks, in order, that the transition exists from the current
+state (409 ``invalid_state``), that the actor may fire it (403, the transition's
+``permission``), and that its conditions hold (409 with the condition's code);
+then it runs the ``@transition`` method, saves only the fields that changed
+(``ConcurrentTransitionMixin`` adds ``WHERE state = <old state>``) and writes the
+``Event`` — all in the caller's transaction.
+"""
+
+from collections.abc import Callable
+
+from django_fsm import ConcurrentTransition
+
+from tasks.errors import Conflict, PermissionDenied
+from tasks.roles import Rule
+
+
+class Condition:
+    """A transition condition (``condition(instance) -> bool``) that knows its refusal."""
+
+    def __init__(self, refusal: Callable[[object], tuple[str, str] | None], name: str):
+        self.refusal = refusal
+        self.__name__ = name
+
+    def __call__(self, instance) -> bool:
+        return self.refusal(instance) is None
+
+    def __repr__(self) -> str:
+        return f"<Condition {self.__name__}>"
+
+
+def check(instance, name: str, *, actor) -> None:
+    """Raise the refusal ``fire`` would raise, without changing anything."""
+    method = getattr(instance, name)
+    meta = method._django_fsm
+    source = meta.field.get_state(instance)
+    if not meta.has_transition(source):
+        verb = name.replace("_", " ")
+        raise Conflict(
+            f"{instance} is {source}; '{verb}' is not allowed from that state",
+            code="invalid_state",
+            extra={"state": source},
+        )
+    transition = meta.get_transition(source)
+    permission = transition.permission
+    if permission is not None and not permission(instance, actor):
+        if isinstance(permission, Rule):
+            code, reason = permission.refusal(instance, actor)
+        else:
+            code, reason = "permission_denied", "you may not do this"
+        raise PermissionDenied(reason, code=code)
+    for condition in transition.conditions:
+        refusal = condition.refusal(instance) if isinstance(condition, Condition) else None
+        if refusal is None and not condition(instance):
+            refusal = ("condition_failed", f"a condition of '{name}' does not hold")
+        if refusal is not None:
+            code, reason = refusal
+            raise Conflict(reason, code=code)
+
+
+def fire(instance, name: str, *, actor, reason: str = "", extra: dict | None = None, **kwargs):
+    """Fire transition ``name`` on a locked ``instance`` and record its Event; return the Event."""
+    from tasks.models import Event
+
+    check(instance, name, actor=actor)
+    meta = getattr(instance, name)._django_fsm
+    source = meta.field.get_state(instance)
+    fields = instance._meta.concrete_fields
+    before = {f.attname: f.value_from_object(instance) for f in fields}
+    getattr(instance, name)(**kwargs)
+    changed = [f.attname for f in fields if f.value_from_object(instance) != before[f.attname]]
+    try:
+        instance.save(update_fields=changed)
+    except ConcurrentTransition as exc:
+        raise Conflict(
+            f"{instance} was changed by someone else; reload and try again",
+            code="concurrent_update",
+        ) from exc
+    return Event.record(
+        instance,
+        actor=actor,
+        transition=name,
+        from_state=source,
+        to_state=meta.field.get_state(instance),
+        reason=reason,
+        extra=extra,
+    )

@@ -1,0 +1,622 @@
+"""Projects, memberships, tasks, attempts and the audit trail.
+
+State fields are ``FSMField(protected=True)``: nothing assigns them; the
+``@transition`` methods below only set fields, and the services in
+``tasks/services.py`` are the only callers (through ``tasks.fsm.fire``), so every
+change of state is permission-checked, row-locked and written with its ``Event``.
+"""
+
+from django.conf import settings
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
+
+from tasks.fsm import Condition
+from tasks.roles import HOLDER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
+
+MANAGER = role_rule(Role.MANAGER)
+AGENT = role_rule(Role.AGENT)
+
+
+# --- Append-only storage ----------------------------------------------------------
+
+
+class AppendOnlyError(Exception):
+    """Raised when code tries to change or delete a row that must never change."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError(f"{self.model.__name__} rows are never updated")
+
+    def delete(self):
+        raise AppendOnlyError(f"{self.model.__name__} rows are never deleted")
+
+
+class AppendOnlyModel(models.Model):
+    """A row that is written once: saving an existing row or deleting one raises."""
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} {self.pk} is immutable")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"{type(self).__name__} {self.pk} is never deleted")
+
+
+# --- Projects -------------------------------------------------------------------------
+
+
+def default_gate_policy() -> dict:
+    return {
+        "required-evidence": {},
+        "tests-pass": {},
+        "diff-scope": {},
+        "spec-current": {},
+    }
+
+
+class Project(models.Model):
+    """A body of work with its own keys (``FM-12``), members, gate policy and attempt budget.
+
+    ``slug`` is the prefix of every key in the project, so it never changes once set.
+    The ``*_seq`` counters hand out key numbers; they only grow (see ``next_number``).
+    """
+
+    slug = models.CharField(
+        max_length=12,
+        unique=True,
+        validators=[
+            RegexValidator(
+                r"^[A-Z][A-Z0-9]{0,11}$",
+                "Use 1-12 capital letters or digits, starting with a letter.",
+            )
+        ],
+        help_text="Key prefix, e.g. FM gives tasks FM-1, specs FM-S1, decisions FM-D1.",
+    )
+    name = models.CharField(max_length=200)
+    repository_url = models.URLField(blank=True)
+    gate_policy = models.JSONField(
+        default=default_gate_policy,
+        blank=True,
+        help_text='Gates to run on each submission, with parameters: {"coverage": {"threshold": 0.8}}.',
+    )
+    max_attempts = models.PositiveSmallIntegerField(
+        default=3, help_text="Default for new tasks: failed attempts allowed before a task fails."
+    )
+    task_seq = models.PositiveIntegerField(default=0, editable=False)
+    spec_seq = models.PositiveIntegerField(default=0, editable=False)
+    decision_seq = models.PositiveIntegerField(default=0, editable=False)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def next_number(self, counter: str) -> int:
+        """Allocate the next number of ``counter`` ("task_seq", ...) inside the caller's transaction.
+
+        The UPDATE locks the project row until commit, so two writers never get the same
+        number; a rolled-back transaction gives its number back.
+        """
+        Project.objects.filter(pk=self.pk).update(**{counter: models.F(counter) + 1})
+        return Project.objects.values_list(counter, flat=True).get(pk=self.pk)
+
+
+class Membership(models.Model):
+    """A user's role in a project. A user may hold several roles in one project."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "project", "role"], name="membership_unique_role"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} in {self.project}"
+
+
+class Label(models.Model):
+    """A tag on tasks; agents may claim only tasks carrying given labels."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="labels")
+    name = models.CharField(
+        max_length=50,
+        validators=[
+            RegexValidator(
+                r"^[a-z0-9][a-z0-9._:/-]*$", "Use lower-case letters, digits and . _ : / -"
+            )
+        ],
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="label_unique_per_project"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# --- Tasks ----------------------------------------------------------------------------
+
+
+class TaskState(models.TextChoices):
+    DRAFT = "draft"
+    READY = "ready"
+    CLAIMED = "claimed"
+    CHECKING = "checking"
+    IN_REVIEW = "in_review"
+    DONE = "done"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+def _dependencies_refusal(task):
+    open_keys = list(task.depends_on.exclude(state=TaskState.DONE).values_list("key", flat=True))
+    if open_keys:
+        return ("dependencies_open", f"{task} waits for {', '.join(sorted(open_keys))} to be done")
+    return None
+
+
+def _attempts_left_refusal(task):
+    if task.failed_attempts >= task.max_attempts:
+        return (
+            "attempts_exhausted",
+            f"{task} has used all {task.max_attempts} attempts; a manager must reopen it",
+        )
+    return None
+
+
+DEPENDENCIES_DONE = Condition(_dependencies_refusal, "dependencies_done")
+ATTEMPTS_LEFT = Condition(_attempts_left_refusal, "attempts_left")
+
+
+class Task(ConcurrentTransitionMixin, models.Model):
+    """A unit of work an agent can claim, with the boundary its change must stay inside.
+
+    Guarantees: ``key`` is unique and never reused; the state changes only through the
+    transitions below; ``current_attempt`` is the attempt the state is about while the
+    task is claimed, checking, in review or done (the approved one), and empty otherwise.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks")
+    number = models.PositiveIntegerField(editable=False)
+    key = models.CharField(max_length=32, unique=True, editable=False)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    spec = models.ForeignKey(
+        "decisions.Spec", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
+    )
+    priority = models.SmallIntegerField(default=0, help_text="Higher is claimed first.")
+    labels = models.ManyToManyField(Label, blank=True, related_name="tasks")
+    depends_on = models.ManyToManyField(
+        "self", symmetrical=False, blank=True, related_name="dependents"
+    )
+    allowed_paths = models.JSONField(
+        default=list, blank=True, help_text='Globs a change must stay inside, e.g. ["tasks/**"].'
+    )
+    state = FSMField(default=TaskState.DRAFT, choices=TaskState.choices, protected=True)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    attempt_count = models.PositiveSmallIntegerField(default=0, editable=False)
+    failed_attempts = models.PositiveSmallIntegerField(
+        default=0,
+        editable=False,
+        help_text="Attempts that failed gates or review since the last reopen.",
+    )
+    current_attempt = models.ForeignKey(
+        "Attempt",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["project", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "number"], name="task_number_unique_per_project"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["state", "-priority", "created_at"], name="task_claim_order"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def fsm_project_id(self) -> int:
+        return self.project_id
+
+    @property
+    def holder_id(self) -> int | None:
+        """The agent whose attempt the task's state is about, if any."""
+        return self.current_attempt.agent_id if self.current_attempt_id else None
+
+    def audit_scope(self) -> tuple[int, int | None]:
+        return self.project_id, self.pk
+
+    def _after_failure(self):
+        self.failed_attempts += 1
+        self.current_attempt = None
+        return TaskState.FAILED if self.failed_attempts >= self.max_attempts else TaskState.READY
+
+    @transition(field=state, source=TaskState.DRAFT, target=TaskState.READY, permission=MANAGER)
+    def publish(self):
+        pass
+
+    @transition(
+        field=state,
+        source=TaskState.READY,
+        target=TaskState.CLAIMED,
+        permission=AGENT,
+        conditions=[DEPENDENCIES_DONE, ATTEMPTS_LEFT],
+    )
+    def claim(self, attempt):
+        self.attempt_count = attempt.number
+        self.current_attempt = attempt
+
+    @transition(field=state, source=TaskState.CLAIMED, target=TaskState.READY, permission=HOLDER)
+    def release(self):
+        self.current_attempt = None
+
+    @transition(field=state, source=TaskState.CLAIMED, target=TaskState.READY, permission=SYSTEM)
+    def expire(self):
+        self.current_attempt = None
+
+    @transition(field=state, source=TaskState.CLAIMED, target=TaskState.BLOCKED, permission=HOLDER)
+    def block(self):
+        self.current_attempt = None
+
+    @transition(field=state, source=TaskState.CLAIMED, target=TaskState.CHECKING, permission=HOLDER)
+    def submit(self):
+        pass
+
+    @transition(
+        field=state, source=TaskState.CHECKING, target=TaskState.IN_REVIEW, permission=SYSTEM
+    )
+    def gates_passed(self):
+        pass
+
+    @transition(
+        field=state,
+        source=TaskState.CHECKING,
+        target=RETURN_VALUE(TaskState.READY, TaskState.FAILED),
+        permission=SYSTEM,
+    )
+    def gates_failed(self):
+        return self._after_failure()
+
+    @transition(
+        field=state,
+        source=TaskState.IN_REVIEW,
+        target=TaskState.DONE,
+        permission=REVIEWER_NOT_HOLDER,
+    )
+    def approve(self):
+        pass
+
+    @transition(
+        field=state,
+        source=TaskState.IN_REVIEW,
+        target=RETURN_VALUE(TaskState.READY, TaskState.FAILED),
+        permission=REVIEWER_NOT_HOLDER,
+    )
+    def reject(self):
+        return self._after_failure()
+
+    @transition(field=state, source=TaskState.BLOCKED, target=TaskState.READY, permission=MANAGER)
+    def unblock(self):
+        pass
+
+    @transition(field=state, source=TaskState.FAILED, target=TaskState.READY, permission=MANAGER)
+    def reopen(self):
+        # A reopened task gets its whole attempt budget again.
+        self.failed_attempts = 0
+
+    @transition(
+        field=state,
+        source=[TaskState.DRAFT, TaskState.READY, TaskState.BLOCKED, TaskState.FAILED],
+        target=TaskState.CANCELLED,
+        permission=MANAGER,
+    )
+    def cancel(self):
+        pass
+
+
+# --- Attempts -------------------------------------------------------------------------
+
+
+class AttemptState(models.TextChoices):
+    RUNNING = "running"
+    CHECKING = "checking"
+    PASSED = "passed"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    RELEASED = "released"
+    ABANDONED = "abandoned"
+    BLOCKED = "blocked"
+
+
+# An attempt in one of these states still holds its task; at most one per task.
+LIVE_ATTEMPT_STATES = [AttemptState.RUNNING, AttemptState.CHECKING, AttemptState.PASSED]
+
+
+def _lease_live_refusal(attempt):
+    if attempt.lease_expires_at is None or attempt.lease_expires_at <= timezone.now():
+        return (
+            "lease_lost",
+            f"the lease on attempt {attempt} expired at {attempt.lease_expires_at:%Y-%m-%d %H:%M:%S}"
+            " UTC; claim the task again to continue",
+        )
+    return None
+
+
+def _lease_expired_refusal(attempt):
+    if _lease_live_refusal(attempt) is None:
+        return ("lease_live", f"the lease on attempt {attempt} is still live")
+    return None
+
+
+LEASE_LIVE = Condition(_lease_live_refusal, "lease_live")
+LEASE_EXPIRED = Condition(_lease_expired_refusal, "lease_expired")
+
+
+class Attempt(ConcurrentTransitionMixin, models.Model):
+    """One agent's run at a task, under a lease.
+
+    Guarantees: numbers are 1, 2, ... per task; a task has at most one live attempt
+    (running, checking or passed — a database constraint); the spec version current
+    at claim time is pinned; only the agent holding a live lease changes a running
+    attempt (``LEASE_LIVE`` and the fencing in ``tasks.services``).
+    """
+
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempts")
+    number = models.PositiveSmallIntegerField(editable=False)
+    agent = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="attempts"
+    )
+    state = FSMField(default=AttemptState.RUNNING, choices=AttemptState.choices, protected=True)
+    spec_version = models.ForeignKey(
+        "decisions.SpecVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="attempts",
+        help_text="The spec version current when the task was claimed.",
+    )
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    checkpoint = models.JSONField(null=True, blank=True)
+    checkpoint_revision = models.PositiveIntegerField(default=0)
+    checkpoint_at = models.DateTimeField(null=True, blank=True)
+    context_sha256 = models.CharField(max_length=64, blank=True)
+    context_manifest = models.JSONField(default=list, blank=True)
+    context_fetched_at = models.DateTimeField(null=True, blank=True)
+    summary = models.TextField(blank=True)
+    change = models.JSONField(
+        default=dict, blank=True, help_text="Where the change is: commit, branch, url."
+    )
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.TextField(blank=True, help_text="Why the attempt ended, in words.")
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    started_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["task", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "number"], name="attempt_number_unique_per_task"
+            ),
+            models.UniqueConstraint(
+                fields=["task"],
+                condition=Q(state__in=LIVE_ATTEMPT_STATES),
+                name="attempt_one_live_per_task",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["state", "lease_expires_at"], name="attempt_lease_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task.key}#{self.number}"
+
+    @property
+    def fsm_project_id(self) -> int:
+        return self.task.project_id
+
+    @property
+    def holder_id(self) -> int:
+        return self.agent_id
+
+    def audit_scope(self) -> tuple[int, int | None]:
+        return self.task.project_id, self.task_id
+
+    @property
+    def lease_is_live(self) -> bool:
+        return self.state == AttemptState.RUNNING and _lease_live_refusal(self) is None
+
+    def _end(self, end_reason: str):
+        self.ended_at = timezone.now()
+        self.end_reason = end_reason
+
+    @transition(
+        field=state,
+        source=AttemptState.RUNNING,
+        target=AttemptState.CHECKING,
+        permission=HOLDER,
+        conditions=[LEASE_LIVE],
+    )
+    def submit(self, summary: str, change: dict, idempotency_key: str):
+        self.summary = summary
+        self.change = change
+        self.idempotency_key = idempotency_key
+        self.submitted_at = timezone.now()
+
+    @transition(
+        field=state,
+        source=AttemptState.RUNNING,
+        target=AttemptState.RELEASED,
+        permission=HOLDER,
+        conditions=[LEASE_LIVE],
+    )
+    def release(self, end_reason: str):
+        self._end(end_reason)
+
+    @transition(
+        field=state,
+        source=AttemptState.RUNNING,
+        target=AttemptState.BLOCKED,
+        permission=HOLDER,
+        conditions=[LEASE_LIVE],
+    )
+    def block(self, end_reason: str):
+        self._end(end_reason)
+
+    @transition(
+        field=state,
+        source=AttemptState.RUNNING,
+        target=AttemptState.ABANDONED,
+        permission=SYSTEM,
+        conditions=[LEASE_EXPIRED],
+    )
+    def expire(self):
+        self._end("lease expired without a heartbeat")
+
+    @transition(
+        field=state, source=AttemptState.CHECKING, target=AttemptState.PASSED, permission=SYSTEM
+    )
+    def gates_passed(self):
+        pass
+
+    @transition(
+        field=state, source=AttemptState.CHECKING, target=AttemptState.FAILED, permission=SYSTEM
+    )
+    def gates_failed(self, end_reason: str):
+        self._end(end_reason)
+
+    @transition(
+        field=state,
+        source=AttemptState.PASSED,
+        target=AttemptState.APPROVED,
+        permission=REVIEWER_NOT_HOLDER,
+    )
+    def approve(self, reviewer, end_reason: str):
+        self.reviewed_by = reviewer
+        self._end(end_reason or "approved")
+
+    @transition(
+        field=state,
+        source=AttemptState.PASSED,
+        target=AttemptState.REJECTED,
+        permission=REVIEWER_NOT_HOLDER,
+    )
+    def reject(self, reviewer, end_reason: str):
+        self.reviewed_by = reviewer
+        self._end(end_reason)
+
+
+# --- Audit trail ------------------------------------------------------------------------
+
+
+class Event(AppendOnlyModel):
+    """One transition of one state machine: who, when, from, to, why. Never changed or deleted.
+
+    ``task`` is set for everything that happens to a task or its attempts and gate
+    runs, so a task's timeline is one indexed query.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="events")
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    content_type = models.ForeignKey(ContentType, on_delete=models.PROTECT)
+    object_id = models.PositiveBigIntegerField()
+    subject = GenericForeignKey("content_type", "object_id")
+    object_key = models.CharField(max_length=64, help_text="The object's key when it happened.")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Empty when the system acted (a gate worker or the reconciler).",
+    )
+    transition = models.CharField(max_length=50)
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20)
+    reason = models.TextField(blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["content_type", "object_id"], name="event_subject"),
+            models.Index(fields=["task", "created_at"], name="event_task_timeline"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.object_key} {self.transition}: {self.from_state or '∅'} → {self.to_state}"
+
+    @classmethod
+    def record(
+        cls, subject, *, actor, transition, from_state, to_state, reason="", extra=None
+    ) -> "Event":
+        """Write the event for ``subject`` in the caller's transaction."""
+        project_id, task_id = subject.audit_scope()
+        return cls.objects.create(
+            project_id=project_id,
+            task_id=task_id,
+            content_type=ContentType.objects.get_for_model(subject),
+            object_id=subject.pk,
+            object_key=str(subject),
+            actor=actor,
+            transition=transition,
+            from_state=from_state or "",
+            to_state=to_state,
+            reason=reason or "",
+            extra=extra or {},
+        )
+
+    @property
+    def actor_label(self) -> str:
+        return self.actor.get_username() if self.actor_id else "system"

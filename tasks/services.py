@@ -1,0 +1,452 @@
+"""Every write to projects, tasks and attempts.
+
+One service per state change. Each opens ``transaction.atomic()``, locks the rows
+it changes (task before attempt, always, so two services never deadlock), fires
+the transition through ``tasks.fsm.fire`` — which checks state, permission and
+conditions and writes the ``Event`` — and queues side effects with
+``transaction.on_commit``. The REST API, the review UI, the admin and the Celery
+jobs all call these; none of them repeats a check.
+"""
+
+import fnmatch
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from tasks import selectors
+from tasks.errors import Conflict, PermissionDenied
+from tasks.fsm import check, fire
+from tasks.models import (
+    LEASE_LIVE,
+    Attempt,
+    AttemptState,
+    Event,
+    Label,
+    Membership,
+    Project,
+    Task,
+    TaskState,
+)
+from tasks.roles import HOLDER, Role, forget_roles, has_role
+
+logger = logging.getLogger(__name__)
+
+
+# --- Projects and members ----------------------------------------------------------------
+
+
+def project_create(
+    *,
+    slug: str,
+    name: str,
+    repository_url: str = "",
+    max_attempts: int | None = None,
+    gate_policy: dict | None = None,
+) -> Project:
+    """Create a project; ``slug`` becomes the prefix of all its keys."""
+    project = Project(
+        slug=slug,
+        name=name,
+        repository_url=repository_url,
+        max_attempts=max_attempts or settings.FACTORY_MAX_ATTEMPTS_DEFAULT,
+    )
+    if gate_policy is not None:
+        project.gate_policy = gate_policy
+    project.full_clean()
+    project.save()
+    return project
+
+
+def membership_grant(*, user, project: Project, role: str) -> Membership:
+    """Give ``user`` a role in ``project``; granting a role twice changes nothing."""
+    if role not in Role.values:
+        raise ValidationError({"role": f"choose one of {', '.join(Role.values)}"})
+    membership, _ = Membership.objects.get_or_create(user=user, project=project, role=role)
+    forget_roles(user)
+    return membership
+
+
+def require_role(actor, project_id: int, *roles: str) -> None:
+    """Refuse (403) unless ``actor`` holds one of ``roles`` in the project."""
+    if not has_role(actor, project_id, *roles):
+        names = " or ".join(roles)
+        raise PermissionDenied(f"this needs the {names} role in the project")
+
+
+# --- Tasks ----------------------------------------------------------------------------------
+
+
+def clean_allowed_paths(paths: Iterable[str]) -> list[str]:
+    """Relative POSIX globs with no ``..``: the boundary a change must stay inside."""
+    cleaned = []
+    for path in paths:
+        if not isinstance(path, str) or not path.strip():
+            raise ValidationError({"allowed_paths": "each path must be a non-empty string"})
+        path = path.strip()
+        if path.startswith("/") or ".." in path.split("/") or "\\" in path:
+            raise ValidationError(
+                {"allowed_paths": f"'{path}' must be relative to the repository root, without .."}
+            )
+        cleaned.append(path)
+    return cleaned
+
+
+def path_allowed(path: str, allowed_paths: Iterable[str]) -> bool:
+    """Whether a repository path lies inside one of the globs (``dir/**`` covers everything below)."""
+    for pattern in allowed_paths:
+        if pattern.endswith("/**") and (path == pattern[:-3] or path.startswith(pattern[:-2])):
+            return True
+        if fnmatch.fnmatchcase(path, pattern):
+            return True
+    return False
+
+
+def _labels_for(project: Project, names: Iterable[str]) -> list[Label]:
+    labels = []
+    for name in sorted({n.strip().lower() for n in names if n and n.strip()}):
+        label = Label(project=project, name=name)
+        label.full_clean(exclude=["project"], validate_unique=False)
+        labels.append(Label.objects.get_or_create(project=project, name=name)[0])
+    return labels
+
+
+def task_create(
+    *,
+    project: Project,
+    actor,
+    title: str,
+    description: str = "",
+    spec=None,
+    priority: int = 0,
+    labels: Iterable[str] = (),
+    depends_on: Iterable[Task] = (),
+    allowed_paths: Iterable[str] = (),
+    max_attempts: int | None = None,
+) -> Task:
+    """Create a draft task with the next key of the project (a manager's action)."""
+    require_role(actor, project.pk, Role.MANAGER)
+    depends_on = list(depends_on)
+    if spec is not None and spec.project_id != project.pk:
+        raise ValidationError({"spec": f"{spec} belongs to another project"})
+    foreign = [t.key for t in depends_on if t.project_id != project.pk]
+    if foreign:
+        raise ValidationError({"depends_on": f"{', '.join(foreign)} belong to another project"})
+    task = Task(
+        project=project,
+        title=title,
+        description=description,
+        spec=spec,
+        priority=priority,
+        allowed_paths=clean_allowed_paths(allowed_paths),
+        max_attempts=max_attempts or project.max_attempts,
+        created_by=actor,
+        number=0,
+        key="-",
+    )
+    task.full_clean(exclude=["number", "key", "state"], validate_unique=False)
+    with transaction.atomic():
+        task.number = project.next_number("task_seq")
+        task.key = f"{project.slug}-{task.number}"
+        task.save()
+        task.labels.set(_labels_for(project, labels))
+        task.depends_on.set(depends_on)
+        Event.record(task, actor=actor, transition="create", from_state="", to_state=task.state)
+    return task
+
+
+def _lock_task(task_id: int) -> Task:
+    # of=("self",): lock the task row only, not the joined project or attempt rows.
+    return (
+        Task.objects.select_for_update(of=("self",))
+        .select_related("project", "current_attempt")
+        .get(pk=task_id)
+    )
+
+
+def _lock_attempt(attempt_id: int) -> Attempt:
+    return Attempt.objects.select_for_update(of=("self",)).select_related("task").get(pk=attempt_id)
+
+
+def lock_task_and_attempt(attempt_id: int) -> tuple[Task, Attempt]:
+    """Lock an attempt and its task, task first (the one lock order, so no deadlocks)."""
+    task_id = Attempt.objects.values_list("task_id", flat=True).get(pk=attempt_id)
+    task = _lock_task(task_id)
+    attempt = _lock_attempt(attempt_id)
+    attempt.task = task
+    if task.current_attempt_id == attempt.pk:
+        task.current_attempt = attempt
+    return task, attempt
+
+
+def _task_transition(task: Task, name: str, *, actor, reason: str = "") -> Task:
+    with transaction.atomic():
+        task = _lock_task(task.pk)
+        fire(task, name, actor=actor, reason=reason)
+    return task
+
+
+def task_publish(*, task: Task, actor, reason: str = "") -> Task:
+    """draft → ready: the task becomes claimable (once its dependencies are done). Managers."""
+    return _task_transition(task, "publish", actor=actor, reason=reason)
+
+
+def task_unblock(*, task: Task, actor, reason: str = "") -> Task:
+    """blocked → ready, once a manager has removed what blocked it."""
+    return _task_transition(task, "unblock", actor=actor, reason=reason)
+
+
+def task_reopen(*, task: Task, actor, reason: str = "") -> Task:
+    """failed → ready with a fresh attempt budget. Managers."""
+    return _task_transition(task, "reopen", actor=actor, reason=reason)
+
+
+def task_cancel(*, task: Task, actor, reason: str = "") -> Task:
+    """draft | ready | blocked | failed → cancelled. Managers."""
+    return _task_transition(task, "cancel", actor=actor, reason=reason)
+
+
+# --- Claiming and leases ------------------------------------------------------------------
+
+
+def lease_duration(lease_seconds) -> timedelta:
+    """The lease asked for, within the configured bounds (400 outside them)."""
+    if lease_seconds is None:
+        lease_seconds = settings.FACTORY_LEASE_SECONDS_DEFAULT
+    low, high = settings.FACTORY_LEASE_SECONDS_MIN, settings.FACTORY_LEASE_SECONDS_MAX
+    if (
+        isinstance(lease_seconds, bool)
+        or not isinstance(lease_seconds, int)
+        or not (low <= lease_seconds <= high)
+    ):
+        raise ValidationError(
+            {"lease_seconds": f"must be a whole number of seconds from {low} to {high}"}
+        )
+    return timedelta(seconds=lease_seconds)
+
+
+def _expire(task: Task, attempt: Attempt) -> None:
+    fire(attempt, "expire", actor=None, reason="lease expired without a heartbeat")
+    fire(task, "expire", actor=None, reason=f"the lease of {attempt} expired")
+
+
+def task_claim(
+    *, agent, project: Project | None = None, labels: Iterable[str] = (), lease_seconds=None
+) -> Attempt | None:
+    """Give ``agent`` the best claimable task under a new lease, or None when there is none.
+
+    Two agents never get the same task: the candidate row is taken with
+    ``SELECT … FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite serialises writers), and
+    the transition's own ``WHERE state = …`` refuses a stale write. A task whose lease
+    ran out is expired here first, so expiry works without a worker.
+    """
+    lease = lease_duration(lease_seconds)
+    project_ids = selectors.project_ids_for(agent, Role.AGENT)
+    if project is not None:
+        if project.pk not in project_ids:
+            raise PermissionDenied(f"you are not an agent in project {project.slug}")
+        project_ids = [project.pk]
+    if not project_ids:
+        raise PermissionDenied("you are not an agent in any project")
+    now = timezone.now()
+    with transaction.atomic():
+        candidates = selectors.claimable_tasks(project_ids=project_ids, labels=labels, now=now)
+        task = (
+            candidates.select_for_update(skip_locked=True, of=("self",))
+            .select_related("project", "spec")
+            .first()
+        )
+        if task is None:
+            return None
+        if task.state == TaskState.CLAIMED:
+            _expire(task, _lock_attempt(task.current_attempt_id))
+        attempt = Attempt.objects.create(
+            task=task,
+            number=task.attempt_count + 1,
+            agent=agent,
+            spec_version=task.spec.current_version() if task.spec_id else None,
+            lease_expires_at=now + lease,
+            heartbeat_at=now,
+        )
+        Event.record(
+            attempt,
+            actor=agent,
+            transition="start",
+            from_state="",
+            to_state=attempt.state,
+            extra={"lease_expires_at": attempt.lease_expires_at.isoformat()},
+        )
+        fire(task, "claim", actor=agent, attempt=attempt, extra={"attempt": attempt.number})
+    return attempt
+
+
+def attempt_fence(attempt: Attempt, actor) -> Attempt:
+    """Lock ``attempt`` and refuse unless ``actor`` holds its live lease. Call inside atomic().
+
+    This is the fencing check every write on an attempt makes in the database, in the
+    same transaction as the write: 403 for someone else's attempt, 409 ``lease_lost``
+    once the lease has run out or the attempt has ended.
+    """
+    attempt = _lock_attempt(attempt.pk)
+    refusal = HOLDER.refusal(attempt, actor)
+    if refusal:
+        raise PermissionDenied(refusal[1], code=refusal[0])
+    if attempt.state != AttemptState.RUNNING:
+        raise Conflict(
+            f"attempt {attempt} is {attempt.state}; its lease is over", code="lease_lost"
+        )
+    refusal = LEASE_LIVE.refusal(attempt)
+    if refusal:
+        raise Conflict(refusal[1], code=refusal[0])
+    return attempt
+
+
+def attempt_heartbeat(*, attempt: Attempt, actor, lease_seconds=None) -> Attempt:
+    """Extend a live lease by ``lease_seconds`` from now."""
+    lease = lease_duration(lease_seconds)
+    with transaction.atomic():
+        attempt = attempt_fence(attempt, actor)
+        now = timezone.now()
+        attempt.heartbeat_at = now
+        attempt.lease_expires_at = now + lease
+        attempt.save(update_fields=["heartbeat_at", "lease_expires_at"])
+    return attempt
+
+
+def attempt_checkpoint_save(*, attempt: Attempt, actor, data, revision: int) -> Attempt:
+    """Save the agent's resume point if ``revision`` is the one it last saw (0 for none).
+
+    A stale revision is refused with 409 ``checkpoint_conflict`` and the current revision,
+    so two writers never silently overwrite each other.
+    """
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise ValidationError({"revision": "must be the revision you last saw, 0 for none"})
+    with transaction.atomic():
+        attempt = attempt_fence(attempt, actor)
+        if revision != attempt.checkpoint_revision:
+            raise Conflict(
+                f"the checkpoint of {attempt} is at revision {attempt.checkpoint_revision},"
+                f" not {revision}; fetch it and retry",
+                code="checkpoint_conflict",
+                extra={"revision": attempt.checkpoint_revision},
+            )
+        attempt.checkpoint = data
+        attempt.checkpoint_revision += 1
+        attempt.checkpoint_at = timezone.now()
+        attempt.save(update_fields=["checkpoint", "checkpoint_revision", "checkpoint_at"])
+    return attempt
+
+
+def attempt_release(*, attempt: Attempt, actor, reason: str = "", blocked: bool = False) -> Attempt:
+    """Give the task back (→ ready), or mark it blocked (→ blocked, a reason required)."""
+    reason = (reason or "").strip()
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        name = "block" if blocked else "release"
+        check(attempt, name, actor=actor)
+        if blocked and not reason:
+            raise ValidationError({"reason": "say what blocks the task, so a manager can clear it"})
+        fire(attempt, name, actor=actor, reason=reason, end_reason=reason or "released")
+        fire(task, name, actor=actor, reason=reason)
+    return attempt
+
+
+def attempt_submit(
+    *, attempt: Attempt, actor, summary: str, change: dict, idempotency_key: str = ""
+) -> Attempt:
+    """Submit the attempt for checking: running → checking.
+
+    A retry with the same ``idempotency_key`` returns the attempt as it is and changes
+    nothing, so a client that lost the answer may simply send the request again.
+    """
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        if (
+            idempotency_key
+            and attempt.idempotency_key == idempotency_key
+            and attempt.agent_id == getattr(actor, "pk", None)
+        ):
+            return attempt
+        fire(
+            attempt,
+            "submit",
+            actor=actor,
+            summary=summary,
+            change=change,
+            idempotency_key=idempotency_key,
+        )
+        fire(task, "submit", actor=actor)
+    return attempt
+
+
+def attempt_expire(*, attempt: Attempt) -> Attempt:
+    """The system ends an attempt whose lease ran out: running → abandoned, task → ready."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        _expire(task, attempt)
+    return attempt
+
+
+def leases_expire_overdue() -> int:
+    """Expire every running attempt whose lease has run out; return how many were expired."""
+    overdue = Attempt.objects.filter(
+        state=AttemptState.RUNNING, lease_expires_at__lte=timezone.now()
+    ).values_list("pk", flat=True)
+    expired = 0
+    for attempt_id in list(overdue):
+        try:
+            attempt_expire(attempt=Attempt(pk=attempt_id))
+        except Conflict:
+            # A heartbeat or another reconciler got there first; nothing to do.
+            continue
+        expired += 1
+    return expired
+
+
+# --- Gates and review --------------------------------------------------------------------
+
+
+def attempt_gates_passed(*, attempt: Attempt, reason: str = "") -> Attempt:
+    """Every gate passed: attempt → passed, task → in review. Fired by the system only."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        fire(attempt, "gates_passed", actor=None, reason=reason)
+        fire(task, "gates_passed", actor=None, reason=reason)
+    return attempt
+
+
+def attempt_gates_failed(*, attempt: Attempt, reason: str) -> Attempt:
+    """A gate failed: attempt → failed; task → ready, or failed when its attempts are used up."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        fire(attempt, "gates_failed", actor=None, reason=reason, end_reason=reason)
+        fire(task, "gates_failed", actor=None, reason=reason)
+    return attempt
+
+
+def _review(task: Task, name: str, *, actor, reason: str) -> Task:
+    with transaction.atomic():
+        task = _lock_task(task.pk)
+        check(task, name, actor=actor)
+        if name == "reject" and not reason:
+            raise ValidationError(
+                {"reason": "a rejection needs a reason the next attempt can act on"}
+            )
+        attempt = _lock_attempt(task.current_attempt_id)
+        fire(task, name, actor=actor, reason=reason, extra={"attempt": attempt.number})
+        fire(attempt, name, actor=actor, reason=reason, reviewer=actor, end_reason=reason)
+    return task
+
+
+def task_approve(*, task: Task, actor, reason: str = "") -> Task:
+    """in review → done. A reviewer of the project who did not submit the attempt."""
+    return _review(task, "approve", actor=actor, reason=(reason or "").strip())
+
+
+def task_reject(*, task: Task, actor, reason: str) -> Task:
+    """in review → ready (or failed when attempts are used up), with the reason on record."""
+    return _review(task, "reject", actor=actor, reason=(reason or "").strip())
