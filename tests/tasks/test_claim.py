@@ -160,7 +160,7 @@ def test_a_live_lease_is_never_reclaimed(flow):
 
 @pytest.mark.django_db
 def test_a_task_has_at_most_one_live_attempt(flow):
-    task, attempt = flow.claimed()
+    task, _ = flow.claimed()
 
     with pytest.raises(IntegrityError), transaction.atomic():
         Attempt.objects.create(task=task, number=2, agent=flow.agent2)
