@@ -12,6 +12,7 @@ bootstrap:
 
 setup: bootstrap
 	$(UV) run python manage.py migrate --no-input
+	$(UV) run python manage.py collectstatic --no-input -v0
 	$(UV) run python manage.py seed_demo
 
 run: setup

@@ -128,6 +128,9 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 FILE_UPLOAD_TEMP_DIR = env("FILE_UPLOAD_TEMP_DIR") or None
+# Evidence uploads stream to temporary files here; on the same disk as MEDIA_ROOT they are
+# moved into the store, not copied. Created on first use.
+FACTORY_UPLOAD_TEMP_DIR = env("FACTORY_UPLOAD_TEMP_DIR", str(BASE_DIR / "var" / "uploads"))
 
 # --- Celery ---------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
@@ -156,7 +159,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "factory_site.api.FactoryAutoSchema",
+    "EXCEPTION_HANDLER": "factory_site.api.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
 }
 REST_KNOX = {
@@ -169,6 +173,15 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "The agent contract: claim, context, evidence, submit, review.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStateEnum": "tasks.models.TaskState",
+        "AttemptStateEnum": "tasks.models.AttemptState",
+        "SpecVersionStateEnum": "decisions.models.SpecVersionState",
+        "DecisionStateEnum": "decisions.models.DecisionState",
+        "EvidenceKindEnum": "evidence.models.Kind",
+        "ProvenanceEnum": "evidence.models.Provenance",
+    },
 }
 
 # --- Factory Memory -------------------------------------------------------------

@@ -432,6 +432,12 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         default=dict, blank=True, help_text="Where the change is: commit, branch, url."
     )
     idempotency_key = models.CharField(max_length=255, blank=True)
+    submit_receipt = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The answer the submit gave; repeated on a retry.",
+    )
     submitted_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.TextField(blank=True, help_text="Why the attempt ended, in words.")
@@ -490,6 +496,15 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         self.change = change
         self.idempotency_key = idempotency_key
         self.submitted_at = timezone.now()
+        self.submit_receipt = {
+            "attempt": self.pk,
+            "task": self.task.key,
+            "state": AttemptState.CHECKING.value,
+            "submitted_at": self.submitted_at.isoformat().replace("+00:00", "Z"),
+            "summary": summary,
+            "change": change,
+            "status_url": f"/api/v1/attempts/{self.pk}/",
+        }
 
     @transition(
         field=state,

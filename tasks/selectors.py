@@ -48,3 +48,22 @@ def claimable_tasks(
             Exists(Label.tasks.through.objects.filter(task=OuterRef("pk"), label__name=name))
         )
     return tasks.order_by("-priority", "created_at", "pk")
+
+
+def visible_tasks(user) -> QuerySet[Task]:
+    """Tasks in the projects ``user`` is a member of; everything else does not exist for them."""
+    return Task.objects.filter(project_id__in=project_ids_for(user))
+
+
+def task_for(user, key: str) -> Task:
+    """The task ``key`` if ``user`` may see it; ``Task.DoesNotExist`` (a 404) otherwise."""
+    return visible_tasks(user).select_related("project", "spec", "current_attempt").get(key=key)
+
+
+def attempt_for(user, attempt_id) -> Attempt:
+    """The attempt if it is in one of ``user``'s projects; ``Attempt.DoesNotExist`` otherwise."""
+    return (
+        Attempt.objects.filter(task__project_id__in=project_ids_for(user))
+        .select_related("task__project", "agent", "spec_version__spec", "reviewed_by")
+        .get(pk=attempt_id)
+    )

@@ -341,11 +341,20 @@ def attempt_checkpoint_save(*, attempt: Attempt, actor, data, revision: int) -> 
     return attempt
 
 
+def _refuse_lost_lease(attempt: Attempt) -> None:
+    if attempt.state == AttemptState.ABANDONED:
+        raise Conflict(
+            f"the lease on attempt {attempt} ran out and it was abandoned; claim the task again",
+            code="lease_lost",
+        )
+
+
 def attempt_release(*, attempt: Attempt, actor, reason: str = "", blocked: bool = False) -> Attempt:
     """Give the task back (→ ready), or mark it blocked (→ blocked, a reason required)."""
     reason = (reason or "").strip()
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt.pk)
+        _refuse_lost_lease(attempt)
         name = "block" if blocked else "release"
         check(attempt, name, actor=actor)
         if blocked and not reason:
@@ -370,7 +379,13 @@ def attempt_submit(
             and attempt.idempotency_key == idempotency_key
             and attempt.agent_id == getattr(actor, "pk", None)
         ):
+            if (attempt.summary, attempt.change) != (summary, change):
+                raise Conflict(
+                    "this Idempotency-Key was used for a different submission of this attempt",
+                    code="idempotency_key_reused",
+                )
             return attempt
+        _refuse_lost_lease(attempt)
         fire(
             attempt,
             "submit",
@@ -450,3 +465,133 @@ def task_approve(*, task: Task, actor, reason: str = "") -> Task:
 def task_reject(*, task: Task, actor, reason: str) -> Task:
     """in review → ready (or failed when attempts are used up), with the reason on record."""
     return _review(task, "reject", actor=actor, reason=(reason or "").strip())
+
+
+# --- Editing and reading with a record ---------------------------------------------------
+
+EDITABLE_STATES = (TaskState.DRAFT, TaskState.READY, TaskState.BLOCKED)
+
+
+def _depends_transitively(start: Iterable[Task], target_id: int) -> bool:
+    seen, frontier = set(), {t.pk for t in start}
+    while frontier:
+        if target_id in frontier:
+            return True
+        seen |= frontier
+        frontier = (
+            set(
+                Task.depends_on.through.objects.filter(from_task_id__in=frontier).values_list(
+                    "to_task_id", flat=True
+                )
+            )
+            - seen
+        )
+    return False
+
+
+def task_update(*, task: Task, actor, **changes) -> Task:
+    """Edit a draft, ready or blocked task (managers); the edit is recorded as an Event.
+
+    ``changes`` may hold title, description, priority, spec, labels (names),
+    depends_on (tasks), allowed_paths and max_attempts.
+    """
+    allowed = {
+        "title",
+        "description",
+        "priority",
+        "spec",
+        "labels",
+        "depends_on",
+        "allowed_paths",
+        "max_attempts",
+    }
+    unknown = set(changes) - allowed
+    if unknown:
+        raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
+    with transaction.atomic():
+        task = _lock_task(task.pk)
+        require_role(actor, task.project_id, Role.MANAGER)
+        if task.state not in EDITABLE_STATES:
+            raise Conflict(
+                f"{task} is {task.state}; only draft, ready or blocked tasks are edited",
+                code="invalid_state",
+            )
+        if (
+            "spec" in changes
+            and changes["spec"] is not None
+            and changes["spec"].project_id != task.project_id
+        ):
+            raise ValidationError({"spec": f"{changes['spec']} belongs to another project"})
+        depends_on = changes.pop("depends_on", None)
+        labels = changes.pop("labels", None)
+        if "allowed_paths" in changes:
+            changes["allowed_paths"] = clean_allowed_paths(changes["allowed_paths"])
+        for name, value in changes.items():
+            setattr(task, name, value)
+        task.full_clean(exclude=["number", "key", "state", "project"], validate_unique=False)
+        task.save(update_fields=[*changes, "updated_at"])
+        if depends_on is not None:
+            depends_on = list(depends_on)
+            foreign = [t.key for t in depends_on if t.project_id != task.project_id]
+            if foreign:
+                raise ValidationError(
+                    {"depends_on": f"{', '.join(foreign)} belong to another project"}
+                )
+            if any(t.pk == task.pk for t in depends_on) or _depends_transitively(
+                depends_on, task.pk
+            ):
+                raise ValidationError({"depends_on": "that would make the task depend on itself"})
+            task.depends_on.set(depends_on)
+        if labels is not None:
+            task.labels.set(_labels_for(task.project, labels))
+        edited = sorted(
+            [
+                *changes,
+                *(["depends_on"] if depends_on is not None else []),
+                *(["labels"] if labels is not None else []),
+            ]
+        )
+        Event.record(
+            task,
+            actor=actor,
+            transition="edit",
+            from_state=task.state,
+            to_state=task.state,
+            extra={"fields": edited},
+        )
+    return task
+
+
+def task_context(*, task: Task, actor, max_chars: int | None = None) -> dict:
+    """The context bundle for ``task`` (see ``tasks.context``).
+
+    The agent holding the task's running attempt gets it under its live lease, and the
+    fetch is recorded on the attempt (hash, manifest, time); reviewers and managers of
+    the project may read it without recording. Anyone else is refused.
+    """
+    from tasks import context
+
+    if max_chars is not None and (
+        isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1
+    ):
+        raise ValidationError({"max_chars": "must be a positive whole number of characters"})
+    current = task.current_attempt
+    holding = (
+        current is not None
+        and current.state == AttemptState.RUNNING
+        and current.agent_id == actor.pk
+    )
+    if not holding and not has_role(actor, task.project_id, Role.REVIEWER, Role.MANAGER):
+        raise PermissionDenied(
+            "the context is for the agent holding the task, and for its project's reviewers and managers",
+            code="not_lease_holder",
+        )
+    bundle = context.build(task, current=current if holding else None, max_chars=max_chars)
+    if holding:
+        with transaction.atomic():
+            attempt = attempt_fence(current, actor)  # 409 lease_lost: nothing is handed out
+            attempt.context_sha256 = bundle["bundle_sha256"]
+            attempt.context_manifest = bundle["manifest"]
+            attempt.context_fetched_at = timezone.now()
+            attempt.save(update_fields=["context_sha256", "context_manifest", "context_fetched_at"])
+    return bundle

@@ -23,3 +23,24 @@ def flow(db):
 def other_flow(db):
     """A second project with its own members."""
     return Flow(ProjectFactory(slug="OT"))
+
+
+@pytest.fixture
+def api(db):
+    """``api(user)``: an API client authenticated with a real bearer token of ``user``."""
+    from knox.models import AuthToken
+    from rest_framework.test import APIClient
+
+    def make(user=None):
+        client = APIClient()
+        if user is not None:
+            _, token = AuthToken.objects.create(user=user)
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return client
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def _isolated_uploads(settings, tmp_path):
+    settings.FACTORY_UPLOAD_TEMP_DIR = str(tmp_path / "uploads")

@@ -1,0 +1,32 @@
+from django.urls import path
+
+from decisions import api
+
+api_patterns = [
+    path("specs/", api.SpecListCreateApi.as_view(), name="api-specs"),
+    path("specs/<str:key>/", api.SpecDetailApi.as_view(), name="api-spec"),
+    path("specs/<str:key>/versions/", api.SpecVersionCreateApi.as_view(), name="api-spec-versions"),
+    path(
+        "specs/<str:key>/versions/<int:number>/",
+        api.SpecVersionDetailApi.as_view(),
+        name="api-spec-version",
+    ),
+    path(
+        "specs/<str:key>/versions/<int:number>/accept/",
+        api.SpecVersionAcceptApi.as_view(),
+        name="api-spec-version-accept",
+    ),
+    path("decisions/", api.DecisionListCreateApi.as_view(), name="api-decisions"),
+    path("decisions/<str:key>/", api.DecisionDetailApi.as_view(), name="api-decision"),
+    path(
+        "decisions/<str:key>/accept/", api.DecisionAcceptApi.as_view(), name="api-decision-accept"
+    ),
+    path(
+        "decisions/<str:key>/reject/", api.DecisionRejectApi.as_view(), name="api-decision-reject"
+    ),
+    path(
+        "attempts/<int:attempt_id>/decisions/",
+        api.AttemptDecisionCreateApi.as_view(),
+        name="api-attempt-decisions",
+    ),
+]

@@ -1,0 +1,54 @@
+"""Reads for evidence: what proves each acceptance criterion of an attempt."""
+
+from decisions.models import Check
+from evidence.models import Evidence, GateRunState, Kind
+
+
+def criteria_status(attempt) -> list[dict]:
+    """Each criterion of the attempt's pinned spec version, beside the evidence that proves it.
+
+    A ``tests`` criterion is met by JUnit evidence (naming the criterion, or any JUnit
+    when none names it) with the ``tests-pass`` gate not failed; an ``evidence``
+    criterion by evidence of its kind; a ``review`` criterion by an approval.
+    """
+    if attempt is None or attempt.spec_version_id is None:
+        return []
+    evidence = list(attempt.evidence.prefetch_related("criteria").order_by("id"))
+    gates = {run.gate: run for run in attempt.gate_runs.all()}
+    tests_gate = gates.get("tests-pass")
+    rows = []
+    for criterion in attempt.spec_version.criteria.all():
+        check = criterion.proof.get("check")
+        kind = Kind.JUNIT if check == Check.TESTS else criterion.proof.get("kind")
+        candidates = []
+        if check != Check.REVIEW:
+            of_kind = [e for e in evidence if e.kind == kind]
+            naming = [e for e in of_kind if criterion in e.criteria.all()]
+            candidates = naming or of_kind
+        if check == Check.TESTS:
+            passed = all(
+                (e.summary.get("failed", 0) + e.summary.get("error", 0)) == 0
+                and e.summary.get("tests", 0) > 0
+                for e in candidates
+            )
+            gate_ok = tests_gate is None or tests_gate.state == GateRunState.PASSED
+            met = bool(candidates) and passed and gate_ok
+        elif check == Check.EVIDENCE:
+            met = bool(candidates)
+        else:
+            met = attempt.state == "approved"
+        rows.append(
+            {
+                "criterion": criterion,
+                "evidence": candidates,
+                "met": met,
+                "authoritative": any(e.authoritative for e in candidates),
+            }
+        )
+    return rows
+
+
+def authoritative_evidence(attempt) -> list[Evidence]:
+    if attempt is None:
+        return []
+    return [e for e in attempt.evidence.order_by("id") if e.authoritative]

@@ -1,0 +1,682 @@
+"""The agent contract for tasks and attempts (``/api/v1/``).
+
+Views validate input at the edge and call one service; services own permissions,
+locks and state. Every object is looked up through the caller's memberships, so
+another project's task or attempt is a 404.
+"""
+
+import django_filters
+from django.db.models import Exists, OuterRef
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from decisions.models import Spec
+from factory_site.api import IdCursorPagination, errors
+from tasks import selectors, services
+from tasks.handoff import handoff
+from tasks.models import Attempt, Event, Label, Project, Task, TaskState
+
+# --- Output ---------------------------------------------------------------------------------
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug", read_only=True)
+    labels = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    depends_on = serializers.SlugRelatedField(many=True, read_only=True, slug_field="key")
+    spec = serializers.SlugRelatedField(read_only=True, slug_field="key")
+    current_attempt = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Task
+        fields = [
+            "key",
+            "project",
+            "title",
+            "description",
+            "state",
+            "priority",
+            "labels",
+            "depends_on",
+            "allowed_paths",
+            "spec",
+            "max_attempts",
+            "attempt_count",
+            "failed_attempts",
+            "current_attempt",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class SpecVersionRefSerializer(serializers.Serializer):
+    spec = serializers.CharField(source="spec.key")
+    number = serializers.IntegerField()
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="task.key", read_only=True)
+    agent = serializers.CharField(source="agent.username", read_only=True)
+    spec_version = SpecVersionRefSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Attempt
+        fields = [
+            "id",
+            "task",
+            "number",
+            "agent",
+            "state",
+            "spec_version",
+            "lease_expires_at",
+            "heartbeat_at",
+            "checkpoint_revision",
+            "context_sha256",
+            "context_fetched_at",
+            "summary",
+            "change",
+            "submitted_at",
+            "ended_at",
+            "end_reason",
+            "started_at",
+        ]
+        read_only_fields = fields
+
+
+class GateRunSerializer(serializers.Serializer):
+    gate = serializers.CharField()
+    state = serializers.CharField()
+    summary = serializers.CharField()
+    verdict = serializers.JSONField()
+    report = serializers.IntegerField(
+        source="report_id", allow_null=True, help_text="Evidence id of the gate's report."
+    )
+    tries = serializers.IntegerField()
+    queued_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class ReviewSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=["approve", "reject"])
+    by = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class AttemptDetailSerializer(AttemptSerializer):
+    gate_runs = GateRunSerializer(many=True, read_only=True)
+    review = serializers.SerializerMethodField()
+
+    class Meta(AttemptSerializer.Meta):
+        fields = [*AttemptSerializer.Meta.fields, "gate_runs", "review"]
+        read_only_fields = fields
+
+    @extend_schema_field(ReviewSerializer(allow_null=True))
+    def get_review(self, attempt) -> dict | None:
+        if attempt.state not in ("approved", "rejected"):
+            return None
+        return {
+            "verdict": "approve" if attempt.state == "approved" else "reject",
+            "by": attempt.reviewed_by.username if attempt.reviewed_by_id else None,
+            "reason": attempt.end_reason,
+        }
+
+
+class EventSerializer(serializers.ModelSerializer):
+    actor = serializers.SerializerMethodField()
+    object = serializers.CharField(source="object_key")
+
+    class Meta:
+        model = Event
+        fields = [
+            "id",
+            "created_at",
+            "object",
+            "transition",
+            "from_state",
+            "to_state",
+            "actor",
+            "reason",
+            "extra",
+        ]
+        read_only_fields = fields
+
+    def get_actor(self, event) -> str:
+        return event.actor_label
+
+
+# --- Input helpers ------------------------------------------------------------------------
+
+
+def visible_project(user, slug: str) -> Project:
+    """The project ``slug`` if ``user`` is a member (404 otherwise, so projects don't leak)."""
+    return Project.objects.get(pk__in=selectors.project_ids_for(user), slug=slug)
+
+
+class ChangeSerializer(serializers.Serializer):
+    commit = serializers.RegexField(
+        r"^[0-9a-fA-F]{7,64}$", required=False, help_text="Commit hash."
+    )
+    branch = serializers.CharField(max_length=255, required=False)
+    url = serializers.URLField(max_length=2000, required=False)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=10_000, required=False, allow_blank=True, default="")
+
+
+# --- Tasks ------------------------------------------------------------------------------------
+
+
+class TaskFilter(django_filters.FilterSet):
+    project = django_filters.CharFilter(field_name="project__slug", help_text="Project slug.")
+    state = django_filters.MultipleChoiceFilter(choices=TaskState.choices)
+    label = django_filters.CharFilter(method="filter_label", help_text="Tasks carrying this label.")
+
+    class Meta:
+        model = Task
+        fields = ["project", "state", "label"]
+
+    def filter_label(self, queryset, name, value):
+        return queryset.filter(
+            Exists(Label.tasks.through.objects.filter(task=OuterRef("pk"), label__name=value))
+        )
+
+
+class TaskListCreateApi(generics.ListAPIView):
+    """List the tasks of your projects (filter by project, state, label), or create a draft."""
+
+    serializer_class = TaskSerializer
+    pagination_class = IdCursorPagination
+    filterset_class = TaskFilter
+
+    class InputSerializer(serializers.Serializer):
+        project = serializers.CharField(help_text="Project slug.")
+        title = serializers.CharField(max_length=200)
+        description = serializers.CharField(
+            max_length=100_000, required=False, allow_blank=True, default=""
+        )
+        spec = serializers.CharField(
+            required=False, allow_null=True, help_text="Spec key, e.g. FM-S1."
+        )
+        priority = serializers.IntegerField(
+            required=False, default=0, min_value=-1000, max_value=1000
+        )
+        labels = serializers.ListField(
+            child=serializers.CharField(max_length=50), required=False, max_length=20, default=list
+        )
+        depends_on = serializers.ListField(
+            child=serializers.CharField(max_length=32), required=False, max_length=100, default=list
+        )
+        allowed_paths = serializers.ListField(
+            child=serializers.CharField(max_length=500),
+            required=False,
+            max_length=200,
+            default=list,
+        )
+        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+
+    def get_queryset(self):
+        return (
+            selectors.visible_tasks(self.request.user)
+            .select_related("project", "spec")
+            .prefetch_related("labels", "depends_on")
+        )
+
+    @extend_schema(responses={200: TaskSerializer(many=True), **errors(400)})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        request=InputSerializer, responses={201: TaskSerializer, **errors(400, 403, 404)}
+    )
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        project = visible_project(request.user, fields.pop("project"))
+        fields["spec"] = _spec_in(project, fields.get("spec"))
+        fields["depends_on"] = _tasks_in(project, fields.get("depends_on", []))
+        task = services.task_create(project=project, actor=request.user, **fields)
+        return Response(TaskSerializer(task).data, status=status.HTTP_201_CREATED)
+
+
+def _spec_in(project, key):
+    if not key:
+        return None
+    try:
+        return Spec.objects.get(project=project, key=key)
+    except Spec.DoesNotExist:
+        raise serializers.ValidationError({"spec": f"no spec {key} in {project.slug}"}) from None
+
+
+def _tasks_in(project, keys):
+    found = {t.key: t for t in Task.objects.filter(project=project, key__in=keys)}
+    missing = [k for k in keys if k not in found]
+    if missing:
+        raise serializers.ValidationError(
+            {"depends_on": f"no tasks {', '.join(missing)} in {project.slug}"}
+        )
+    return [found[k] for k in keys]
+
+
+class TaskDetailApi(APIView):
+    """Read a task, or edit a draft, ready or blocked one (managers)."""
+
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=200, required=False)
+        description = serializers.CharField(max_length=100_000, required=False, allow_blank=True)
+        spec = serializers.CharField(required=False, allow_null=True)
+        priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
+        labels = serializers.ListField(
+            child=serializers.CharField(max_length=50), required=False, max_length=20
+        )
+        depends_on = serializers.ListField(
+            child=serializers.CharField(max_length=32), required=False, max_length=100
+        )
+        allowed_paths = serializers.ListField(
+            child=serializers.CharField(max_length=500), required=False, max_length=200
+        )
+        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+
+    @extend_schema(responses={200: TaskSerializer, **errors(404)})
+    def get(self, request, key):
+        return Response(TaskSerializer(selectors.task_for(request.user, key)).data)
+
+    @extend_schema(
+        request=InputSerializer, responses={200: TaskSerializer, **errors(400, 403, 404, 409)}
+    )
+    def patch(self, request, key):
+        task = selectors.task_for(request.user, key)
+        data = self.InputSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        changes = dict(data.validated_data)
+        if "spec" in changes:
+            changes["spec"] = _spec_in(task.project, changes["spec"])
+        if "depends_on" in changes:
+            changes["depends_on"] = _tasks_in(task.project, changes["depends_on"])
+        task = services.task_update(task=task, actor=request.user, **changes)
+        return Response(TaskSerializer(task).data)
+
+
+def _task_action(service, summary: str):
+    class TaskActionApi(APIView):
+        @extend_schema(
+            request=ReasonSerializer,
+            responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
+            summary=summary,
+            operation_id=f"tasks_{service.__name__.removeprefix('task_')}",
+        )
+        def post(self, request, key):
+            task = selectors.task_for(request.user, key)
+            data = ReasonSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            task = service(task=task, actor=request.user, reason=data.validated_data["reason"])
+            return Response(TaskSerializer(task).data)
+
+    TaskActionApi.__name__ = TaskActionApi.__qualname__ = (
+        f"Task{service.__name__.removeprefix('task_').title()}Api"
+    )
+    return TaskActionApi
+
+
+TaskPublishApi = _task_action(
+    services.task_publish, "Publish a draft task (draft → ready). Managers."
+)
+TaskUnblockApi = _task_action(
+    services.task_unblock, "Unblock a blocked task (blocked → ready). Managers."
+)
+TaskReopenApi = _task_action(
+    services.task_reopen, "Reopen a failed task with a fresh attempt budget. Managers."
+)
+TaskCancelApi = _task_action(
+    services.task_cancel, "Cancel a draft, ready, blocked or failed task. Managers."
+)
+
+
+class ClaimSerializer(serializers.Serializer):
+    task = TaskSerializer()
+    attempt = AttemptSerializer()
+
+
+class TaskClaimApi(APIView):
+    """Claim the best claimable task under a lease: 201 with the task and attempt, 204 if none."""
+
+    class InputSerializer(serializers.Serializer):
+        project = serializers.CharField(
+            required=False, help_text="Only claim in this project (slug)."
+        )
+        labels = serializers.ListField(
+            child=serializers.CharField(max_length=50),
+            required=False,
+            max_length=20,
+            default=list,
+            help_text="Only claim tasks carrying every one of these labels.",
+        )
+        lease_seconds = serializers.IntegerField(
+            required=False, help_text="Defaults to 300; bounded by settings."
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: ClaimSerializer, 204: None, **errors(400, 403, 404)},
+    )
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        project = (
+            visible_project(request.user, fields["project"]) if fields.get("project") else None
+        )
+        attempt = services.task_claim(
+            agent=request.user,
+            project=project,
+            labels=fields["labels"],
+            lease_seconds=fields.get("lease_seconds"),
+        )
+        if attempt is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        task = (
+            Task.objects.select_related("project", "spec")
+            .prefetch_related("labels", "depends_on")
+            .get(pk=attempt.task_id)
+        )
+        return Response(
+            {"task": TaskSerializer(task).data, "attempt": AttemptSerializer(attempt).data},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class ManifestItemSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=["task", "spec_version", "checkpoint", "decision", "attempt", "dependency"]
+    )
+    id = serializers.CharField()
+    version = serializers.IntegerField(
+        required=False, help_text="For versioned items (spec, checkpoint)."
+    )
+    sha256 = serializers.CharField(
+        required=False, help_text="For the others: the hash of the item's content."
+    )
+    chars = serializers.IntegerField()
+    included = serializers.BooleanField(help_text="False when the budget (max_chars) dropped it.")
+
+
+class ContextSerializer(serializers.Serializer):
+    task = serializers.DictField(
+        help_text="Title, description, labels, allowed paths, dependencies."
+    )
+    spec = serializers.DictField(
+        allow_null=True,
+        help_text="The pinned spec version with its criteria and what each needs as proof.",
+    )
+    checkpoint = serializers.DictField(
+        allow_null=True, help_text="The latest checkpoint to resume from."
+    )
+    decisions = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Accepted decisions concerning the task or its spec.",
+    )
+    attempts = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Earlier attempts: why each ended, gate verdicts, evidence links.",
+    )
+    dependencies = serializers.ListField(
+        child=serializers.DictField(), help_text="Outcomes of the tasks this one depends on."
+    )
+    manifest = ManifestItemSerializer(many=True)
+    chars = serializers.IntegerField()
+    max_chars = serializers.IntegerField(allow_null=True)
+    bundle_sha256 = serializers.CharField()
+
+
+class HandoffSerializer(serializers.Serializer):
+    task = serializers.CharField()
+    what_changed = serializers.DictField(allow_null=True)
+    why = serializers.DictField()
+    what_remains_open = serializers.DictField()
+    authoritative_evidence = serializers.ListField(child=serializers.DictField())
+
+
+class TaskContextApi(APIView):
+    """The context bundle: the smallest current material that lets an agent act on the task."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "max_chars",
+                int,
+                description="Character budget; items are dropped least relevant first.",
+            )
+        ],
+        responses={200: ContextSerializer, **errors(400, 403, 404, 409)},
+    )
+    def get(self, request, key):
+        task = selectors.task_for(request.user, key)
+        raw = request.query_params.get("max_chars")
+        max_chars = None
+        if raw not in (None, ""):
+            field = serializers.IntegerField(min_value=1)
+            try:
+                max_chars = field.run_validation(raw)
+            except serializers.ValidationError as exc:
+                raise serializers.ValidationError({"max_chars": exc.detail}) from None
+        return Response(services.task_context(task=task, actor=request.user, max_chars=max_chars))
+
+
+class TaskReviewApi(APIView):
+    """Approve or reject a task in review. Reviewers who did not submit the attempt."""
+
+    class InputSerializer(serializers.Serializer):
+        verdict = serializers.ChoiceField(choices=["approve", "reject"])
+        reason = serializers.CharField(
+            max_length=10_000, required=False, allow_blank=True, default=""
+        )
+
+    @extend_schema(
+        request=InputSerializer, responses={200: TaskSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, key):
+        task = selectors.task_for(request.user, key)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        service = (
+            services.task_approve
+            if data.validated_data["verdict"] == "approve"
+            else services.task_reject
+        )
+        task = service(task=task, actor=request.user, reason=data.validated_data["reason"])
+        return Response(TaskSerializer(task).data)
+
+
+class TaskHandoffApi(APIView):
+    """The four handoff answers: what changed, why, what remains open, which evidence is authoritative."""
+
+    @extend_schema(responses={200: HandoffSerializer, **errors(404)})
+    def get(self, request, key):
+        return Response(handoff(selectors.task_for(request.user, key)))
+
+
+class TaskEventsApi(generics.ListAPIView):
+    """The task's audit trail: every transition of the task, its attempts and gate runs."""
+
+    serializer_class = EventSerializer
+    pagination_class = IdCursorPagination
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Event.objects.none()
+        task = selectors.task_for(self.request.user, self.kwargs["key"])
+        return Event.objects.filter(task=task).select_related("actor")
+
+    @extend_schema(responses={200: EventSerializer(many=True), **errors(404)})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+# --- Attempts --------------------------------------------------------------------------------
+
+
+class AttemptDetailApi(APIView):
+    """An attempt with its gate runs and review verdict."""
+
+    @extend_schema(responses={200: AttemptDetailSerializer, **errors(404)})
+    def get(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        return Response(AttemptDetailSerializer(attempt).data)
+
+
+class LeaseSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField()
+    lease_expires_at = serializers.DateTimeField()
+    heartbeat_at = serializers.DateTimeField()
+
+
+class AttemptHeartbeatApi(APIView):
+    """Extend the lease. 409 lease_lost once it has run out."""
+
+    class InputSerializer(serializers.Serializer):
+        lease_seconds = serializers.IntegerField(required=False)
+
+    @extend_schema(
+        request=InputSerializer, responses={200: LeaseSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = services.attempt_heartbeat(
+            attempt=attempt,
+            actor=request.user,
+            lease_seconds=data.validated_data.get("lease_seconds"),
+        )
+        return Response(
+            {
+                "attempt": attempt.pk,
+                "lease_expires_at": attempt.lease_expires_at,
+                "heartbeat_at": attempt.heartbeat_at,
+            }
+        )
+
+
+class CheckpointSerializer(serializers.Serializer):
+    data = serializers.JSONField(allow_null=True)
+    revision = serializers.IntegerField()
+    saved_at = serializers.DateTimeField(allow_null=True)
+
+
+class AttemptCheckpointApi(APIView):
+    """Read or save the checkpoint the agent resumes from (optimistic revisions)."""
+
+    class InputSerializer(serializers.Serializer):
+        data = serializers.JSONField(help_text="Anything the agent needs to resume.")
+        revision = serializers.IntegerField(
+            min_value=0, help_text="The revision you last saw; 0 for none."
+        )
+
+    @extend_schema(responses={200: CheckpointSerializer, **errors(404)})
+    def get(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        return Response(_checkpoint(attempt))
+
+    @extend_schema(
+        request=InputSerializer, responses={200: CheckpointSerializer, **errors(400, 403, 404, 409)}
+    )
+    def put(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = services.attempt_checkpoint_save(
+            attempt=attempt,
+            actor=request.user,
+            data=data.validated_data["data"],
+            revision=data.validated_data["revision"],
+        )
+        return Response(_checkpoint(attempt))
+
+
+def _checkpoint(attempt) -> dict:
+    return {
+        "data": attempt.checkpoint,
+        "revision": attempt.checkpoint_revision,
+        "saved_at": attempt.checkpoint_at,
+    }
+
+
+class SubmitReceiptSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField()
+    task = serializers.CharField()
+    state = serializers.CharField()
+    submitted_at = serializers.DateTimeField()
+    summary = serializers.CharField()
+    change = ChangeSerializer()
+    status_url = serializers.CharField()
+
+
+class AttemptSubmitApi(APIView):
+    """Submit for checking; send an ``Idempotency-Key`` header so a retry is safe."""
+
+    class InputSerializer(serializers.Serializer):
+        summary = serializers.CharField(
+            max_length=10_000, help_text="What changed and why, for the reviewer."
+        )
+        change = ChangeSerializer(required=False, default=dict)
+
+    @extend_schema(
+        request=InputSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="A retry with the same key returns the same answer and changes nothing.",
+            )
+        ],
+        responses={202: SubmitReceiptSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > 255:
+            raise serializers.ValidationError({"Idempotency-Key": "at most 255 characters"})
+        attempt = services.attempt_submit(
+            attempt=attempt,
+            actor=request.user,
+            summary=data.validated_data["summary"],
+            change=dict(data.validated_data["change"]),
+            idempotency_key=key,
+        )
+        return Response(attempt.submit_receipt, status=status.HTTP_202_ACCEPTED)
+
+
+class AttemptReleaseApi(APIView):
+    """Give the task back (→ ready) or mark it blocked (→ blocked; a reason is required)."""
+
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(
+            max_length=10_000, required=False, allow_blank=True, default=""
+        )
+        blocked = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        request=InputSerializer, responses={200: AttemptSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = services.attempt_release(
+            attempt=attempt, actor=request.user, **data.validated_data
+        )
+        return Response(AttemptSerializer(attempt).data)

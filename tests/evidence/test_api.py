@@ -1,0 +1,201 @@
+"""Evidence upload and download through the API."""
+
+import hashlib
+import os
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from evidence.models import Evidence
+from tests.factories import expire_lease
+
+JUNIT = b"<testsuite name='s' tests='2'><testcase classname='tests.test_a' name='test_one'/><testcase classname='tests.test_a' name='test_two'/></testsuite>"
+BOMB = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>
+<testsuite>&lol3;</testsuite>"""
+
+
+def upload(client, attempt, content, kind="junit", name="report.xml", **extra):
+    data = {
+        "file": SimpleUploadedFile(name, content, content_type="application/xml"),
+        "kind": kind,
+        **extra,
+    }
+    return client.post(f"/api/v1/attempts/{attempt.pk}/evidence/", data, format="multipart")
+
+
+def files_under(path):
+    return [os.path.join(d, f) for d, _, names in os.walk(path) for f in names]
+
+
+@pytest.mark.django_db
+def test_the_lease_holder_uploads_agent_evidence_hashed_while_streaming(flow, api):
+    _, attempt = flow.claimed(spec=flow.spec())
+
+    response = upload(api(flow.agent), attempt, JUNIT, criteria="AC-1, AC-3")
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["sha256"] == hashlib.sha256(JUNIT).hexdigest()
+    assert (body["size"], body["kind"], body["provenance"], body["authoritative"]) == (
+        len(JUNIT),
+        "junit",
+        "agent",
+        False,
+    )
+    assert body["criteria"] == ["AC-1", "AC-3"]
+    assert (body["summary"]["tests"], body["summary"]["passed"]) == (2, 2)
+
+
+@pytest.mark.django_db
+def test_criteria_may_be_repeated_fields(flow, api):
+    _, attempt = flow.claimed(spec=flow.spec())
+    client = api(flow.agent)
+
+    response = client.post(
+        f"/api/v1/attempts/{attempt.pk}/evidence/",
+        {"file": SimpleUploadedFile("r.xml", JUNIT), "kind": "junit", "criteria": ["AC-1", "AC-2"]},
+        format="multipart",
+    )
+
+    assert response.json()["criteria"] == ["AC-1", "AC-2"]
+
+
+@pytest.mark.django_db
+def test_a_verifier_uploads_authoritative_evidence(flow, api):
+    _, attempt = flow.claimed()
+
+    body = upload(api(flow.verifier), attempt, JUNIT).json()
+
+    assert (body["provenance"], body["authoritative"]) == ("verifier", True)
+
+
+@pytest.mark.django_db
+def test_provenance_in_the_request_body_is_ignored(flow, api):
+    _, attempt = flow.claimed()
+
+    body = upload(
+        api(flow.agent), attempt, JUNIT, provenance="verifier", authoritative="true"
+    ).json()
+
+    assert (body["provenance"], body["authoritative"]) == ("agent", False)
+
+
+@pytest.mark.django_db
+def test_an_xml_bomb_is_400_and_nothing_is_stored(flow, api, settings):
+    _, attempt = flow.claimed()
+
+    response = upload(api(flow.agent), attempt, BOMB)
+
+    assert response.status_code == 400
+    assert "DTD" in response.json()["detail"]
+    assert Evidence.objects.count() == 0
+    assert files_under(settings.MEDIA_ROOT) == []
+    assert files_under(settings.FACTORY_UPLOAD_TEMP_DIR) == []
+
+
+@pytest.mark.django_db
+def test_a_file_that_is_not_its_declared_kind_is_400(flow, api):
+    _, attempt = flow.claimed()
+
+    response = upload(api(flow.agent), attempt, b"just words", kind="junit")
+
+    assert (response.status_code, response.json()["code"]) == (400, "invalid")
+    assert "not well-formed XML" in response.json()["detail"]
+    assert Evidence.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_an_unknown_kind_is_400_naming_the_field(flow, api):
+    _, attempt = flow.claimed()
+
+    response = upload(api(flow.agent), attempt, JUNIT, kind="video")
+
+    assert (response.status_code, list(response.json()["fields"])) == (400, ["kind"])
+
+
+@pytest.mark.django_db
+def test_a_file_over_the_limit_is_413_and_leaves_no_file(flow, api, settings):
+    settings.FACTORY_MAX_UPLOAD_BYTES = 1000
+    _, attempt = flow.claimed()
+
+    response = upload(api(flow.agent), attempt, b"x" * 5000, kind="log", name="big.log")
+
+    assert (response.status_code, response.json()["code"]) == (413, "too_large")
+    assert Evidence.objects.count() == 0
+    assert files_under(settings.MEDIA_ROOT) == []
+    assert files_under(settings.FACTORY_UPLOAD_TEMP_DIR) == []
+
+
+@pytest.mark.django_db
+def test_a_declared_length_over_the_limit_is_refused_before_reading(flow, api, settings):
+    settings.FACTORY_MAX_UPLOAD_BYTES = 1000
+    _, attempt = flow.claimed()
+
+    response = api(flow.agent).post(
+        f"/api/v1/attempts/{attempt.pk}/evidence/",
+        data=b"--x--",
+        content_type="multipart/form-data; boundary=x",
+        CONTENT_LENGTH=str(50 * 1024 * 1024),
+    )
+
+    assert (response.status_code, response.json()["code"]) == (413, "too_large")
+
+
+@pytest.mark.django_db
+def test_a_lost_lease_cannot_upload(flow, api, settings):
+    _, attempt = flow.claimed()
+    expire_lease(attempt)
+
+    response = upload(api(flow.agent), attempt, JUNIT)
+
+    assert (response.status_code, response.json()["code"]) == (409, "lease_lost")
+    assert Evidence.objects.count() == 0
+    assert files_under(settings.MEDIA_ROOT) == []
+
+
+@pytest.mark.django_db
+def test_a_reviewer_of_another_project_gets_404(flow, other_flow, api):
+    _, attempt = flow.claimed()
+
+    response = upload(api(other_flow.verifier), attempt, JUNIT)
+
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert Evidence.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_content_streams_back_with_its_sha256(flow, api):
+    _, attempt = flow.claimed()
+    evidence_id = upload(api(flow.agent), attempt, JUNIT).json()["id"]
+
+    response = api(flow.reviewer).get(f"/api/v1/evidence/{evidence_id}/content/")
+
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == JUNIT
+    assert response["X-Content-SHA256"] == hashlib.sha256(JUNIT).hexdigest()
+    assert response["Content-Disposition"] == 'attachment; filename="report.xml"'
+
+
+@pytest.mark.django_db
+def test_same_bytes_uploaded_twice_are_stored_once(flow, api, settings):
+    _, attempt = flow.claimed()
+    client = api(flow.agent)
+
+    first = upload(client, attempt, JUNIT).json()
+    second = upload(client, attempt, JUNIT, name="again.xml").json()
+
+    assert first["sha256"] == second["sha256"]
+    assert first["id"] != second["id"]
+    assert len(files_under(os.path.join(settings.MEDIA_ROOT, "evidence"))) == 1
+
+
+@pytest.mark.django_db
+def test_the_attempts_evidence_is_listed(flow, api):
+    _, attempt = flow.claimed()
+    upload(api(flow.agent), attempt, JUNIT)
+
+    body = api(flow.manager).get(f"/api/v1/attempts/{attempt.pk}/evidence/").json()
+
+    assert [(e["kind"], e["name"]) for e in body] == [("junit", "report.xml")]
