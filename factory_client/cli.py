@@ -1,2 +1,250 @@
-def main():
-    raise SystemExit("not yet")
+"""``factory``: the agent API from a shell. One subcommand per call.
+
+Prints a short summary by default and the API's JSON with ``--json``. A refusal
+prints ``<code>: <detail>`` on stderr and exits 1; a server or network failure
+exits 3; bad usage exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from factory_client.client import FactoryClient, FactoryError
+
+
+def _print_json(value) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+def cmd_claim(client, args):
+    result = client.claim(project=args.project, labels=args.label or (), lease_seconds=args.lease)
+    if args.json:
+        return _print_json(result)
+    if result is None:
+        print("No claimable task.")
+        return None
+    task, attempt = result["task"], result["attempt"]
+    print(f"Claimed {task['key']}: {task['title']}")
+    print(
+        f"attempt {attempt['id']} (#{attempt['number']}), lease until {attempt['lease_expires_at']}"
+    )
+    return None
+
+
+def cmd_context(client, args):
+    bundle = client.context(args.key, max_chars=args.max_chars)
+    if args.json:
+        return _print_json(bundle)
+    task = bundle["task"]
+    print(f"{task['key']}: {task['title']} [{task['state']}]")
+    if task["description"]:
+        print(task["description"])
+    if bundle["spec"]:
+        spec = bundle["spec"]
+        print(f"\nSpec {spec['key']} v{spec['version']}: {spec['title']}")
+        for criterion in spec["criteria"]:
+            print(f"  {criterion['key']}: {criterion['text']} — needs {criterion['needs']}")
+    for decision in bundle["decisions"]:
+        print(f"Decision {decision['key']}: {decision['title']}")
+    for attempt in bundle["attempts"]:
+        print(f"Attempt #{attempt['number']} {attempt['state']}: {attempt['ended_because']}")
+    if bundle["checkpoint"]:
+        print(
+            f"Checkpoint (attempt #{bundle['checkpoint']['attempt']}): {json.dumps(bundle['checkpoint']['data'])}"
+        )
+    dropped = [m["id"] for m in bundle["manifest"] if not m["included"]]
+    print(
+        f"\n{bundle['chars']} chars, sha256 {bundle['bundle_sha256'][:16]}…"
+        + (f", dropped {', '.join(dropped)}" if dropped else "")
+    )
+    return None
+
+
+def cmd_heartbeat(client, args):
+    result = client.heartbeat(args.attempt, lease_seconds=args.lease)
+    return _print_json(result) if args.json else print(f"Lease until {result['lease_expires_at']}")
+
+
+def cmd_checkpoint(client, args):
+    if args.set is None:
+        result = client.checkpoint(args.attempt)
+    else:
+        try:
+            data = json.loads(args.set)
+        except ValueError as exc:
+            raise SystemExit(f"--set must be JSON: {exc}") from None
+        result = client.save_checkpoint(args.attempt, data, args.revision)
+    return (
+        _print_json(result)
+        if args.json
+        else print(f"revision {result['revision']}: {json.dumps(result['data'])}")
+    )
+
+
+def cmd_evidence(client, args):
+    result = client.evidence(args.attempt, args.path, args.kind, criteria=args.criteria or ())
+    if args.json:
+        return _print_json(result)
+    mark = " (authoritative)" if result["authoritative"] else ""
+    print(
+        f"Evidence {result['id']}: {result['kind']} {result['size']} bytes sha256 {result['sha256']}{mark}"
+    )
+    return None
+
+
+def cmd_decide(client, args):
+    alternatives = [{"option": option, "reason": ""} for option in args.alternative or ()]
+    result = client.decide(
+        args.attempt,
+        args.title,
+        args.context,
+        args.decision,
+        consequences=args.consequences or "",
+        alternatives=alternatives,
+    )
+    return (
+        _print_json(result) if args.json else print(f"Proposed {result['key']}: {result['title']}")
+    )
+
+
+def cmd_submit(client, args):
+    change = {
+        k: v
+        for k, v in {"commit": args.commit, "branch": args.branch, "url": args.url}.items()
+        if v
+    }
+    result = client.submit(
+        args.attempt, args.summary, change=change, idempotency_key=args.idempotency_key
+    )
+    return (
+        _print_json(result)
+        if args.json
+        else print(f"Submitted {result['task']} attempt {result['attempt']}: {result['state']}")
+    )
+
+
+def cmd_release(client, args):
+    result = client.release(args.attempt, reason=args.reason or "", blocked=args.blocked)
+    return _print_json(result) if args.json else print(f"Attempt {result['id']} {result['state']}")
+
+
+def cmd_review(client, args):
+    result = client.review(args.key, args.verdict, reason=args.reason or "")
+    return _print_json(result) if args.json else print(f"{result['key']} is {result['state']}")
+
+
+def cmd_tasks(client, args):
+    result = client.tasks(project=args.project, state=args.state, label=args.label)
+    if args.json:
+        return _print_json(result)
+    for task in result:
+        print(f"{task['key']:<10} {task['state']:<10} {task['title']}")
+    return None
+
+
+def cmd_decisions(client, args):
+    result = client.decisions(q=args.q, state=args.state, project=args.project)
+    if args.json:
+        return _print_json(result)
+    for decision in result:
+        print(f"{decision['key']:<10} {decision['state']:<11} {decision['title']}")
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="factory", description="Factory Memory from the shell.")
+    parser.add_argument("--url", help="server URL (default $FACTORY_URL)")
+    parser.add_argument("--token", help="bearer token (default $FACTORY_TOKEN)")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("claim", help="claim the best claimable task")
+    p.add_argument("--project")
+    p.add_argument("--label", action="append", help="repeatable")
+    p.add_argument("--lease", type=int, help="lease seconds")
+    p.set_defaults(run=cmd_claim)
+
+    p = sub.add_parser("context", help="the context bundle of a task")
+    p.add_argument("key")
+    p.add_argument("--max-chars", type=int)
+    p.set_defaults(run=cmd_context)
+
+    p = sub.add_parser("heartbeat", help="extend the lease")
+    p.add_argument("attempt", type=int)
+    p.add_argument("--lease", type=int)
+    p.set_defaults(run=cmd_heartbeat)
+
+    p = sub.add_parser("checkpoint", help="show, or with --set save, the checkpoint")
+    p.add_argument("attempt", type=int)
+    p.add_argument("--set", help="JSON to save")
+    p.add_argument("--revision", type=int, default=0, help="the revision you last saw")
+    p.set_defaults(run=cmd_checkpoint)
+
+    p = sub.add_parser("evidence", help="attach a file as evidence")
+    p.add_argument("attempt", type=int)
+    p.add_argument("path")
+    p.add_argument("--kind", required=True)
+    p.add_argument("--criteria", action="append", help="criterion key; repeatable")
+    p.set_defaults(run=cmd_evidence)
+
+    p = sub.add_parser("decide", help="propose a decision during an attempt")
+    p.add_argument("attempt", type=int)
+    p.add_argument("--title", required=True)
+    p.add_argument("--context", required=True)
+    p.add_argument("--decision", required=True)
+    p.add_argument("--consequences")
+    p.add_argument("--alternative", action="append", help="a rejected option; repeatable")
+    p.set_defaults(run=cmd_decide)
+
+    p = sub.add_parser("submit", help="submit the attempt for checking")
+    p.add_argument("attempt", type=int)
+    p.add_argument("--summary", required=True)
+    p.add_argument("--commit")
+    p.add_argument("--branch")
+    p.add_argument("--url")
+    p.add_argument("--idempotency-key")
+    p.set_defaults(run=cmd_submit)
+
+    p = sub.add_parser("release", help="give the task back, or --blocked")
+    p.add_argument("attempt", type=int)
+    p.add_argument("--reason")
+    p.add_argument("--blocked", action="store_true")
+    p.set_defaults(run=cmd_release)
+
+    p = sub.add_parser("review", help="approve or reject a task in review")
+    p.add_argument("key")
+    p.add_argument("verdict", choices=["approve", "reject"])
+    p.add_argument("--reason")
+    p.set_defaults(run=cmd_review)
+
+    p = sub.add_parser("tasks", help="list tasks")
+    p.add_argument("--project")
+    p.add_argument("--state")
+    p.add_argument("--label")
+    p.set_defaults(run=cmd_tasks)
+
+    p = sub.add_parser("decisions", help="search decisions")
+    p.add_argument("q", nargs="?")
+    p.add_argument("--state")
+    p.add_argument("--project")
+    p.set_defaults(run=cmd_decisions)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with FactoryClient(args.url, args.token) as client:
+            args.run(client, args)
+    except FactoryError as exc:
+        print(f"{exc.code}: {exc.detail}", file=sys.stderr)
+        if args.json and exc.body:
+            _print_json(exc.body)
+        return 1 if 400 <= exc.status < 500 or exc.code == "no_token" else 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

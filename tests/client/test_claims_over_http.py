@@ -1,0 +1,59 @@
+"""Claiming over real HTTP: many agents at once, and an agent that dies holding a task."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from knox.models import AuthToken
+
+from factory_client import FactoryClient, FactoryError
+from tasks.models import Attempt, Task
+from tests.conftest import postgres_only
+from tests.factories import expire_lease, member
+
+
+def client(live_server, user):
+    return FactoryClient(live_server.url, AuthToken.objects.create(user=user)[1], retries=0)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_sixteen_agents_claiming_500_tasks_over_http_claim_each_exactly_once(live_server, flow):
+    for i in range(500):
+        flow.ready(title=f"task {i}")
+    agents = [
+        client(live_server, member(flow.project, "agent", f"http-agent-{i}")) for i in range(16)
+    ]
+
+    def drain(agent):
+        claimed = []
+        while (result := agent.claim(lease_seconds=600)) is not None:
+            claimed.append(result["task"]["key"])
+        return claimed
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        per_agent = list(pool.map(drain, agents))
+
+    keys = [key for claimed in per_agent for key in claimed]
+    assert len(keys) == len(set(keys)) == 500
+    assert Attempt.objects.count() == Attempt.objects.filter(state="running").count() == 500
+    assert Task.objects.filter(state="claimed").count() == 500
+    assert sum(1 for claimed in per_agent if claimed) > 1  # the work really was shared
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_agents_task_is_resumed_by_another_from_its_checkpoint(live_server, flow):
+    task = flow.ready(title="resume me")
+    dead, alive = client(live_server, flow.agent), client(live_server, flow.agent2)
+    first = dead.claim(lease_seconds=600)["attempt"]["id"]
+    dead.save_checkpoint(first, {"done": ["tests"], "next": "implementation"}, revision=0)
+
+    expire_lease(Attempt.objects.get(pk=first))  # the agent was killed: no more heartbeats
+    second = alive.claim()
+    with pytest.raises(FactoryError) as refused:
+        dead.submit(first, "late work")
+    bundle = alive.context(task.key)
+
+    assert second["task"]["key"] == task.key and second["attempt"]["number"] == 2
+    assert (refused.value.status, refused.value.code) == (409, "lease_lost")
+    assert bundle["checkpoint"]["data"] == {"done": ["tests"], "next": "implementation"}
+    assert bundle["attempts"][0]["state"] == "abandoned"

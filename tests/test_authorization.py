@@ -1,0 +1,236 @@
+"""Walks tests/authz_matrix.tsv: every endpoint × every kind of caller → the exact status.
+
+A refused call must also change nothing: the count of events stays the same.
+"""
+
+import csv
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
+from knox.models import AuthToken
+from rest_framework.test import APIClient
+
+from decisions import services as decisions
+from tasks.models import Event
+from tests.factories import CRITERIA, Flow, ProjectFactory
+
+MATRIX = Path(__file__).with_name("authz_matrix.tsv")
+JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
+
+
+def read_matrix():
+    lines = [line for line in MATRIX.read_text().splitlines() if line and not line.startswith("#")]
+    rows = list(csv.DictReader(lines, delimiter="\t"))
+    return [
+        (row["endpoint"], caller, int(status))
+        for row in rows
+        for caller, status in row.items()
+        if caller != "endpoint"
+    ]
+
+
+def decision(flow):
+    return decisions.decision_propose(
+        project=flow.project, actor=flow.manager, title="t", context="c", decision="d"
+    )
+
+
+# Each builder makes the object the endpoint needs, in a state that allows the call,
+# and returns (method, path, body, format).
+ENDPOINTS = {
+    "tasks.list": lambda f: ("get", "/api/v1/tasks/", None, None),
+    "tasks.create": lambda f: ("post", "/api/v1/tasks/", {"project": "FM", "title": "t"}, "json"),
+    "tasks.detail": lambda f: ("get", f"/api/v1/tasks/{f.draft().key}/", None, None),
+    "tasks.edit": lambda f: ("patch", f"/api/v1/tasks/{f.draft().key}/", {"title": "new"}, "json"),
+    "tasks.claim": lambda f: (
+        f.ready(),
+        ("post", "/api/v1/tasks/claim/", {"project": "FM"}, "json"),
+    )[1],
+    "tasks.context": lambda f: ("get", f"/api/v1/tasks/{f.held[0].key}/context/", None, None),
+    "tasks.handoff": lambda f: ("get", f"/api/v1/tasks/{f.held[0].key}/handoff/", None, None),
+    "tasks.events": lambda f: ("get", f"/api/v1/tasks/{f.held[0].key}/events/", None, None),
+    "tasks.review": lambda f: (
+        "post",
+        f"/api/v1/tasks/{f.reviewable().key}/review/",
+        {"verdict": "approve"},
+        "json",
+    ),
+    "tasks.publish": lambda f: ("post", f"/api/v1/tasks/{f.draft().key}/publish/", {}, "json"),
+    "tasks.unblock": lambda f: ("post", f"/api/v1/tasks/{f.blocked()[0].key}/unblock/", {}, "json"),
+    "tasks.reopen": lambda f: ("post", f"/api/v1/tasks/{f.failed()[0].key}/reopen/", {}, "json"),
+    "tasks.cancel": lambda f: ("post", f"/api/v1/tasks/{f.ready().key}/cancel/", {}, "json"),
+    "attempts.detail": lambda f: ("get", f"/api/v1/attempts/{f.held[1].pk}/", None, None),
+    "attempts.heartbeat": lambda f: (
+        "post",
+        f"/api/v1/attempts/{f.held[1].pk}/heartbeat/",
+        {},
+        "json",
+    ),
+    "attempts.checkpoint.read": lambda f: (
+        "get",
+        f"/api/v1/attempts/{f.held[1].pk}/checkpoint/",
+        None,
+        None,
+    ),
+    "attempts.checkpoint.save": lambda f: (
+        "put",
+        f"/api/v1/attempts/{f.held[1].pk}/checkpoint/",
+        {"data": {"a": 1}, "revision": 0},
+        "json",
+    ),
+    "attempts.evidence.list": lambda f: (
+        "get",
+        f"/api/v1/attempts/{f.held[1].pk}/evidence/",
+        None,
+        None,
+    ),
+    "attempts.evidence.upload": lambda f: (
+        "post",
+        f"/api/v1/attempts/{f.held[1].pk}/evidence/",
+        {"file": SimpleUploadedFile("j.xml", JUNIT), "kind": "junit"},
+        "multipart",
+    ),
+    "attempts.decisions": lambda f: (
+        "post",
+        f"/api/v1/attempts/{f.held[1].pk}/decisions/",
+        {"title": "t", "context": "c", "decision": "d"},
+        "json",
+    ),
+    "attempts.submit": lambda f: (
+        "post",
+        f"/api/v1/attempts/{f.held[1].pk}/submit/",
+        {"summary": "s"},
+        "json",
+    ),
+    "attempts.release": lambda f: ("post", f"/api/v1/attempts/{f.held[1].pk}/release/", {}, "json"),
+    "evidence.detail": lambda f: ("get", f"/api/v1/evidence/{f.evidence().pk}/", None, None),
+    "evidence.content": lambda f: (
+        "get",
+        f"/api/v1/evidence/{f.evidence().pk}/content/",
+        None,
+        None,
+    ),
+    "specs.list": lambda f: ("get", "/api/v1/specs/", None, None),
+    "specs.create": lambda f: (
+        "post",
+        "/api/v1/specs/",
+        {"project": "FM", "title": "t", "body": "b", "criteria": CRITERIA},
+        "json",
+    ),
+    "specs.detail": lambda f: ("get", f"/api/v1/specs/{f.spec().key}/", None, None),
+    "specs.versions.create": lambda f: (
+        "post",
+        f"/api/v1/specs/{f.spec().key}/versions/",
+        {"body": "v2", "criteria": CRITERIA},
+        "json",
+    ),
+    "specs.version.detail": lambda f: (
+        "get",
+        f"/api/v1/specs/{f.spec().key}/versions/1/",
+        None,
+        None,
+    ),
+    "specs.version.accept": lambda f: (
+        "post",
+        f"/api/v1/specs/{f.draft_version().spec.key}/versions/2/accept/",
+        {},
+        "json",
+    ),
+    "decisions.list": lambda f: ("get", "/api/v1/decisions/", None, None),
+    "decisions.create": lambda f: (
+        "post",
+        "/api/v1/decisions/",
+        {"project": "FM", "title": "t", "context": "c", "decision": "d"},
+        "json",
+    ),
+    "decisions.detail": lambda f: ("get", f"/api/v1/decisions/{decision(f).key}/", None, None),
+    "decisions.accept": lambda f: (
+        "post",
+        f"/api/v1/decisions/{decision(f).key}/accept/",
+        {},
+        "json",
+    ),
+    "decisions.reject": lambda f: (
+        "post",
+        f"/api/v1/decisions/{decision(f).key}/reject/",
+        {"reason": "no"},
+        "json",
+    ),
+}
+
+
+class World(Flow):
+    """The project FM with a task held by ``holder`` and builders for everything else."""
+
+    @property
+    def held(self):
+        if not hasattr(self, "_held"):
+            self._held = self.claimed(agent=self.agent)
+        return self._held
+
+    def reviewable(self):
+        return self.in_review(agent=self.agent)[0]
+
+    def evidence(self):
+        return self.attach(self.held[1])
+
+    def draft_version(self):
+        spec = self.spec()
+        return decisions.spec_version_create(
+            spec=spec, actor=self.manager, body="v2", criteria=CRITERIA
+        )
+
+
+def client_for(world, outsider, caller):
+    client = APIClient()
+    user = {
+        "holder": world.agent,
+        "agent": world.agent2,
+        "outsider": outsider.agent,
+        "verifier": world.verifier,
+        "reviewer": world.reviewer,
+        "manager": world.manager,
+        "expired": world.agent,
+        "anonymous": None,
+    }[caller]
+    if user is not None:
+        row, token = AuthToken.objects.create(user=user)
+        if caller == "expired":
+            AuthToken.objects.filter(pk=row.pk).update(
+                expiry=timezone.now() - timezone.timedelta(seconds=1)
+            )
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def test_the_matrix_covers_every_operation_of_the_api():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operations = [
+        (path, method)
+        for path, item in schema["paths"].items()
+        for method in item
+        if path.startswith("/api/v1/")
+    ]
+
+    assert {endpoint for endpoint, _, _ in read_matrix()} == set(ENDPOINTS)
+    assert len(operations) == len(ENDPOINTS)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("endpoint", "caller", "expected"), read_matrix())
+def test_each_caller_gets_the_status_in_the_matrix(endpoint, caller, expected):
+    world = World(ProjectFactory(slug="FM"), prefix="fm")
+    outsider = Flow(ProjectFactory(slug="OT"), prefix="ot")
+    method, path, body, fmt = ENDPOINTS[endpoint](world)
+    events_before = Event.objects.count()
+
+    response = getattr(client_for(world, outsider, caller), method)(path, body, format=fmt)
+
+    assert response.status_code == expected, response.content[:300]
+    if expected >= 400:
+        assert Event.objects.count() == events_before
+        assert response.json()["code"]
