@@ -1,4 +1,4 @@
-"""Walks tests/authz_matrix.tsv: every endpoint × every kind of caller → the exact status.
+"""Walks tests/authz_matrix.tsv: every endpoint by every kind of caller → the exact status.
 
 A refused call must also change nothing: the count of events stays the same.
 """
