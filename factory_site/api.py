@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers
@@ -100,6 +101,18 @@ def exception_handler(exc, context):
     if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
         response.data["retry_after"] = int(exc.wait)
     return response
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "factory_site.auth.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A token from `manage.py issue_token USERNAME`: `Authorization: Bearer fm_…`.",
+        }
 
 
 class FactoryAutoSchema(AutoSchema):

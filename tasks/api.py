@@ -6,7 +6,7 @@ another project's task or attempt is a 404.
 """
 
 import django_filters
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, prefetch_related_objects
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
@@ -16,39 +16,45 @@ from decisions.models import Spec
 from factory_site.api import IdCursorPagination, errors
 from tasks import selectors, services
 from tasks.handoff import handoff
-from tasks.models import Attempt, Event, Label, Project, Task, TaskState
+from tasks.models import AttemptState, Event, Label, Project, Task, TaskState
 
 # --- Output ---------------------------------------------------------------------------------
 
 
-class TaskSerializer(serializers.ModelSerializer):
-    project = serializers.CharField(source="project.slug", read_only=True)
-    labels = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
-    depends_on = serializers.SlugRelatedField(many=True, read_only=True, slug_field="key")
-    spec = serializers.SlugRelatedField(read_only=True, slug_field="key")
-    current_attempt = serializers.PrimaryKeyRelatedField(read_only=True)
+# Plain serializers, not ModelSerializers: these are on the claim path, and building
+# a ModelSerializer's fields by introspection costs more than the claim's own queries.
 
-    class Meta:
-        model = Task
-        fields = [
-            "key",
-            "project",
-            "title",
-            "description",
-            "state",
-            "priority",
-            "labels",
-            "depends_on",
-            "allowed_paths",
-            "spec",
-            "max_attempts",
-            "attempt_count",
-            "failed_attempts",
-            "current_attempt",
-            "created_at",
-            "updated_at",
-        ]
-        read_only_fields = fields
+
+class RelatedKeysField(serializers.ListField):
+    """A to-many relation as a list of one attribute of each related row (names, keys)."""
+
+    def __init__(self, attr: str, **kwargs):
+        self.attr = attr
+        super().__init__(child=serializers.CharField(), read_only=True, **kwargs)
+
+    def to_representation(self, manager):
+        return [getattr(obj, self.attr) for obj in manager.all()]
+
+
+class TaskSerializer(serializers.Serializer):
+    key = serializers.CharField(read_only=True)
+    project = serializers.CharField(source="project.slug", read_only=True)
+    title = serializers.CharField(read_only=True)
+    description = serializers.CharField(read_only=True)
+    state = serializers.ChoiceField(choices=TaskState.choices, read_only=True)
+    priority = serializers.IntegerField(read_only=True)
+    labels = RelatedKeysField("name")
+    depends_on = RelatedKeysField("key")
+    allowed_paths = serializers.ListField(child=serializers.CharField(), read_only=True)
+    spec = serializers.CharField(source="spec.key", read_only=True, allow_null=True)
+    max_attempts = serializers.IntegerField(read_only=True)
+    attempt_count = serializers.IntegerField(read_only=True)
+    failed_attempts = serializers.IntegerField(read_only=True)
+    current_attempt = serializers.IntegerField(
+        source="current_attempt_id", read_only=True, allow_null=True
+    )
+    created_at = serializers.DateTimeField(read_only=True)
+    updated_at = serializers.DateTimeField(read_only=True)
 
 
 class SpecVersionRefSerializer(serializers.Serializer):
@@ -56,33 +62,24 @@ class SpecVersionRefSerializer(serializers.Serializer):
     number = serializers.IntegerField()
 
 
-class AttemptSerializer(serializers.ModelSerializer):
+class AttemptSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
     task = serializers.CharField(source="task.key", read_only=True)
+    number = serializers.IntegerField(read_only=True)
     agent = serializers.CharField(source="agent.username", read_only=True)
+    state = serializers.ChoiceField(choices=AttemptState.choices, read_only=True)
     spec_version = SpecVersionRefSerializer(read_only=True, allow_null=True)
-
-    class Meta:
-        model = Attempt
-        fields = [
-            "id",
-            "task",
-            "number",
-            "agent",
-            "state",
-            "spec_version",
-            "lease_expires_at",
-            "heartbeat_at",
-            "checkpoint_revision",
-            "context_sha256",
-            "context_fetched_at",
-            "summary",
-            "change",
-            "submitted_at",
-            "ended_at",
-            "end_reason",
-            "started_at",
-        ]
-        read_only_fields = fields
+    lease_expires_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    heartbeat_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    checkpoint_revision = serializers.IntegerField(read_only=True)
+    context_sha256 = serializers.CharField(read_only=True)
+    context_fetched_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    summary = serializers.CharField(read_only=True)
+    change = serializers.JSONField(read_only=True)
+    submitted_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    end_reason = serializers.CharField(read_only=True)
+    started_at = serializers.DateTimeField(read_only=True)
 
 
 class GateRunSerializer(serializers.Serializer):
@@ -108,10 +105,6 @@ class ReviewSerializer(serializers.Serializer):
 class AttemptDetailSerializer(AttemptSerializer):
     gate_runs = GateRunSerializer(many=True, read_only=True)
     review = serializers.SerializerMethodField()
-
-    class Meta(AttemptSerializer.Meta):
-        fields = [*AttemptSerializer.Meta.fields, "gate_runs", "review"]
-        read_only_fields = fields
 
     @extend_schema_field(ReviewSerializer(allow_null=True))
     def get_review(self, attempt) -> dict | None:
@@ -385,11 +378,10 @@ class TaskClaimApi(APIView):
         )
         if attempt is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        task = (
-            Task.objects.select_related("project", "spec")
-            .prefetch_related("labels", "depends_on")
-            .get(pk=attempt.task_id)
-        )
+        task = attempt.task  # the row the claim locked, with its project and spec
+        prefetch_related_objects([task], "labels", "depends_on")
+        if attempt.spec_version_id:
+            prefetch_related_objects([attempt], "spec_version__spec")
         return Response(
             {"task": TaskSerializer(task).data, "attempt": AttemptSerializer(attempt).data},
             status=status.HTTP_201_CREATED,

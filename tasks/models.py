@@ -178,6 +178,8 @@ class TaskState(models.TextChoices):
 
 
 def _dependencies_refusal(task):
+    if getattr(task, "dependencies_checked", False):
+        return None
     open_keys = list(task.depends_on.exclude(state=TaskState.DONE).values_list("key", flat=True))
     if open_keys:
         return ("dependencies_open", f"{task} waits for {', '.join(sorted(open_keys))} to be done")
@@ -251,7 +253,11 @@ class Task(ConcurrentTransitionMixin, models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["state", "-priority", "created_at"], name="task_claim_order"),
+            # The claim query's filter and order: the first unlocked row is found without a sort.
+            models.Index(
+                fields=["project", "state", "-priority", "created_at", "id"],
+                name="task_claim_order",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -26,10 +26,10 @@ class Role(models.TextChoices):
 SUPERUSER_ROLES = frozenset({Role.REVIEWER, Role.MANAGER})
 
 
-def roles_in(user, project_id: int) -> frozenset[str]:
-    """The roles ``user`` holds in a project, cached on the user object for its request."""
+def roles_by_project(user) -> dict[int, set[str]]:
+    """Every project role of ``user``, loaded once per user object (so once per request)."""
     if user is None or not user.is_authenticated or not user.is_active:
-        return frozenset()
+        return {}
     cache = getattr(user, "_factory_roles", None)
     if cache is None:
         from tasks.models import Membership
@@ -38,8 +38,13 @@ def roles_in(user, project_id: int) -> frozenset[str]:
         for pid, role in Membership.objects.filter(user=user).values_list("project_id", "role"):
             cache.setdefault(pid, set()).add(role)
         user._factory_roles = cache
-    roles = frozenset(cache.get(project_id, ()))
-    return roles | SUPERUSER_ROLES if user.is_superuser else roles
+    return cache
+
+
+def roles_in(user, project_id: int) -> frozenset[str]:
+    """The roles ``user`` holds in a project."""
+    roles = frozenset(roles_by_project(user).get(project_id, ()))
+    return roles | SUPERUSER_ROLES if user is not None and user.is_superuser else roles
 
 
 def has_role(user, project_id: int, *roles: str) -> bool:

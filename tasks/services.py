@@ -8,6 +8,7 @@ conditions and writes the ``Event`` — and queues side effects with
 jobs all call these; none of them repeats a check.
 """
 
+import contextlib
 import fnmatch
 import logging
 from collections.abc import Iterable
@@ -241,8 +242,8 @@ def task_claim(
 
     Two agents never get the same task: the candidate row is taken with
     ``SELECT … FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite serialises writers), and
-    the transition's own ``WHERE state = …`` refuses a stale write. A task whose lease
-    ran out is expired here first, so expiry works without a worker.
+    the transition's own ``WHERE state = …`` refuses a stale write. Leases that ran
+    out in the agent's projects are expired first, so expiry works without a worker.
     """
     lease = lease_duration(lease_seconds)
     project_ids = selectors.project_ids_for(agent, Role.AGENT)
@@ -253,22 +254,26 @@ def task_claim(
     if not project_ids:
         raise PermissionDenied("you are not an agent in any project")
     now = timezone.now()
+    for attempt_id in selectors.overdue_attempt_ids(project_ids=project_ids, now=now):
+        _expire_quietly(attempt_id)
     with transaction.atomic():
-        candidates = selectors.claimable_tasks(project_ids=project_ids, labels=labels, now=now)
+        candidates = selectors.claimable_tasks(project_ids=project_ids, labels=labels)
         task = (
             candidates.select_for_update(skip_locked=True, of=("self",))
             .select_related("project", "spec")
+            .annotate(current_spec_version_id=_current_version_id())
             .first()
         )
         if task is None:
             return None
-        if task.state == TaskState.CLAIMED:
-            _expire(task, _lock_attempt(task.current_attempt_id))
+        # The candidate query proved the dependencies done; done is final, so the
+        # transition's condition need not ask the database again.
+        task.dependencies_checked = True
         attempt = Attempt.objects.create(
             task=task,
             number=task.attempt_count + 1,
             agent=agent,
-            spec_version=task.spec.current_version() if task.spec_id else None,
+            spec_version_id=task.current_spec_version_id,
             lease_expires_at=now + lease,
             heartbeat_at=now,
         )
@@ -282,6 +287,23 @@ def task_claim(
         )
         fire(task, "claim", actor=agent, attempt=attempt, extra={"attempt": attempt.number})
     return attempt
+
+
+def _current_version_id():
+    from django.db.models import OuterRef, Subquery
+
+    from decisions.models import SpecVersion, SpecVersionState
+
+    return Subquery(
+        SpecVersion.objects.filter(
+            spec_id=OuterRef("spec_id"), state=SpecVersionState.ACCEPTED
+        ).values("pk")[:1]
+    )
+
+
+def _expire_quietly(attempt_id: int) -> None:
+    with contextlib.suppress(Conflict):  # a heartbeat, or another claimer, got there first
+        attempt_expire(attempt=Attempt(pk=attempt_id))
 
 
 def attempt_fence(attempt: Attempt, actor) -> Attempt:
@@ -416,8 +438,7 @@ def leases_expire_overdue() -> int:
         try:
             attempt_expire(attempt=Attempt(pk=attempt_id))
         except Conflict:
-            # A heartbeat or another reconciler got there first; nothing to do.
-            continue
+            continue  # a heartbeat or another reconciler got there first
         expired += 1
     return expired
 

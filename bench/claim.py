@@ -1,0 +1,214 @@
+"""Claims per second through the HTTP endpoint against a raw SKIP LOCKED loop, same database, same run.
+
+    uv run python bench/claim.py [--seconds 10] [--workers 4]
+
+Raw: N threads, each with its own psycopg connection, run
+``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id``.
+Bare Django: the same UPDATE in a one-view Django site (bench/bare_site.py) under
+gunicorn — the floor any Django endpoint starts from. HTTP: ``wrk`` (a C load
+generator that costs little CPU) posts to ``/api/v1/tasks/claim/`` with N
+connections against gunicorn. Both at 1, 4 and 16
+clients; prints JSON with claims/s and latency percentiles. Needs PostgreSQL and wrk.
+"""
+
+import argparse
+import json
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from common import drop_database, gunicorn, percentiles, setup_django
+
+RAW_CLAIM = """
+UPDATE tasks_task SET state = 'claimed', updated_at = now()
+WHERE id = (
+    SELECT id FROM tasks_task
+    WHERE project_id = %s AND state = 'ready'
+    ORDER BY priority DESC, created_at, id
+    FOR UPDATE SKIP LOCKED LIMIT 1
+)
+RETURNING id
+"""
+
+
+def make_tasks(project, count: int) -> None:
+    from tasks.models import Task
+
+    Task.objects.bulk_create(
+        [
+            Task(
+                project=project,
+                number=i,
+                key=f"{project.slug}-{i}",
+                title=f"bench {i}",
+                state="ready",
+            )
+            for i in range(1, count + 1)
+        ],
+        batch_size=5000,
+    )
+
+
+def new_project(slug: str, agent, tasks: int):
+    from tasks.services import membership_grant, project_create
+
+    project = project_create(slug=slug, name=slug)
+    membership_grant(user=agent, project=project, role="agent")
+    make_tasks(project, tasks)
+    return project
+
+
+def raw_loop(url: str, project_id: int, clients: int, seconds: float) -> dict:
+    import psycopg
+
+    latencies: list[float] = []
+    claimed = [0]
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+    barrier = threading.Barrier(clients)
+
+    def work():
+        mine = []
+        with psycopg.connect(url, autocommit=True) as conn:
+            barrier.wait()
+            while time.perf_counter() < stop:
+                start = time.perf_counter()
+                row = conn.execute(RAW_CLAIM, (project_id,)).fetchone()
+                mine.append((time.perf_counter() - start) * 1000)
+                if row is None:
+                    break
+        with lock:
+            latencies.extend(mine)
+            claimed[0] += len(mine)
+
+    threads = [threading.Thread(target=work) for _ in range(clients)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    return {
+        "claims": claimed[0],
+        "claims_per_s": round(claimed[0] / elapsed, 1),
+        **percentiles(latencies),
+    }
+
+
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer {token}"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{{"project": "{slug}", "lease_seconds": 3600}}'
+"""
+
+
+def to_ms(value: str) -> float:
+    number, unit = re.match(r"([\d.]+)(\w+)", value).groups()
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
+
+
+def http_loop(
+    base: str,
+    token: str,
+    slug: str,
+    clients: int,
+    seconds: float,
+    path: str = "/api/v1/tasks/claim/",
+) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_SCRIPT.format(token=token, slug=slug))
+    threads = min(clients, 2)
+    run = subprocess.run(
+        [
+            "wrk",
+            f"-t{threads}",
+            f"-c{clients}",
+            f"-d{int(seconds)}s",
+            "--latency",
+            "-s",
+            script.name,
+            f"{base}{path}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    Path(script.name).unlink()
+    out = run.stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    dist = dict(re.findall(r"^\s+(50|75|90|99)%\s+(\S+)", out, re.M))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "claims_per_s": rate,
+        "p50_ms": to_ms(dist["50"]),
+        "p99_ms": to_ms(dist["99"]),
+        "non_2xx": int(errors.group(1)) if errors else 0,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clients", default="1,4,16")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
+
+    url = setup_django("claim")
+    from django.contrib.auth import get_user_model
+    from knox.models import AuthToken
+
+    agent = get_user_model().objects.create_user("bench-agent", password="x")
+    token = AuthToken.objects.create(user=agent, expiry=None)[1]
+    per_phase = 40_000
+    result = {
+        "raw": {},
+        "bare_django": {},
+        "http": {},
+        "config": vars(args) | {"tasks_per_phase": per_phase},
+    }
+    for clients in levels:
+        project = new_project(f"R{clients}", agent, per_phase)
+        result["raw"][clients] = raw_loop(url, project.pk, clients, args.seconds)
+    with gunicorn(
+        url,
+        workers=args.workers,
+        threads=args.threads,
+        app="bare_site",
+        extra_env={"DJANGO_SETTINGS_MODULE": "bare_site"},
+    ) as (base, _):
+        for clients in levels:
+            project = new_project(f"B{clients}", agent, per_phase)
+            result["bare_django"][clients] = http_loop(
+                base, token, project.slug, clients, args.seconds, f"/claim/{project.slug}/"
+            )
+    with gunicorn(url, workers=args.workers, threads=args.threads) as (base, _):
+        warm = new_project("WARM", agent, 2000)
+        http_loop(base, token, warm.slug, 4, 2)
+        for clients in levels:
+            project = new_project(f"H{clients}", agent, per_phase)
+            result["http"][clients] = http_loop(base, token, project.slug, clients, args.seconds)
+    top = max(levels)
+    result["ratio_http_to_raw"] = {
+        c: round(result["http"][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
+        for c in levels
+    }
+    result["ratio_bare_django_to_raw"] = {
+        c: round(result["bare_django"][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
+        for c in levels
+    }
+    result["target"] = {"ratio_at_16": 0.2, "p99_ms_at_16": 100}
+    result["meets_target"] = (
+        result["ratio_http_to_raw"][top] >= 0.2 and result["http"][top]["p99_ms"] <= 100
+    )
+    print(json.dumps(result, indent=2))
+    drop_database("claim")
+
+
+if __name__ == "__main__":
+    main()

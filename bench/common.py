@@ -1,0 +1,126 @@
+"""Shared set-up for the benchmarks: a fresh PostgreSQL database, Django, gunicorn.
+
+Benchmarks are scripts, not tests: they print JSON and never assert on timings.
+Each one creates its own database (``factory_bench_<name>``) so it never touches
+development or test data, and drops it afterwards.
+"""
+
+import contextlib
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+
+
+def setup_django(name: str) -> str:
+    """Create a fresh database for this benchmark, point Django at it, migrate. Returns its URL."""
+    import psycopg
+
+    database = f"factory_bench_{name}"
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{database}"')
+    url = f"{PG}/{database}"
+    os.environ["DATABASE_URL"] = url
+    os.environ["DATABASE_CONN_MAX_AGE"] = "600"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return url
+
+
+def drop_database(name: str) -> None:
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "factory_bench_{name}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def gunicorn(
+    url: str,
+    *,
+    workers: int = 4,
+    threads: int = 1,
+    app: str = "factory_site.wsgi",
+    extra_env: dict | None = None,
+):
+    """Run ``app`` under gunicorn against the database ``url``; yield its base URL and process."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DATABASE_CONN_MAX_AGE": "600",
+        "DJANGO_SETTINGS_MODULE": "factory_site.settings",
+        "LOG_LEVEL": "WARNING",
+        "STATIC_ROOT": tempfile.mkdtemp(prefix="factory-bench-static-"),
+        **(extra_env or {}),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "factory_site.wsgi",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--log-level",
+        "warning",
+        "--backlog",
+        "2048",
+    ]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "bench")])
+    process = subprocess.Popen(command, cwd=ROOT, env=env)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", port), timeout=0.2),
+            ):
+                break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def percentiles(samples_ms: list[float]) -> dict:
+    if not samples_ms:
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None}
+    ordered = sorted(samples_ms)
+
+    def pick(q):
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+    return {
+        "p50_ms": pick(0.50),
+        "p95_ms": pick(0.95),
+        "p99_ms": pick(0.99),
+        "mean_ms": round(statistics.fmean(ordered), 3),
+    }
