@@ -211,10 +211,14 @@ def test_submit_moves_task_and_attempt_to_checking(flow):
 @pytest.mark.django_db
 def test_repeated_submit_with_the_same_key_changes_nothing(flow):
     _, attempt = flow.claimed()
-    first = services.attempt_submit(attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1")
+    first = services.attempt_submit(
+        attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1"
+    )
     events_before = Event.objects.count()
 
-    again = services.attempt_submit(attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1")
+    again = services.attempt_submit(
+        attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1"
+    )
 
     assert again.pk == first.pk
     assert (again.state, again.submit_receipt) == ("checking", first.submit_receipt)
@@ -224,11 +228,15 @@ def test_repeated_submit_with_the_same_key_changes_nothing(flow):
 @pytest.mark.django_db
 def test_a_reused_idempotency_key_with_another_body_is_refused(flow):
     _, attempt = flow.claimed()
-    services.attempt_submit(attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1")
+    services.attempt_submit(
+        attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1"
+    )
     events_before = Event.objects.count()
 
     with pytest.raises(Conflict) as refused:
-        services.attempt_submit(attempt=attempt, actor=flow.agent, summary="b", change={}, idempotency_key="k1")
+        services.attempt_submit(
+            attempt=attempt, actor=flow.agent, summary="b", change={}, idempotency_key="k1"
+        )
 
     assert refused.value.code == "idempotency_key_reused"
     assert Attempt.objects.get(pk=attempt.pk).summary == "a"

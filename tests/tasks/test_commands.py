@@ -1,0 +1,230 @@
+"""Management commands: create_user, issue_token and seed_demo."""
+
+import io
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+from knox.crypto import hash_token
+from knox.models import AuthToken
+
+from decisions.models import Decision, Spec, SpecVersion
+from evidence.models import Evidence, GateRun
+from tasks.models import Attempt, Event, Membership, Task
+from tests.factories import UserFactory
+
+User = get_user_model()
+
+
+def run(*args) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def roles_of(username) -> list[tuple[str, str]]:
+    return sorted(
+        Membership.objects.filter(user__username=username).values_list("project__slug", "role")
+    )
+
+
+# --- create_user ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_create_user_creates_a_member_and_prints_a_working_password(flow):
+    out, _ = run("create_user", "bob", "--role", "agent", "--project", "FM")
+
+    first, second = out.splitlines()
+    password = first.removeprefix("Created user bob with password: ")
+    assert first.startswith("Created user bob with password: ") and len(password) >= 12
+    assert second == "bob is agent in FM"
+    assert User.objects.get(username="bob").check_password(password)
+    assert roles_of("bob") == [("FM", "agent")]
+
+
+@pytest.mark.django_db
+def test_create_user_uses_the_password_given(flow):
+    out, _ = run(
+        "create_user", "bob", "--role", "reviewer", "--project", "FM", "--password", "s3cret-pw"
+    )
+
+    assert out.splitlines()[0] == "Created user bob with password: s3cret-pw"
+    assert User.objects.get(username="bob").check_password("s3cret-pw")
+
+
+@pytest.mark.django_db
+def test_create_user_again_adds_the_role_and_keeps_the_password(flow, other_flow):
+    run("create_user", "bob", "--role", "agent", "--project", "FM", "--password", "first-pw")
+
+    out, _ = run("create_user", "bob", "--role", "verifier", "--project", "FM")
+    run("create_user", "bob", "--role", "verifier", "--project", "OT")
+    run("create_user", "bob", "--role", "verifier", "--project", "OT")
+
+    assert out == "bob is verifier in FM\n"
+    assert roles_of("bob") == [("FM", "agent"), ("FM", "verifier"), ("OT", "verifier")]
+    assert User.objects.filter(username="bob").count() == 1
+    assert User.objects.get(username="bob").check_password("first-pw")
+
+
+@pytest.mark.django_db
+def test_create_user_refuses_an_unknown_project(flow):
+    with pytest.raises(CommandError, match="no project with slug 'XX'"):
+        run("create_user", "bob", "--role", "agent", "--project", "XX")
+
+    assert not User.objects.filter(username="bob").exists()
+
+
+@pytest.mark.django_db
+def test_create_user_refuses_an_unknown_role(flow):
+    with pytest.raises(CommandError, match="invalid choice"):
+        run("create_user", "bob", "--role", "owner", "--project", "FM")
+
+    assert not User.objects.filter(username="bob").exists()
+
+
+# --- issue_token ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_issue_token_prints_a_token_and_stores_only_its_hash():
+    user = UserFactory(username="ada")
+
+    out, err = run("issue_token", "ada")
+
+    token = out.strip()
+    row = AuthToken.objects.get()
+    assert token.startswith("fm_") and len(token) > 40
+    assert (row.user, row.digest) == (user, hash_token(token))
+    assert row.digest != token
+    stored = [str(value) for value in AuthToken.objects.values().get().values()]
+    assert not any(token in value for value in stored)
+    assert err.startswith("Token for ada (expires ")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("args", "days"), [((), 90), (("--days", "7"), 7)])
+def test_issue_token_expires_after_the_days_asked_for(args, days):
+    UserFactory(username="ada")
+    before = timezone.now()
+
+    run("issue_token", "ada", *args)
+
+    expiry = AuthToken.objects.get().expiry
+    assert before + timedelta(days=days) <= expiry <= timezone.now() + timedelta(days=days)
+
+
+@pytest.mark.django_db
+def test_issue_token_with_zero_days_never_expires():
+    UserFactory(username="ada")
+
+    _, err = run("issue_token", "ada", "--days", "0")
+
+    assert AuthToken.objects.get().expiry is None
+    assert err == "Token for ada (expires never); it is shown only once:\n"
+
+
+@pytest.mark.django_db
+def test_each_issued_token_is_new():
+    UserFactory(username="ada")
+
+    tokens = {run("issue_token", "ada")[0] for _ in range(3)}
+
+    assert len(tokens) == 3
+    assert AuthToken.objects.count() == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("who", ["nobody", "inactive"])
+def test_issue_token_refuses_an_unknown_or_inactive_user(who):
+    UserFactory(username="inactive", is_active=False)
+
+    with pytest.raises(CommandError, match=f"no active user '{who}'"):
+        run("issue_token", who)
+
+    assert AuthToken.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_issue_token_refuses_negative_days():
+    UserFactory(username="ada")
+
+    with pytest.raises(CommandError, match="--days must be 0 or more"):
+        run("issue_token", "ada", "--days", "-1")
+
+    assert AuthToken.objects.count() == 0
+
+
+# --- seed_demo (slow: it runs pytest and coverage in a subprocess) ------------------------
+
+
+DEMO_TASK_STATES = {
+    "draft",
+    "ready",
+    "claimed",
+    "in_review",
+    "done",
+    "blocked",
+    "failed",
+    "cancelled",
+}
+DEMO_EVIDENCE_KINDS = {"junit", "diff", "log", "screenshot", "coverage"}
+MODELS = [Task, Attempt, Event, Evidence, Decision, Spec, SpecVersion, GateRun, User, Membership]
+
+
+def counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in MODELS}
+
+
+@pytest.mark.django_db
+def test_seed_demo_leaves_the_history_real_use_leaves():
+    out, _ = run("seed_demo")
+
+    assert "Demo project FM created." in out
+    assert set(Task.objects.values_list("state", flat=True)) >= DEMO_TASK_STATES
+    claim_spec = Spec.objects.get(key="FM-S1")
+    assert dict(claim_spec.versions.values_list("number", "state")) == {
+        1: "superseded",
+        2: "accepted",
+    }
+    assert claim_spec.current_version().source_decision.state == "accepted"
+    chain = Decision.objects.filter(state="superseded", superseded_by__state="superseded")
+    assert chain.exists()
+    assert Decision.objects.filter(state="rejected").exclude(verdict_reason="").exists()
+    assert Attempt.objects.filter(
+        state="failed", gate_runs__state="failed", end_reason__startswith="gates failed — "
+    ).exists()
+    assert Attempt.objects.filter(state="rejected").exclude(end_reason="").exists()
+    assert set(Evidence.objects.values_list("kind", flat=True)) >= DEMO_EVIDENCE_KINDS
+    assert set(Evidence.objects.values_list("provenance", flat=True)) == {
+        "agent",
+        "verifier",
+        "gate",
+    }
+
+
+@pytest.mark.django_db
+def test_seed_demo_stores_real_evidence_once_and_a_second_run_adds_nothing():
+    run("seed_demo")
+
+    junit = {e.summary["failed"] for e in Evidence.objects.filter(kind="junit")}
+    media = Path(settings.MEDIA_ROOT)
+    files = [p for p in media.rglob("*") if p.is_file()]
+    assert junit == {0, 1}
+    assert len(files) == Evidence.objects.values("sha256").distinct().count()
+    assert Evidence.objects.get(kind="screenshot", attempt__task__key="FM-1").summary == {
+        "format": "png",
+        "width": 720,
+        "height": 300,
+    }
+
+    before = counts()
+    out, _ = run("seed_demo")
+
+    assert out == "The demo project FM exists already; nothing added.\n"
+    assert counts() == before
+    assert len([p for p in media.rglob("*") if p.is_file()]) == len(files)
