@@ -2,10 +2,12 @@
 
 from django.conf import settings
 from django.db import models
+from django.db.models.signals import m2m_changed
+from django.dispatch import receiver
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from tasks.models import AppendOnlyModel
+from tasks.models import AppendOnlyError, AppendOnlyModel
 from tasks.roles import SYSTEM
 
 
@@ -77,6 +79,14 @@ class Evidence(AppendOnlyModel):
         return self.provenance in AUTHORITATIVE_PROVENANCES
 
 
+@receiver(m2m_changed, sender=Evidence.criteria.through)
+def _criteria_are_written_once(sender, instance, action, reverse, **kwargs):
+    """The criteria an evidence row claims to prove are part of the immutable record."""
+    writing = action in ("pre_add", "pre_remove", "pre_clear")
+    if writing and (reverse or not getattr(instance, "_criteria_open", False)):
+        raise AppendOnlyError("the criteria of evidence are set once, when it is attached")
+
+
 class GateRunState(models.TextChoices):
     QUEUED = "queued"
     RUNNING = "running"
@@ -106,6 +116,12 @@ class GateRun(ConcurrentTransitionMixin, models.Model):
     )
     tries = models.PositiveSmallIntegerField(default=0)
     queued_at = models.DateTimeField(default=timezone.now, editable=False)
+    dispatched_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When its job was last sent to the workers.",
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -141,7 +157,7 @@ class GateRun(ConcurrentTransitionMixin, models.Model):
         field=state, source=GateRunState.RUNNING, target=GateRunState.QUEUED, permission=SYSTEM
     )
     def requeue(self):
-        pass
+        self.queued_at = timezone.now()
 
     def _finish(self, verdict: dict, summary: str, report):
         self.verdict = verdict

@@ -117,15 +117,19 @@ def summarize_coverage(data: bytes) -> dict:
     try:
         line_rate = float(root.get("line-rate"))
         branch_rate = float(root.get("branch-rate") or 0)
+        lines_valid = int(root.get("lines-valid") or 0)
+        lines_covered = int(root.get("lines-covered") or 0)
     except ValueError as exc:
-        raise ValidationError({"file": f"line-rate is not a number: {exc}"}) from exc
+        raise ValidationError(
+            {"file": f"the Cobertura report has a malformed number: {exc}"}
+        ) from exc
     if not 0 <= line_rate <= 1:
         raise ValidationError({"file": "line-rate must lie between 0 and 1"})
     return {
         "line_rate": line_rate,
         "branch_rate": branch_rate,
-        "lines_valid": int(root.get("lines-valid") or 0),
-        "lines_covered": int(root.get("lines-covered") or 0),
+        "lines_valid": lines_valid,
+        "lines_covered": lines_covered,
     }
 
 

@@ -8,11 +8,14 @@ lease. If that transaction fails, a blob this call added is removed again.
 
 import mimetypes
 from collections.abc import Iterable
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile, File
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from evidence import storage
 from evidence.models import (
@@ -23,14 +26,15 @@ from evidence.models import (
     Kind,
     Provenance,
 )
-from tasks.errors import PermissionDenied, TooLarge
-from tasks.fsm import fire
+from tasks.errors import PermissionDenied, ServiceError, TooLarge
+from tasks.fsm import check, fire
 from tasks.models import LIVE_ATTEMPT_STATES, Attempt, AttemptState, Event
 from tasks.roles import Role, has_role
 from tasks.services import (
     attempt_fence,
     attempt_gates_failed,
     attempt_gates_passed,
+    leases_expire_overdue,
     lock_task_and_attempt,
 )
 
@@ -144,7 +148,9 @@ def evidence_attach(
                 uploaded_by=actor,
                 summary=summary,
             )
+            evidence._criteria_open = True  # the one moment the criteria may be written
             evidence.criteria.set(found_criteria)
+            del evidence._criteria_open
     except Exception:
         if created and not Evidence.objects.filter(sha256=sha256).exists():
             storage.delete_blob(blob)
@@ -152,17 +158,12 @@ def evidence_attach(
     return evidence
 
 
-def evidence_attach_gate(
-    *, run: GateRun, content: bytes, kind: str, name: str, media_type: str
-) -> Evidence:
-    """Store a gate's own report as ``gate`` evidence (authoritative) on the run's attempt."""
-    file = ContentFile(content, name=name)
-    summary = _summarize(kind, file)
-    blob, sha256, size, _ = storage.store_blob(file)
+def _gate_evidence_row(*, run: GateRun, blob, kind: str, name: str, media_type: str, summary: dict):
+    name_in_store, sha256, size = blob
     return Evidence.objects.create(
         attempt_id=run.attempt_id,
         kind=kind,
-        file=blob,
+        file=name_in_store,
         sha256=sha256,
         size=size,
         media_type=media_type,
@@ -236,29 +237,63 @@ def gate_run_finish(
 ) -> GateRun:
     """running → passed | failed | error, with the verdict and the gate's report as evidence.
 
-    ``report`` is ``(content, kind, name, media_type)``. A run that already finished is
-    returned as it is: a re-delivered job changes nothing.
+    ``report`` is ``(content, kind, name, media_type)``; it is stored as ``gate``
+    evidence (authoritative). A run that already finished is returned as it is, so a
+    re-delivered job changes nothing; a run that is not running is refused (409)
+    before anything is stored. The report's bytes are written outside the
+    transaction and removed again if the transaction does not commit.
     """
-    with transaction.atomic():
-        run = _lock_run(run.pk)
-        if run.state in FINISHED_GATE_STATES:
-            return run
-        evidence = None
-        if report is not None:
-            content, kind, name, media_type = report
-            evidence = evidence_attach_gate(
-                run=run, content=content, kind=kind, name=name, media_type=media_type
+    name = OUTCOME_TRANSITIONS[outcome]
+    current = GateRun.objects.select_related("attempt__task").get(pk=run.pk)
+    if current.state in FINISHED_GATE_STATES:
+        return current
+    check(current, name, actor=None)
+    stored, created = None, False
+    if report is not None:
+        content, kind, report_name, media_type = report
+        file = ContentFile(content, name=report_name)
+        report_summary = _summarize(kind, file)
+        blob_name_, sha256, size, created = storage.store_blob(file)
+        stored = ((blob_name_, sha256, size), kind, report_name, media_type, report_summary)
+    try:
+        with transaction.atomic():
+            run = _lock_run(run.pk)
+            if run.state in FINISHED_GATE_STATES:
+                _forget_blob(stored, created)
+                return run
+            evidence = None
+            if stored is not None:
+                blob, kind, report_name, media_type, report_summary = stored
+                evidence = _gate_evidence_row(
+                    run=run,
+                    blob=blob,
+                    kind=kind,
+                    name=report_name,
+                    media_type=media_type,
+                    summary=report_summary,
+                )
+            fire(
+                run,
+                name,
+                actor=None,
+                reason=summary,
+                verdict=verdict,
+                summary=summary,
+                report=evidence,
             )
-        fire(
-            run,
-            OUTCOME_TRANSITIONS[outcome],
-            actor=None,
-            reason=summary,
-            verdict=verdict,
-            summary=summary,
-            report=evidence,
-        )
+    except Exception:
+        _forget_blob(stored, created)
+        raise
     return run
+
+
+def _forget_blob(stored, created: bool) -> None:
+    """Remove a blob this call wrote if no evidence row refers to it."""
+    if stored is None or not created:
+        return
+    (name, sha256, _), *_ = stored
+    if not Evidence.objects.filter(sha256=sha256).exists():
+        storage.delete_blob(name)
 
 
 def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
@@ -282,3 +317,158 @@ def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
             return attempt_gates_failed(attempt=attempt, reason=f"gates failed — {reason}")
         passed = ", ".join(run.gate for run in runs) or "no gates configured"
         return attempt_gates_passed(attempt=attempt, reason=f"gates passed: {passed}")
+
+
+# --- Running gates --------------------------------------------------------------------------
+
+
+def gate_runs_dispatch(*, attempt_id: int, run_ids: list[int]) -> None:
+    """Queue one job per gate run (or, with no gates, the job that concludes the attempt).
+
+    Called after the submitting transaction commits; a message lost on the way is
+    found by the reconciler, because the queued runs are in the database.
+    """
+    from evidence.jobs import attempt_conclude_job, gate_run_job
+
+    now = timezone.now()
+    GateRun.objects.filter(pk__in=run_ids).update(dispatched_at=now)
+    for run_id in run_ids:
+        gate_run_job.delay(run_id)
+    if not run_ids:
+        attempt_conclude_job.delay(attempt_id)
+
+
+def _report(text: str, gate: str, *, error: bool = False) -> tuple[bytes, str, str, str]:
+    """A gate's report as evidence: Markdown for a verdict, a plain log for a crash."""
+    if error:
+        return (text.encode() + b"\n", Kind.LOG, f"{gate}-error.log", "text/plain")
+    return (text.encode() + b"\n", Kind.NOTE, f"{gate}.md", "text/markdown")
+
+
+def gate_run_execute(*, run: GateRun) -> GateRun:
+    """Run one gate on its attempt's artifacts and record the verdict; idempotent.
+
+    A finished run is left as it is. A gate that raises is re-queued with a back-off
+    until ``FACTORY_GATE_MAX_TRIES`` is spent, then finishes as ``error`` with the
+    traceback as its report; a gate that overruns its time limit finishes the same
+    way. Either way the attempt is then concluded if every gate has finished.
+    """
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from evidence.gates import registry
+
+    run = GateRun.objects.select_related("attempt__task", "attempt__spec_version__spec").get(
+        pk=run.pk
+    )
+    attempt = run.attempt
+    if run.state not in FINISHED_GATE_STATES:
+        if run.state == GateRunState.QUEUED and run.tries >= settings.FACTORY_GATE_MAX_TRIES:
+            # Its worker died (or overran) on every try: give up, as a failure.
+            run = gate_run_start(run=run)
+            reason = f"no result after {run.tries - 1} tries (worker lost or time limit)"
+            gate_run_finish(
+                run=run,
+                outcome=GateRunState.ERROR,
+                verdict={"error": reason},
+                summary=reason,
+                report=_report(reason, run.gate, error=True),
+            )
+        else:
+            if run.state == GateRunState.QUEUED:
+                run = gate_run_start(run=run)
+            _check(run, registry().get(run.gate), SoftTimeLimitExceeded)
+    return attempt_checks_conclude(attempt=attempt)
+
+
+def _check(run: GateRun, gate, time_limit_error) -> None:
+    import traceback
+
+    from evidence.gates import Verdict
+
+    policy = dict(run.attempt.gate_runs.values_list("gate", "params"))
+    try:
+        if gate is None:
+            raise LookupError(f"no gate named {run.gate!r} is registered on this site")
+        verdict = gate.check(run.attempt, run.params, policy)
+    except time_limit_error:
+        limit = settings.FACTORY_GATE_TIME_LIMIT
+        verdict = Verdict(
+            False, f"the gate exceeded its time limit of {limit} s", {"error": "time limit"}
+        )
+        outcome = GateRunState.ERROR
+    except Exception as exc:
+        if run.tries < settings.FACTORY_GATE_MAX_TRIES:
+            gate_run_requeue(run=run, reason=f"try {run.tries} crashed: {exc!r}"[:2000])
+            _dispatch_later(run.pk, countdown=2**run.tries)
+            return
+        trace = traceback.format_exc()
+        verdict = Verdict(
+            False,
+            f"the gate crashed on all {run.tries} tries: {exc!r}"[:500],
+            {"error": repr(exc)[:2000]},
+            trace,
+        )
+        outcome = GateRunState.ERROR
+    else:
+        outcome = GateRunState.PASSED if verdict.passed else GateRunState.FAILED
+    text = verdict.report or f"# {run.gate} for {run.attempt}\n\n{verdict.summary}"
+    gate_run_finish(
+        run=run,
+        outcome=outcome,
+        verdict=verdict.details,
+        summary=verdict.summary[:2000],
+        report=_report(text, run.gate, error=outcome == GateRunState.ERROR),
+    )
+
+
+def _dispatch_later(run_id: int, countdown: int) -> None:
+    from evidence.jobs import gate_run_job
+
+    GateRun.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
+    gate_run_job.apply_async((run_id,), countdown=countdown)
+
+
+def reconcile() -> dict:
+    """Bring every unfinished piece of work forward from what the database says.
+
+    Expires overdue leases; re-queues gate runs whose worker died (running longer
+    than the time limit plus a grace period); re-dispatches queued runs whose job
+    never started (a lost or flushed broker message); concludes checking attempts
+    whose gates have all finished; deletes expired API tokens. Safe to run at any
+    time and from several places at once.
+    """
+    from knox.models import AuthToken
+
+    now = timezone.now()
+    limit = timedelta(seconds=settings.FACTORY_GATE_TIME_LIMIT + 60)
+    counts = {"leases_expired": leases_expire_overdue()}
+
+    stuck = GateRun.objects.filter(state=GateRunState.RUNNING, started_at__lt=now - limit)
+    counts["gate_runs_requeued"] = 0
+    for run in stuck:
+        try:
+            gate_run_requeue(run=run, reason="its worker stopped answering; running it again")
+        except ServiceError:
+            continue
+        _dispatch_later(run.pk, countdown=0)
+        counts["gate_runs_requeued"] += 1
+
+    waiting = GateRun.objects.filter(state=GateRunState.QUEUED).filter(
+        Q(dispatched_at__isnull=True)
+        | Q(dispatched_at__lt=now - timedelta(seconds=settings.FACTORY_GATE_REQUEUE_AFTER))
+    )
+    counts["gate_runs_redispatched"] = 0
+    for run_id in waiting.values_list("pk", flat=True):
+        _dispatch_later(run_id, countdown=0)
+        counts["gate_runs_redispatched"] += 1
+
+    checking = Attempt.objects.filter(state=AttemptState.CHECKING).exclude(
+        gate_runs__state__in=[GateRunState.QUEUED, GateRunState.RUNNING]
+    )
+    counts["attempts_concluded"] = 0
+    for attempt in checking:
+        if attempt_checks_conclude(attempt=attempt).state != AttemptState.CHECKING:
+            counts["attempts_concluded"] += 1
+
+    counts["tokens_deleted"] = AuthToken.objects.filter(expiry__lt=now).delete()[0]
+    return counts

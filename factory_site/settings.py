@@ -140,14 +140,18 @@ CELERY_TASK_EAGER_PROPAGATES = True
 if not CELERY_BROKER_URL:
     CELERY_BROKER_URL = "memory://"
 CELERY_TASK_ACKS_LATE = True
+# Redis re-delivers an unacknowledged job after this long; longer than any gate may run.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+}
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
-    "expire-leases": {
-        "task": "tasks.jobs.leases_expire_job",
+    "reconcile": {
+        "task": "evidence.jobs.reconcile_job",
         "schedule": env_int("FACTORY_RECONCILE_SECONDS", 30),
     },
 }
@@ -192,6 +196,24 @@ FACTORY_MAX_ATTEMPTS_DEFAULT = env_int("FACTORY_MAX_ATTEMPTS_DEFAULT", 3)
 FACTORY_MAX_UPLOAD_BYTES = env_int("FACTORY_MAX_UPLOAD_BYTES", 2 * 1024**3)
 # Structured evidence (JUnit, coverage, diffs, JSON) is parsed in memory up to this size.
 FACTORY_MAX_PARSED_BYTES = env_int("FACTORY_MAX_PARSED_BYTES", 64 * 1024**2)
+
+# Gates by name (a project's gate_policy picks which run). More can be added without
+# editing this file: FACTORY_EXTRA_GATES="name=dotted.path.Class,other=...".
+FACTORY_GATES = {
+    "required-evidence": "evidence.gates.RequiredEvidence",
+    "tests-pass": "evidence.gates.TestsPass",
+    "coverage": "evidence.gates.CoverageGate",
+    "diff-scope": "evidence.gates.DiffScope",
+    "spec-current": "evidence.gates.SpecCurrent",
+    "authoritative-tests": "evidence.gates.AuthoritativeTests",
+}
+FACTORY_EXTRA_GATES = dict(item.split("=", 1) for item in env_list("FACTORY_EXTRA_GATES"))
+# A gate is stopped after this long (soft limit, then hard limit 30 s later) and counts as
+# failed; the reconciler re-queues a run that has been running longer than limit + grace.
+FACTORY_GATE_TIME_LIMIT = env_int("FACTORY_GATE_TIME_LIMIT", 120)
+FACTORY_GATE_MAX_TRIES = env_int("FACTORY_GATE_MAX_TRIES", 3)
+# A queued run whose job has not started after this long is dispatched again (lost message).
+FACTORY_GATE_REQUEUE_AFTER = env_int("FACTORY_GATE_REQUEUE_AFTER", 60)
 
 LOGGING = {
     "version": 1,

@@ -1,4 +1,7 @@
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db import models
 
 from tasks import services
 from tasks.admin_actions import ReadOnlyAdmin, service_action
@@ -13,6 +16,7 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ["slug", "name", "max_attempts", "created_at"]
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
@@ -49,8 +53,45 @@ class AttemptInline(admin.TabularInline):
         return False
 
 
+class TaskAdminForm(forms.ModelForm):
+    """Validates with the same rules the services apply, so a refusal is a form error."""
+
+    class Meta:
+        model = Task
+        fields = [
+            "project",
+            "title",
+            "description",
+            "spec",
+            "priority",
+            "labels",
+            "depends_on",
+            "allowed_paths",
+            "max_attempts",
+        ]
+
+    def clean(self):
+        data = super().clean()
+        task = self.instance if self.instance.pk else None
+        if task is not None and task.state not in services.EDITABLE_STATES:
+            raise ValidationError(
+                f"{task} is {task.state}; only draft, ready or blocked tasks are edited"
+            )
+        project = data.get("project") or (task.project if task else None)
+        if project is not None:
+            data["allowed_paths"] = services.clean_task_links(
+                project=project,
+                spec=data.get("spec"),
+                depends_on=data.get("depends_on") or (),
+                allowed_paths=data.get("allowed_paths") or [],
+                task=task,
+            )
+        return data
+
+
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
+    form = TaskAdminForm
     list_display = ["key", "title", "state", "priority", "attempt_count", "updated_at"]
     list_filter = ["state", "project", "labels"]
     search_fields = ["key", "title", "description"]
@@ -74,28 +115,36 @@ class TaskAdmin(admin.ModelAdmin):
         return [*self.readonly_fields, "project"] if obj else self.readonly_fields
 
     def save_model(self, request, obj, form, change):
-        if change:
-            super().save_model(request, obj, form, change)
-            return
-        # A new task takes its key and first event from the one service that creates tasks.
+        # Both adding and editing go through the services: keys, counters and the trail.
         data = form.cleaned_data
-        form.instance = services.task_create(
-            project=data["project"],
-            actor=request.user,
-            title=data["title"],
-            description=data["description"],
-            spec=data.get("spec"),
-            priority=data["priority"],
-            labels=[label.name for label in data.get("labels", [])],
-            depends_on=data.get("depends_on", []),
-            allowed_paths=data.get("allowed_paths") or [],
-            max_attempts=data.get("max_attempts"),
-        )
-        obj.pk = form.instance.pk
+        fields = {
+            "title": data["title"],
+            "description": data["description"],
+            "spec": data.get("spec"),
+            "priority": data["priority"],
+            "labels": [label.name for label in data.get("labels", [])],
+            "depends_on": list(data.get("depends_on", [])),
+            "allowed_paths": data.get("allowed_paths") or [],
+            "max_attempts": data.get("max_attempts"),
+        }
+        if change:
+            changed = set(form.changed_data) & services.EDITABLE_FIELDS
+            saved = services.task_update(
+                task=obj, actor=request.user, **{name: fields[name] for name in changed}
+            )
+        else:
+            saved = services.task_create(project=data["project"], actor=request.user, **fields)
+        # The admin logs and links ``obj``: give it the saved row's values.
+        for field in Task._meta.concrete_fields:
+            if field.name != "state":
+                setattr(obj, field.attname, getattr(saved, field.attname))
+        obj._state.adding = False
 
     def save_related(self, request, form, formsets, change):
-        if change:
-            super().save_related(request, form, formsets, change)
+        # The services already saved labels and dependencies; only the (read-only)
+        # inlines remain, and saving them records nothing but keeps the admin's log whole.
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
 
 
 @admin.register(Attempt)

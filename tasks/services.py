@@ -107,6 +107,26 @@ def path_allowed(path: str, allowed_paths: Iterable[str]) -> bool:
     return False
 
 
+def clean_task_links(
+    *, project: Project, spec=None, depends_on: Iterable[Task] = (), allowed_paths=(), task=None
+) -> list[str]:
+    """Check what a task refers to: a spec and dependencies of its own project, no
+    dependency cycle, and a path boundary of relative globs. Returns the cleaned paths."""
+    if spec is not None and spec.project_id != project.pk:
+        raise ValidationError({"spec": f"{spec} belongs to another project"})
+    depends_on = list(depends_on)
+    foreign = [t.key for t in depends_on if t.project_id != project.pk]
+    if foreign:
+        raise ValidationError({"depends_on": f"{', '.join(foreign)} belong to another project"})
+    if (
+        task is not None
+        and task.pk
+        and (any(t.pk == task.pk for t in depends_on) or _depends_transitively(depends_on, task.pk))
+    ):
+        raise ValidationError({"depends_on": "that would make the task depend on itself"})
+    return clean_allowed_paths(allowed_paths)
+
+
 def _labels_for(project: Project, names: Iterable[str]) -> list[Label]:
     labels = []
     for name in sorted({n.strip().lower() for n in names if n and n.strip()}):
@@ -132,18 +152,16 @@ def task_create(
     """Create a draft task with the next key of the project (a manager's action)."""
     require_role(actor, project.pk, Role.MANAGER)
     depends_on = list(depends_on)
-    if spec is not None and spec.project_id != project.pk:
-        raise ValidationError({"spec": f"{spec} belongs to another project"})
-    foreign = [t.key for t in depends_on if t.project_id != project.pk]
-    if foreign:
-        raise ValidationError({"depends_on": f"{', '.join(foreign)} belong to another project"})
+    allowed_paths = clean_task_links(
+        project=project, spec=spec, depends_on=depends_on, allowed_paths=allowed_paths
+    )
     task = Task(
         project=project,
         title=title,
         description=description,
         spec=spec,
         priority=priority,
-        allowed_paths=clean_allowed_paths(allowed_paths),
+        allowed_paths=allowed_paths,
         max_attempts=max_attempts or project.max_attempts,
         created_by=actor,
         number=0,
@@ -389,7 +407,7 @@ def attempt_release(*, attempt: Attempt, actor, reason: str = "", blocked: bool 
 def attempt_submit(
     *, attempt: Attempt, actor, summary: str, change: dict, idempotency_key: str = ""
 ) -> Attempt:
-    """Submit the attempt for checking: running → checking.
+    """Submit the attempt for checking: running → checking, one gate run queued per policy gate.
 
     A retry with the same ``idempotency_key`` returns the attempt as it is and changes
     nothing, so a client that lost the answer may simply send the request again.
@@ -417,6 +435,13 @@ def attempt_submit(
             idempotency_key=idempotency_key,
         )
         fire(task, "submit", actor=actor)
+        # The runs are written with the submission, so a lost job message is found
+        # later by the reconciler; the jobs themselves start once this commits.
+        from evidence.services import gate_runs_create, gate_runs_dispatch
+
+        runs = gate_runs_create(attempt=attempt, policy=task.project.gate_policy)
+        run_ids = [run.pk for run in runs]
+        transaction.on_commit(lambda: gate_runs_dispatch(attempt_id=attempt.pk, run_ids=run_ids))
     return attempt
 
 
@@ -491,6 +516,16 @@ def task_reject(*, task: Task, actor, reason: str) -> Task:
 # --- Editing and reading with a record ---------------------------------------------------
 
 EDITABLE_STATES = (TaskState.DRAFT, TaskState.READY, TaskState.BLOCKED)
+EDITABLE_FIELDS = {
+    "title",
+    "description",
+    "priority",
+    "spec",
+    "labels",
+    "depends_on",
+    "allowed_paths",
+    "max_attempts",
+}
 
 
 def _depends_transitively(start: Iterable[Task], target_id: int) -> bool:
@@ -516,17 +551,7 @@ def task_update(*, task: Task, actor, **changes) -> Task:
     ``changes`` may hold title, description, priority, spec, labels (names),
     depends_on (tasks), allowed_paths and max_attempts.
     """
-    allowed = {
-        "title",
-        "description",
-        "priority",
-        "spec",
-        "labels",
-        "depends_on",
-        "allowed_paths",
-        "max_attempts",
-    }
-    unknown = set(changes) - allowed
+    unknown = set(changes) - EDITABLE_FIELDS
     if unknown:
         raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
     with transaction.atomic():
@@ -537,41 +562,33 @@ def task_update(*, task: Task, actor, **changes) -> Task:
                 f"{task} is {task.state}; only draft, ready or blocked tasks are edited",
                 code="invalid_state",
             )
-        if (
-            "spec" in changes
-            and changes["spec"] is not None
-            and changes["spec"].project_id != task.project_id
-        ):
-            raise ValidationError({"spec": f"{changes['spec']} belongs to another project"})
         depends_on = changes.pop("depends_on", None)
         labels = changes.pop("labels", None)
+        paths = clean_task_links(
+            project=task.project,
+            spec=changes.get("spec"),
+            depends_on=depends_on or (),
+            allowed_paths=changes.get("allowed_paths", ()),
+            task=task,
+        )
         if "allowed_paths" in changes:
-            changes["allowed_paths"] = clean_allowed_paths(changes["allowed_paths"])
+            changes["allowed_paths"] = paths
+        # Only what really changes is written and recorded.
+        changes = {name: value for name, value in changes.items() if getattr(task, name) != value}
         for name, value in changes.items():
             setattr(task, name, value)
         task.full_clean(exclude=["number", "key", "state", "project"], validate_unique=False)
         task.save(update_fields=[*changes, "updated_at"])
-        if depends_on is not None:
-            depends_on = list(depends_on)
-            foreign = [t.key for t in depends_on if t.project_id != task.project_id]
-            if foreign:
-                raise ValidationError(
-                    {"depends_on": f"{', '.join(foreign)} belong to another project"}
-                )
-            if any(t.pk == task.pk for t in depends_on) or _depends_transitively(
-                depends_on, task.pk
-            ):
-                raise ValidationError({"depends_on": "that would make the task depend on itself"})
+        edited = list(changes)
+        if depends_on is not None and set(depends_on) != set(task.depends_on.all()):
             task.depends_on.set(depends_on)
+            edited.append("depends_on")
         if labels is not None:
-            task.labels.set(_labels_for(task.project, labels))
-        edited = sorted(
-            [
-                *changes,
-                *(["depends_on"] if depends_on is not None else []),
-                *(["labels"] if labels is not None else []),
-            ]
-        )
+            new_labels = _labels_for(task.project, labels)
+            if set(new_labels) != set(task.labels.all()):
+                task.labels.set(new_labels)
+                edited.append("labels")
+        edited.sort()
         Event.record(
             task,
             actor=actor,

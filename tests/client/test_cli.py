@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from knox.models import AuthToken
 
-from tasks import services
 from tasks.models import Task
 from tests.factories import expire_lease
 
@@ -37,6 +36,7 @@ def factory_json(live_server, user, *args):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path):
+    flow.gates({"tests-pass": {}})
     task = flow.ready(spec=flow.spec(), title="Claim endpoint")
     report = tmp_path / "junit.xml"
     report.write_text(JUNIT)
@@ -74,7 +74,7 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
     submitted = factory_json(
         live_server, flow.agent, "submit", attempt, "--summary", "Done", "--commit", "abcdef1"
     )
-    services.attempt_gates_passed(attempt=task.attempts.get())
+    checked = factory_json(live_server, flow.reviewer, "tasks", "--project", "FM")[0]["state"]
     reviewed = factory(live_server, flow.reviewer, "review", task.key, "approve")
 
     assert claimed["task"]["key"] == task.key
@@ -84,6 +84,7 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
     assert (evidence["kind"], evidence["criteria"]) == ("junit", ["AC-1"])
     assert decided["key"] == "FM-D1"
     assert (submitted["state"], submitted["change"]) == ("checking", {"commit": "abcdef1"})
+    assert checked == "in_review"  # the tests-pass gate ran (eagerly) on the JUnit report
     assert (reviewed.returncode, reviewed.stdout.strip()) == (0, f"{task.key} is done")
     assert Task.objects.get(pk=task.pk).state == "done"
 
@@ -101,6 +102,7 @@ def test_a_refusal_exits_1_with_the_api_code(live_server, flow):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_token_cannot_review(live_server, flow):
+    flow.gates({})
     task, _ = flow.in_review()
 
     run = factory(live_server, flow.agent2, "review", task.key, "approve")

@@ -43,20 +43,21 @@ def transitions_of(task, since_id=0):
 
 
 @pytest.mark.django_db
-def test_gate_runs_create_queues_one_run_per_policy_gate(flow):
-    task, attempt = flow.checking()
+def test_submit_queues_one_run_per_policy_gate_in_the_same_transaction(flow):
+    task, attempt = flow.claimed()
     events_before = Event.objects.count()
 
-    runs = services.gate_runs_create(attempt=attempt, policy=flow.project.gate_policy)
+    task_services.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
 
+    runs = list(GateRun.objects.filter(attempt=attempt).order_by("gate"))
     assert [(r.gate, r.state, r.params, r.tries) for r in runs] == [
         (gate, "queued", {}, 0) for gate in POLICY_GATES
     ]
     events = Event.objects.order_by("id")[events_before:]
-    assert [(e.object_key, e.transition, e.from_state, e.to_state) for e in events] == [
+    assert [(e.object_key, e.transition, e.from_state, e.to_state) for e in events][2:] == [
         (f"{task.key}#1 {gate}", "queue", "", "queued") for gate in POLICY_GATES
     ]
-    assert {(e.actor, e.task_id) for e in events} == {(None, task.pk)}
+    assert {(e.actor, e.task_id) for e in events[2:]} == {(None, task.pk)}
 
 
 @pytest.mark.django_db
@@ -245,11 +246,6 @@ def test_finishing_a_finished_run_changes_nothing(flow):
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    reason="BUG: gate_run_finish stores the report blob before firing the transition; when"
-    " the transition is refused the Evidence row rolls back but the file stays in storage",
-    strict=True,
-)
 def test_finishing_a_run_that_is_not_running_stores_nothing(flow):
     _, _, runs = queued(flow)
     events_before = Event.objects.count()
@@ -395,12 +391,6 @@ def test_conclude_leaves_a_running_attempt_alone(flow):
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    reason="BUG: attempt_checks_conclude treats an attempt with no gate runs as 'no gates"
-    " configured' and passes it, even when the project's gate policy names gates whose runs"
-    " have not been created yet",
-    strict=True,
-)
 def test_conclude_before_the_runs_exist_does_not_pass_the_attempt(flow):
     task, attempt = flow.checking()
     events_before = Event.objects.count()

@@ -323,11 +323,6 @@ def test_an_external_entity_is_never_resolved():
 @pytest.mark.parametrize(
     "attribute", ['lines-valid="many"', 'lines-covered="1e3"', 'lines-valid="12.5"']
 )
-@pytest.mark.xfail(
-    reason="BUG: summarize_coverage calls int() on lines-valid/lines-covered outside its"
-    " try block, so a malformed count raises ValueError (a 500) instead of ValidationError",
-    strict=True,
-)
 def test_a_coverage_report_with_malformed_counts_is_refused(attribute):
     content = f'<coverage line-rate="0.5" {attribute}/>'.encode()
 

@@ -157,3 +157,19 @@ def test_events_are_never_updated_or_deleted(flow, write):
 
     assert snapshot(Event, event.pk) == before
     assert Event.objects.count() == count
+
+
+@pytest.mark.django_db
+def test_the_criteria_of_evidence_cannot_be_changed_later(flow):
+    _, attempt = flow.claimed(spec=flow.spec())
+    evidence = flow.attach(attempt, criteria=["AC-1"])
+    criterion = attempt.spec_version.criteria.get(key="AC-2")
+
+    with pytest.raises(AppendOnlyError), transaction.atomic():
+        evidence.criteria.add(criterion)
+    with pytest.raises(AppendOnlyError), transaction.atomic():
+        criterion.evidence.add(evidence)
+    with pytest.raises(AppendOnlyError), transaction.atomic():
+        evidence.criteria.clear()
+
+    assert [c.key for c in evidence.criteria.all()] == ["AC-1"]

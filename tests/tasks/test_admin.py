@@ -3,7 +3,6 @@
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from decisions import services as decision_services
@@ -274,13 +273,6 @@ def add_task_form(flow, **fields):
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    reason="BUG: TaskAdmin.save_related skips the inline formsets on add, so the admin's"
-    " construct_change_message reads formset.new_objects, which was never set: AttributeError,"
-    " a 500, and the task created by task_create is rolled back",
-    raises=AttributeError,
-    strict=True,
-)
 def test_adding_a_task_in_the_admin_goes_through_the_service(admin_client, admin_user, flow):
     flow.draft(title="first")
     label = Label.objects.create(project=flow.project, name="ui")
@@ -308,12 +300,6 @@ def test_adding_a_task_in_the_admin_goes_through_the_service(admin_client, admin
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    reason="BUG: TaskAdmin.save_model calls task_create without catching its ValidationError,"
-    " so input the service refuses (here a path with ..) is a 500 instead of a form error",
-    raises=ValidationError,
-    strict=True,
-)
 def test_adding_a_task_the_service_refuses_shows_the_error_on_the_form(admin_client, flow):
     events_before = Event.objects.count()
 
@@ -344,4 +330,8 @@ def test_editing_a_task_in_the_admin_keeps_its_key_state_and_trail(admin_client,
         "ready",
         flow.project,
     )
-    assert Event.objects.count() == events_before
+    edit = Event.objects.get(task=task, transition="edit")
+    assert (Event.objects.count(), edit.extra) == (
+        events_before + 1,
+        {"fields": ["priority", "title"]},
+    )

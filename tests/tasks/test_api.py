@@ -434,7 +434,12 @@ def test_attempt_detail_shows_gate_runs_and_review(flow, api):
         "rejected",
         {"verdict": "reject", "by": flow.reviewer.username, "reason": "no screenshot"},
     )
-    assert body["gate_runs"] == []
+    assert [(r["gate"], r["state"]) for r in body["gate_runs"]] == [
+        ("diff-scope", "queued"),
+        ("required-evidence", "queued"),
+        ("spec-current", "queued"),
+        ("tests-pass", "queued"),
+    ]
 
 
 @pytest.mark.django_db
@@ -497,6 +502,7 @@ def test_events_list_the_task_timeline_in_order(flow, api):
 
 @pytest.mark.django_db
 def test_handoff_answers_the_four_questions(flow, api):
+    flow.gates({})
     spec = flow.spec()
     task, attempt = flow.claimed(spec=spec)
     flow.attach(

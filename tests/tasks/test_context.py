@@ -102,6 +102,7 @@ def test_only_accepted_decisions_that_concern_the_task_or_its_spec_are_included(
 
 @pytest.mark.django_db
 def test_earlier_attempts_say_why_they_ended_with_gate_verdicts_and_evidence_links(flow, api):
+    flow.gates({"diff-scope": {}})
     task, first = flow.checking()
     runs = evidence.gate_runs_create(attempt=first, policy={"diff-scope": {}})
     evidence.gate_run_start(run=runs[0])
