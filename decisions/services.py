@@ -105,6 +105,8 @@ def spec_create(*, project: Project, actor, title: str, body: str, criteria) -> 
     body = _clean_body(body)
     if not isinstance(title, str) or not title.strip():
         raise ValidationError({"title": "the spec needs a title"})
+    if len(title.strip()) > Spec._meta.get_field("title").max_length:
+        raise ValidationError({"title": "at most 200 characters"})
     with transaction.atomic():
         number = project.next_number("spec_seq")
         spec = Spec.objects.create(
@@ -124,14 +126,16 @@ def spec_version_create(*, spec: Spec, actor, body: str, criteria) -> SpecVersio
     criteria = clean_criteria(criteria)
     body = _clean_body(body)
     with transaction.atomic():
-        spec = Spec.objects.select_for_update().get(pk=spec.pk)
+        spec = Spec.objects.select_for_update(no_key=True, of=("self",)).get(pk=spec.pk)
         return _create_version(spec=spec, author=actor, body=body, criteria=criteria)
 
 
 def _accept_version(version: SpecVersion, *, actor, reason: str) -> None:
     # Supersede first: the one-accepted-version constraint is checked per statement.
     current = (
-        version.spec.versions.select_for_update().filter(state=SpecVersionState.ACCEPTED).first()
+        version.spec.versions.select_for_update(no_key=True, of=("self",))
+        .filter(state=SpecVersionState.ACCEPTED)
+        .first()
     )
     if current is not None:
         current.spec = version.spec
@@ -143,8 +147,10 @@ def spec_version_accept(*, version: SpecVersion, actor, reason: str = "") -> Spe
     """draft → accepted; the spec's previous accepted version becomes superseded. Managers."""
     with transaction.atomic():
         # Locking the spec serialises two accepts of versions of the same spec.
-        spec = Spec.objects.select_for_update().get(pk=version.spec_id)
-        version = SpecVersion.objects.select_for_update().get(pk=version.pk)
+        spec = Spec.objects.select_for_update(no_key=True, of=("self",)).get(pk=version.spec_id)
+        version = SpecVersion.objects.select_for_update(no_key=True, of=("self",)).get(
+            pk=version.pk
+        )
         version.spec = spec
         check(version, "accept", actor=actor)
         _accept_version(version, actor=actor, reason=reason)
@@ -195,6 +201,8 @@ def decision_propose(
     for field, value in (("title", title), ("context", context), ("decision", decision)):
         if not isinstance(value, str) or not value.strip():
             raise ValidationError({field: "this field is required"})
+    if len(title.strip()) > Decision._meta.get_field("title").max_length:
+        raise ValidationError({"title": "at most 200 characters"})
     alternatives = _clean_alternatives(list(alternatives))
     cleaned_amendments = []
     for amendment in amendments:
@@ -262,7 +270,7 @@ def decision_propose(
 
 
 def _apply_amendment(amendment: SpecAmendment, decision: Decision, *, actor) -> SpecVersion:
-    spec = Spec.objects.select_for_update().get(pk=amendment.spec_id)
+    spec = Spec.objects.select_for_update(no_key=True, of=("self",)).get(pk=amendment.spec_id)
     current = spec.current_version()
     if (current.pk if current else None) != amendment.base_version_id:
         base = f"v{amendment.base_version.number}" if amendment.base_version_id else "no version"
@@ -291,12 +299,14 @@ def decision_accept(*, decision: Decision, actor, reason: str = "") -> Decision:
     """
     reason = (reason or "").strip()
     with transaction.atomic():
-        decision = Decision.objects.select_for_update().get(pk=decision.pk)
+        decision = Decision.objects.select_for_update(no_key=True, of=("self",)).get(pk=decision.pk)
         check(decision, "accept", actor=actor)
         for amendment in decision.amendments.select_related("base_version"):
             _apply_amendment(amendment, decision, actor=actor)
         for old in (
-            Decision.objects.select_for_update().filter(superseded_by=decision).order_by("pk")
+            Decision.objects.select_for_update(no_key=True, of=("self",))
+            .filter(superseded_by=decision)
+            .order_by("pk")
         ):
             if old.state != DecisionState.ACCEPTED:
                 raise Conflict(
@@ -312,7 +322,7 @@ def decision_reject(*, decision: Decision, actor, reason: str) -> Decision:
     """proposed → rejected, with the reason on record. Reviewers or managers."""
     reason = (reason or "").strip()
     with transaction.atomic():
-        decision = Decision.objects.select_for_update().get(pk=decision.pk)
+        decision = Decision.objects.select_for_update(no_key=True, of=("self",)).get(pk=decision.pk)
         check(decision, "reject", actor=actor)
         if not reason:
             raise ValidationError({"reason": "say why the decision is rejected"})

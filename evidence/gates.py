@@ -123,19 +123,26 @@ class RequiredEvidence(Gate):
 
 
 def test_ids(case) -> list[str]:
-    """Names a selector like ``tests/test_claim.py::*`` may match for a JUnit test case."""
+    """Names a selector like ``tests/test_claim.py::*`` may match, the test's real id first.
+
+    pytest writes ``classname="tests.test_claim.TestX"``; the module is the longest
+    prefix whose last part looks like a test module (``test_*`` or ``*_test``), so the
+    first id is ``tests/test_claim.py::TestX::name``. The others are other readings.
+    """
     classname, name = case.classname or "", case.name or ""
-    ids = {f"{classname}::{name}", f"{classname}.{name}"}
-    file = case._elem.get("file")
     parts = classname.split(".")
+    readings = []
+    file = case._elem.get("file")
     if file:
-        ids.add(f"{file}::{name}")
-    for split in range(
-        len(parts), 0, -1
-    ):  # tests.test_claim.TestX -> tests/test_claim.py::TestX::name
-        module = "/".join(parts[:split]) + ".py"
-        ids.add("::".join([module, *parts[split:], name]))
-    return sorted(ids)
+        readings.append(f"{file}::{name}")
+    splits = list(range(len(parts), 0, -1))
+    splits.sort(
+        key=lambda n: not (parts[n - 1].startswith("test_") or parts[n - 1].endswith("_test"))
+    )
+    for split in splits:
+        readings.append("::".join(["/".join(parts[:split]) + ".py", *parts[split:], name]))
+    readings += [f"{classname}::{name}", f"{classname}.{name}"]
+    return list(dict.fromkeys(readings))
 
 
 class TestsPass(Gate):
@@ -153,7 +160,7 @@ class TestsPass(Gate):
             return Verdict(
                 False, f"no {which} to check", {"reports": []}, f"No {which} was attached."
             )
-        passed_ids, failed, total = set(), [], 0
+        passed_ids, failed, total, skipped, empty = set(), [], 0, 0, []
         for report in reports:
             try:
                 xml = parse_junit(self.read(report))
@@ -164,14 +171,20 @@ class TestsPass(Gate):
                     {"unparseable": report.pk},
                     "; ".join(exc.messages),
                 )
+            cases = 0
             for _suite, case in junit_cases(xml):
-                total += 1
+                cases += 1
                 outcome, message = case_outcome(case)
                 ids = test_ids(case)
                 if outcome == "passed":
                     passed_ids.update(ids)
-                elif outcome in ("failed", "error"):
+                elif outcome == "skipped":
+                    skipped += 1
+                else:
                     failed.append({"test": ids[0], "outcome": outcome, "message": message})
+            total += cases
+            if cases == 0:
+                empty.append(f"{report.name} (evidence {report.pk})")
         unmatched = []
         if attempt.spec_version_id:
             for criterion in attempt.spec_version.criteria.all():
@@ -199,8 +212,13 @@ class TestsPass(Gate):
                 _lines(f"{u['criterion']}: {u['select']}" for u in unmatched),
             ]
         )
-        if total == 0:
-            return Verdict(False, "the JUnit reports contain no tests", details, report)
+        details["skipped"] = skipped
+        if empty:
+            return Verdict(
+                False, f"a JUnit report ran no test: {', '.join(empty)}", details, report
+            )
+        if total == skipped:
+            return Verdict(False, f"all {total} tests were skipped; none passed", details, report)
         if failed:
             names = ", ".join(f["test"] for f in failed[:5])
             return Verdict(
@@ -209,7 +227,9 @@ class TestsPass(Gate):
         if unmatched:
             keys = ", ".join(f"{u['criterion']} ({u['select']})" for u in unmatched)
             return Verdict(False, f"no passing test matches {keys}", details, report)
-        return Verdict(True, f"{total} tests passed", details, report)
+        passed = total - skipped
+        note = f", {skipped} skipped" if skipped else ""
+        return Verdict(True, f"{passed} tests passed{note}", details, report)
 
 
 class CoverageGate(Gate):

@@ -36,11 +36,14 @@ def _read(fileobj, kind: str) -> bytes:
 
 def _text(data: bytes, kind: str) -> str:
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValidationError(
             {"file": f"a {kind} file must be UTF-8 text (invalid byte at offset {exc.start})"}
         ) from exc
+    if "\x00" in text:
+        raise ValidationError({"file": f"a {kind} file must be text; this one has NUL bytes"})
+    return text
 
 
 def parse_xml(data: bytes, kind: str):
@@ -209,7 +212,8 @@ def summarize_json(data: bytes) -> dict:
         raise ValidationError({"file": f"not valid JSON: {str(exc)[:200]}"}) from exc
     summary = {"type": type(value).__name__}
     if isinstance(value, dict):
-        summary["keys"] = sorted(value)[:MAX_LISTED]
+        # A key may hold "\u0000", which no text column accepts: show it replaced.
+        summary["keys"] = sorted(key.replace("\x00", "\ufffd") for key in value)[:MAX_LISTED]
     elif isinstance(value, list):
         summary["items"] = len(value)
     return summary

@@ -140,6 +140,8 @@ CELERY_TASK_EAGER_PROPAGATES = True
 if not CELERY_BROKER_URL:
     CELERY_BROKER_URL = "memory://"
 CELERY_TASK_ACKS_LATE = True
+# Sites sharing one Redis keep apart by queue name.
+CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", "factory")
 # Redis re-delivers an unacknowledged job after this long; longer than any gate may run.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
@@ -211,6 +213,7 @@ FACTORY_EXTRA_GATES = dict(item.split("=", 1) for item in env_list("FACTORY_EXTR
 # A gate is stopped after this long (soft limit, then hard limit 30 s later) and counts as
 # failed; the reconciler re-queues a run that has been running longer than limit + grace.
 FACTORY_GATE_TIME_LIMIT = env_int("FACTORY_GATE_TIME_LIMIT", 120)
+FACTORY_GATE_GRACE_SECONDS = env_int("FACTORY_GATE_GRACE_SECONDS", 60)
 FACTORY_GATE_MAX_TRIES = env_int("FACTORY_GATE_MAX_TRIES", 3)
 # A queued run whose job has not started after this long is dispatched again (lost message).
 FACTORY_GATE_REQUEUE_AFTER = env_int("FACTORY_GATE_REQUEUE_AFTER", 60)
@@ -220,6 +223,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    # One line per finished job is noise in the embedded default, where jobs run inline.
+    "loggers": {"celery.app.trace": {"level": env("CELERY_TRACE_LOG_LEVEL", "WARNING")}},
 }
 
 if not DEBUG:

@@ -1,7 +1,9 @@
 """Every write to projects, tasks and attempts.
 
 One service per state change. Each opens ``transaction.atomic()``, locks the rows
-it changes (task before attempt, always, so two services never deadlock), fires
+it changes (task before attempt, always, so two services never deadlock; and with
+``FOR NO KEY UPDATE``, which does not block the foreign-key checks of rows that
+merely refer to them, such as events and evidence), fires
 the transition through ``tasks.fsm.fire`` — which checks state, permission and
 conditions and writes the ``Event`` — and queues side effects with
 ``transaction.on_commit``. The REST API, the review UI, the admin and the Celery
@@ -181,14 +183,18 @@ def task_create(
 def _lock_task(task_id: int) -> Task:
     # of=("self",): lock the task row only, not the joined project or attempt rows.
     return (
-        Task.objects.select_for_update(of=("self",))
+        Task.objects.select_for_update(no_key=True, of=("self",))
         .select_related("project", "current_attempt")
         .get(pk=task_id)
     )
 
 
 def _lock_attempt(attempt_id: int) -> Attempt:
-    return Attempt.objects.select_for_update(of=("self",)).select_related("task").get(pk=attempt_id)
+    return (
+        Attempt.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("task")
+        .get(pk=attempt_id)
+    )
 
 
 def lock_task_and_attempt(attempt_id: int) -> tuple[Task, Attempt]:
@@ -277,7 +283,7 @@ def task_claim(
     with transaction.atomic():
         candidates = selectors.claimable_tasks(project_ids=project_ids, labels=labels)
         task = (
-            candidates.select_for_update(skip_locked=True, of=("self",))
+            candidates.select_for_update(no_key=True, skip_locked=True, of=("self",))
             .select_related("project", "spec")
             .annotate(current_spec_version_id=_current_version_id())
             .first()

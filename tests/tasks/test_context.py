@@ -12,13 +12,13 @@ from tasks.models import Attempt
 from tests.factories import expire_lease
 
 
-def accepted_decision(flow, title, **concerns):
+def accepted_decision(flow, title, text="", **concerns):
     decision = decisions.decision_propose(
         project=flow.project,
         actor=flow.manager,
         title=title,
         context="c",
-        decision=f"{title} it is",
+        decision=f"{title} it is. {text}",
         **concerns,
     )
     return decisions.decision_accept(decision=decision, actor=flow.reviewer)
@@ -167,7 +167,7 @@ def test_max_chars_drops_the_least_relevant_items_and_says_so(flow, api):
     spec = flow.spec()
     task, _ = flow.claimed(spec=spec)
     for i in range(5):
-        accepted_decision(flow, f"Decision {i} " + "x" * 300, specs=[spec])
+        accepted_decision(flow, f"Decision {i}", "x" * 300, specs=[spec])
     full = context(api, flow.agent, task).json()
     budget = full["manifest"][0]["chars"] + full["manifest"][1]["chars"] + 700
 
