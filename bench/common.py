@@ -65,6 +65,7 @@ def gunicorn(
     threads: int = 1,
     app: str = "factory_site.wsgi",
     extra_env: dict | None = None,
+    extra_args: list[str] | None = None,
 ):
     """Run ``app`` under gunicorn against the database ``url``; yield its base URL and process."""
     port = free_port()
@@ -81,7 +82,7 @@ def gunicorn(
         sys.executable,
         "-m",
         "gunicorn",
-        "factory_site.wsgi",
+        app,
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
@@ -92,6 +93,7 @@ def gunicorn(
         "warning",
         "--backlog",
         "2048",
+        *(extra_args or []),
     ]
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "bench")])
     process = subprocess.Popen(command, cwd=ROOT, env=env)

@@ -221,6 +221,11 @@ def summarize_json(data: bytes) -> dict:
 
 def summarize_text(fileobj, kind: str) -> dict:
     """Line count of a text file, streamed (logs may be large); refuses binary content."""
+    stats = getattr(fileobj, "text_stats", None)  # counted while it was uploaded
+    if stats is not None:
+        if stats["nul"]:
+            raise ValidationError({"file": f"a {kind} must be text; this file has NUL bytes"})
+        return {"lines": stats["lines"]}
     lines, size, tail = 0, 0, b""
     fileobj.seek(0)
     for chunk in fileobj.chunks():

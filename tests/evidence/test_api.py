@@ -199,3 +199,27 @@ def test_the_attempts_evidence_is_listed(flow, api):
     body = api(flow.manager).get(f"/api/v1/attempts/{attempt.pk}/evidence/").json()
 
     assert [(e["kind"], e["name"]) for e in body] == [("junit", "report.xml")]
+
+
+@pytest.mark.django_db
+def test_a_log_is_counted_while_it_streams_in(flow, api):
+    _, attempt = flow.claimed()
+
+    body = upload(api(flow.agent), attempt, b"one\ntwo\nthree", kind="log", name="run.log").json()
+
+    assert (body["kind"], body["summary"]) == ("log", {"lines": 3})
+
+
+@pytest.mark.django_db
+def test_a_log_with_nul_bytes_is_400_and_leaves_nothing(flow, api, settings):
+    _, attempt = flow.claimed()
+
+    response = upload(api(flow.agent), attempt, b"text\x00binary\n", kind="log", name="run.log")
+
+    assert (response.status_code, response.json()["detail"]) == (
+        400,
+        "file: a log must be text; this file has NUL bytes",
+    )
+    assert Evidence.objects.count() == 0
+    assert files_under(settings.MEDIA_ROOT) == []
+    assert files_under(settings.FACTORY_UPLOAD_TEMP_DIR) == []
