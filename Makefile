@@ -4,7 +4,7 @@ UV := python3 -m uv
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run setup test lint bootstrap worker beat
+.PHONY: run setup test lint bootstrap
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -27,6 +27,7 @@ test: bootstrap
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run python manage.py makemigrations --check --dry-run
+	$(UV) run python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(UV) run pytest
 
 lint: bootstrap

@@ -1,7 +1,6 @@
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db import models
 
 from tasks import services
 from tasks.admin_actions import ReadOnlyAdmin, service_action
@@ -14,9 +13,25 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class ProjectAdminForm(forms.ModelForm):
+    repository_url = forms.URLField(required=False, assume_scheme="https")
+
+    class Meta:
+        model = Project
+        fields = ["slug", "name", "repository_url", "gate_policy", "max_attempts"]
+
+    def clean_gate_policy(self):
+        from evidence.gates import clean_policy
+
+        try:
+            return clean_policy(self.cleaned_data["gate_policy"])
+        except ValidationError as exc:
+            raise ValidationError(exc.message_dict["gate_policy"]) from None
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    form = ProjectAdminForm
     list_display = ["slug", "name", "max_attempts", "created_at"]
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]

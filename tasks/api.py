@@ -17,6 +17,7 @@ from factory_site.api import IdCursorPagination, errors
 from tasks import selectors, services
 from tasks.handoff import handoff
 from tasks.models import AttemptState, Event, Label, Project, Task, TaskState
+from tasks.roles import roles_in
 
 # --- Output ---------------------------------------------------------------------------------
 
@@ -672,3 +673,62 @@ class AttemptReleaseApi(APIView):
             attempt=attempt, actor=request.user, **data.validated_data
         )
         return Response(AttemptSerializer(attempt).data)
+
+
+# --- Projects ---------------------------------------------------------------------------------
+
+
+class ProjectSerializer(serializers.Serializer):
+    slug = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    repository_url = serializers.CharField(read_only=True)
+    max_attempts = serializers.IntegerField(read_only=True)
+    gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
+    my_roles = serializers.SerializerMethodField()
+
+    def get_my_roles(self, project) -> list[str]:
+        return sorted(roles_in(self.context["request"].user, project.pk))
+
+
+class ProjectListApi(generics.ListAPIView):
+    """Your projects, with your roles in each."""
+
+    serializer_class = ProjectSerializer
+    pagination_class = IdCursorPagination
+
+    def get_queryset(self):
+        return Project.objects.filter(pk__in=selectors.project_ids_for(self.request.user))
+
+    @extend_schema(responses={200: ProjectSerializer(many=True), **errors(400)})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class ProjectDetailApi(APIView):
+    """Read a project, or change its name, repository, attempt budget or gate policy (managers)."""
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200, required=False)
+        repository_url = serializers.URLField(required=False, allow_blank=True)
+        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+        gate_policy = serializers.DictField(
+            required=False,
+            help_text='Gates to run, with parameters: {"coverage": {"threshold": 0.8}}.',
+        )
+
+    @extend_schema(responses={200: ProjectSerializer, **errors(404)})
+    def get(self, request, slug):
+        project = visible_project(request.user, slug)
+        return Response(ProjectSerializer(project, context={"request": request}).data)
+
+    @extend_schema(
+        request=InputSerializer, responses={200: ProjectSerializer, **errors(400, 403, 404)}
+    )
+    def patch(self, request, slug):
+        project = visible_project(request.user, slug)
+        data = self.InputSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        project = services.project_update(
+            project=project, actor=request.user, **data.validated_data
+        )
+        return Response(ProjectSerializer(project, context={"request": request}).data)

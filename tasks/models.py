@@ -108,6 +108,9 @@ class Project(models.Model):
     def __str__(self) -> str:
         return self.slug
 
+    def audit_scope(self) -> tuple[int, None]:
+        return self.pk, None
+
     def next_number(self, counter: str) -> int:
         """Allocate the next number of ``counter`` ("task_seq", ...) inside the caller's transaction.
 
@@ -603,7 +606,7 @@ class Event(AppendOnlyModel):
     )
     transition = models.CharField(max_length=50)
     from_state = models.CharField(max_length=20, blank=True)
-    to_state = models.CharField(max_length=20)
+    to_state = models.CharField(max_length=20, blank=True)
     reason = models.TextField(blank=True)
     extra = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)

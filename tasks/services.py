@@ -52,6 +52,8 @@ def project_create(
     gate_policy: dict | None = None,
 ) -> Project:
     """Create a project; ``slug`` becomes the prefix of all its keys."""
+    from evidence.gates import clean_policy
+
     project = Project(
         slug=slug,
         name=name,
@@ -59,9 +61,48 @@ def project_create(
         max_attempts=max_attempts or settings.FACTORY_MAX_ATTEMPTS_DEFAULT,
     )
     if gate_policy is not None:
-        project.gate_policy = gate_policy
+        project.gate_policy = clean_policy(gate_policy)
     project.full_clean()
     project.save()
+    return project
+
+
+PROJECT_EDITABLE_FIELDS = {"name", "repository_url", "max_attempts", "gate_policy"}
+
+
+def project_update(*, project: Project, actor, **changes) -> Project:
+    """Change a project's name, repository, attempt budget or gate policy (managers).
+
+    The gate policy is checked against the registered gates; the change is recorded as
+    an Event, so the audit trail says which gates applied when.
+    """
+    from evidence.gates import clean_policy
+
+    unknown = set(changes) - PROJECT_EDITABLE_FIELDS
+    if unknown:
+        raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
+    require_role(actor, project.pk, Role.MANAGER)
+    if "gate_policy" in changes:
+        changes["gate_policy"] = clean_policy(changes["gate_policy"])
+    with transaction.atomic():
+        project = Project.objects.select_for_update(no_key=True).get(pk=project.pk)
+        changes = {k: v for k, v in changes.items() if getattr(project, k) != v}
+        for name, value in changes.items():
+            setattr(project, name, value)
+        project.full_clean()
+        project.save(update_fields=list(changes))
+        if changes:
+            Event.record(
+                project,
+                actor=actor,
+                transition="edit",
+                from_state="",
+                to_state="",
+                extra={
+                    "fields": sorted(changes),
+                    **({"gate_policy": changes["gate_policy"]} if "gate_policy" in changes else {}),
+                },
+            )
     return project
 
 

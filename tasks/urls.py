@@ -3,6 +3,8 @@ from django.urls import path
 from tasks import api
 
 api_patterns = [
+    path("projects/", api.ProjectListApi.as_view(), name="api-projects"),
+    path("projects/<str:slug>/", api.ProjectDetailApi.as_view(), name="api-project"),
     path("tasks/", api.TaskListCreateApi.as_view(), name="api-tasks"),
     path("tasks/claim/", api.TaskClaimApi.as_view(), name="api-task-claim"),
     path("tasks/<str:key>/", api.TaskDetailApi.as_view(), name="api-task"),

@@ -40,6 +40,9 @@ def decision(flow):
 # Each builder makes the object the endpoint needs, in a state that allows the call,
 # and returns (method, path, body, format).
 ENDPOINTS = {
+    "projects.list": lambda f: ("get", "/api/v1/projects/", None, None),
+    "projects.detail": lambda f: ("get", "/api/v1/projects/FM/", None, None),
+    "projects.edit": lambda f: ("patch", "/api/v1/projects/FM/", {"max_attempts": 5}, "json"),
     "tasks.list": lambda f: ("get", "/api/v1/tasks/", None, None),
     "tasks.create": lambda f: ("post", "/api/v1/tasks/", {"project": "FM", "title": "t"}, "json"),
     "tasks.detail": lambda f: ("get", f"/api/v1/tasks/{f.draft().key}/", None, None),
