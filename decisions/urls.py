@@ -1,6 +1,6 @@
 from django.urls import path
 
-from decisions import api
+from decisions import api, views
 
 api_patterns = [
     path("specs/", api.SpecListCreateApi.as_view(), name="api-specs"),
@@ -29,4 +29,11 @@ api_patterns = [
         api.AttemptDecisionCreateApi.as_view(),
         name="api-attempt-decisions",
     ),
+]
+
+ui_patterns = [
+    path("decisions/", views.decision_log, name="decision-log"),
+    path("decisions/<str:key>/", views.decision_detail, name="decision-detail"),
+    path("decisions/<str:key>/<str:verdict>/", views.decision_verdict, name="decision-verdict"),
+    path("specs/<str:key>/", views.spec_detail, name="spec-detail"),
 ]

@@ -4,26 +4,33 @@ from decisions.models import Check
 from evidence.models import Evidence, GateRunState, Kind
 
 
-def criteria_status(attempt) -> list[dict]:
+def criteria_status(attempt, *, evidence=None, runs=None, criteria=None) -> list[dict]:
     """Each criterion of the attempt's pinned spec version, beside the evidence that proves it.
 
     A ``tests`` criterion is met by JUnit evidence (naming the criterion, or any JUnit
     when none names it) with the ``tests-pass`` gate not failed; an ``evidence``
-    criterion by evidence of its kind; a ``review`` criterion by an approval.
+    criterion by evidence of its kind; a ``review`` criterion by an approval. Callers
+    that already loaded the attempt's evidence (with criteria), gate runs or criteria
+    pass them in.
     """
     if attempt is None or attempt.spec_version_id is None:
         return []
-    evidence = list(attempt.evidence.prefetch_related("criteria").order_by("id"))
-    gates = {run.gate: run for run in attempt.gate_runs.all()}
+    if evidence is None:
+        evidence = list(attempt.evidence.prefetch_related("criteria").order_by("id"))
+    if runs is None:
+        runs = list(attempt.gate_runs.all())
+    if criteria is None:
+        criteria = list(attempt.spec_version.criteria.all())
+    gates = {run.gate: run for run in runs}
     tests_gate = gates.get("tests-pass")
     rows = []
-    for criterion in attempt.spec_version.criteria.all():
+    for criterion in criteria:
         check = criterion.proof.get("check")
         kind = Kind.JUNIT if check == Check.TESTS else criterion.proof.get("kind")
         candidates = []
         if check != Check.REVIEW:
             of_kind = [e for e in evidence if e.kind == kind]
-            naming = [e for e in of_kind if criterion in e.criteria.all()]
+            naming = [e for e in of_kind if criterion.pk in {c.pk for c in e.criteria.all()}]
             candidates = naming or of_kind
         if check == Check.TESTS:
             passed = all(
@@ -43,12 +50,16 @@ def criteria_status(attempt) -> list[dict]:
                 "evidence": candidates,
                 "met": met,
                 "authoritative": any(e.authoritative for e in candidates),
+                "gate": gates.get(
+                    {Check.TESTS: "tests-pass", Check.EVIDENCE: "required-evidence"}.get(check, "")
+                ),
             }
         )
     return rows
 
 
-def authoritative_evidence(attempt) -> list[Evidence]:
+def authoritative_evidence(attempt, evidence=None) -> list[Evidence]:
     if attempt is None:
         return []
-    return [e for e in attempt.evidence.order_by("id") if e.authoritative]
+    rows = evidence if evidence is not None else attempt.evidence.order_by("id")
+    return [e for e in rows if e.authoritative]

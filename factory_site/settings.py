@@ -48,10 +48,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
     "knox",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "tasks",
     "decisions",
     "evidence",
@@ -66,6 +68,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "factory_site.middleware.SecurityHeadersMiddleware",
 ]
 
 ROOT_URLCONF = "factory_site.urls"
@@ -81,6 +84,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "tasks.views.navigation",
             ],
         },
     },
@@ -117,6 +121,7 @@ USE_TZ = True
 
 # --- Files ----------------------------------------------------------------------
 STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 MEDIA_ROOT = Path(env("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
 MEDIA_URL = "/media/"
@@ -179,6 +184,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "The agent contract: claim, context, evidence, submit, review.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from this site's own static files: the docs page calls no other host.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
         "TaskStateEnum": "tasks.models.TaskState",
@@ -227,8 +236,9 @@ LOGGING = {
     "loggers": {"celery.app.trace": {"level": env("CELERY_TRACE_LOG_LEVEL", "WARNING")}},
 }
 
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
 if not DEBUG:
     SESSION_COOKIE_HTTPONLY = True
-    SECURE_CONTENT_TYPE_NOSNIFF = True
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)

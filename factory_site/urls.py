@@ -1,14 +1,21 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from decisions.urls import api_patterns as decision_api
+from decisions.urls import ui_patterns as decision_ui
 from evidence.urls import api_patterns as evidence_api
 from tasks.urls import api_patterns as task_api
+from tasks.urls import ui_patterns as task_ui
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include(task_api + decision_api + evidence_api)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    *task_ui,
+    *decision_ui,
 ]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tasks import api
+from tasks import api, views
 
 api_patterns = [
     path("projects/", api.ProjectListApi.as_view(), name="api-projects"),
@@ -37,4 +37,19 @@ api_patterns = [
         api.AttemptReleaseApi.as_view(),
         name="api-attempt-release",
     ),
+]
+
+ui_patterns = [
+    path("", views.home, name="home"),
+    path("review/", views.review_queue, name="review-queue"),
+    path("tasks/", views.task_board, name="task-board"),
+    path("tasks/<str:key>/", views.task_detail, name="task-detail"),
+    path("tasks/<str:key>/gates/", views.task_gates, name="task-gates"),
+    path("tasks/<str:key>/review/", views.task_review, name="task-review"),
+    path("tasks/<str:key>/<str:action>/", views.task_action, name="task-action"),
+    path("evidence/<int:evidence_id>/", views.evidence_detail, name="evidence-detail"),
+    path("evidence/<int:evidence_id>/image/", views.evidence_image, name="evidence-image"),
+    path("tokens/", views.tokens, name="tokens"),
+    path("tokens/revoke/", views.token_revoke, name="token-revoke"),
+    path("dashboard/", views.dashboard, name="dashboard"),
 ]

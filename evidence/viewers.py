@@ -1,0 +1,232 @@
+"""Turn evidence files into something a reviewer can read, safely.
+
+Evidence is hostile until proven otherwise: every string that reaches a page is
+escaped here or by the template engine, XML is parsed with defusedxml, and only the
+first ``LIMIT_BYTES`` of a file are rendered (the rest is a download away).
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.util import ClassNotFound
+
+from evidence import storage
+from evidence.parsers import case_outcome, junit_cases, parse_diff, parse_junit
+
+LIMIT_BYTES = 512 * 1024
+LOG_TAIL_LINES = 400
+
+ANSI = re.compile(r"\x1b\[([0-9;]*)m")
+OTHER_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-ln-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+
+
+def read_head(evidence, limit: int = LIMIT_BYTES) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes of an evidence file, and whether it was cut."""
+    with storage.open_blob(evidence.file.name) as handle:
+        data = handle.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+def read_tail(evidence, limit: int = LIMIT_BYTES) -> tuple[bytes, bool]:
+    with storage.open_blob(evidence.file.name) as handle:
+        size = evidence.size
+        if size > limit:
+            handle.seek(size - limit)
+        return handle.read(), size > limit
+
+
+# --- ANSI logs ----------------------------------------------------------------------------
+
+
+def ansi_to_html(text: str) -> str:
+    """Escape ``text`` and turn ANSI colour codes (SGR) into spans; drop other escapes."""
+    text = OTHER_ESCAPES.sub("", text)
+    out, classes, position = [], set(), 0
+    open_span = False
+    for match in ANSI.finditer(text):
+        out.append(escape(text[position : match.start()]))
+        position = match.end()
+        for code in (match.group(1) or "0").split(";"):
+            if code in ("", "0"):
+                classes.clear()
+            elif code == "1":
+                classes.add("ansi-bold")
+            elif code in ("22",):
+                classes.discard("ansi-bold")
+            elif code == "39":
+                classes = {
+                    c for c in classes if not c.startswith("ansi-3") and not c.startswith("ansi-9")
+                }
+            elif code.isdigit() and (30 <= int(code) <= 37 or 90 <= int(code) <= 97):
+                classes = {
+                    c for c in classes if not c.startswith("ansi-3") and not c.startswith("ansi-9")
+                }
+                classes.add(f"ansi-{code}")
+        if open_span:
+            out.append("</span>")
+            open_span = False
+        if classes:
+            out.append(f'<span class="{" ".join(sorted(classes))}">')
+            open_span = True
+    out.append(escape(text[position:]))
+    if open_span:
+        out.append("</span>")
+    return "".join(out)
+
+
+def strip_ansi(text: str) -> str:
+    return OTHER_ESCAPES.sub("", ANSI.sub("", text))
+
+
+@dataclass
+class LogView:
+    html: str
+    cut: bool
+    lines: int
+
+
+def log_view(evidence, tail_lines: int = LOG_TAIL_LINES) -> LogView:
+    """The end of a log (where failures are), with its colours."""
+    data, cut = read_tail(evidence)
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if len(lines) > tail_lines:
+        lines, cut = lines[-tail_lines:], True
+    return LogView(mark_safe(ansi_to_html("\n".join(lines))), cut, len(lines))  # escaped above
+
+
+# --- JUnit ---------------------------------------------------------------------------------
+
+
+@dataclass
+class JUnitRow:
+    test: str
+    outcome: str
+    time: float
+    message: str
+
+
+@dataclass
+class JUnitView:
+    rows: list = field(default_factory=list)
+    totals: dict = field(default_factory=dict)
+    error: str = ""
+
+
+def junit_view(evidence) -> JUnitView:
+    """Every test case, failures and errors first, with their messages (plain text)."""
+    data, cut = read_head(evidence, limit=8 * LIMIT_BYTES)
+    if cut:
+        return JUnitView(error="This report is too large to show here; download it.")
+    try:
+        xml = parse_junit(data)
+    except ValidationError as exc:
+        return JUnitView(error="; ".join(exc.messages))
+    from evidence.gates import test_ids
+
+    rows = []
+    for _suite, case in junit_cases(xml):
+        outcome, message = case_outcome(case)
+        rows.append(
+            JUnitRow(test_ids(case)[0], outcome, float(case.time or 0), strip_ansi(message))
+        )
+    order = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
+    rows.sort(key=lambda row: (order[row.outcome], row.test))
+    totals = {key: sum(1 for r in rows if r.outcome == key) for key in order}
+    return JUnitView(rows=rows, totals={"tests": len(rows), **totals})
+
+
+# --- Diffs ----------------------------------------------------------------------------------
+
+
+@dataclass
+class DiffLine:
+    kind: str  # add, del, ctx, hunk
+    old: int | None
+    new: int | None
+    html: str
+
+
+@dataclass
+class DiffFile:
+    path: str
+    status: str
+    added: int
+    removed: int
+    lines: list = field(default_factory=list)
+
+
+@dataclass
+class DiffView:
+    files: list = field(default_factory=list)
+    cut: bool = False
+    error: str = ""
+
+
+FORMATTER = HtmlFormatter(nowrap=True)
+
+
+def _lexer(path: str):
+    try:
+        return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return TextLexer(stripnl=False, ensurenl=False)
+
+
+def _code(lexer, text: str) -> str:
+    # Pygments escapes what it emits; the result is safe HTML.
+    return highlight(text, lexer, FORMATTER).rstrip("\n")
+
+
+def diff_view(evidence) -> DiffView:
+    """Each file of a unified diff, its lines highlighted for the file's language."""
+    data, cut = read_head(evidence)
+    if cut:  # never parse half a hunk: cut at the last complete file
+        data = data[: data.rfind(b"\ndiff --git ") + 1] or data
+    try:
+        patch = parse_diff(data)
+    except ValidationError as exc:
+        return DiffView(error="; ".join(exc.messages))
+    files = []
+    for patched in patch:
+        lexer = _lexer(patched.path)
+        status = (
+            "added"
+            if patched.is_added_file
+            else "removed"
+            if patched.is_removed_file
+            else "modified"
+        )
+        item = DiffFile(patched.path, status, patched.added, patched.removed)
+        for hunk in patched:
+            header = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@ {hunk.section_header}"
+            item.lines.append(DiffLine("hunk", None, None, escape(header)))
+            for line in hunk:
+                kind = "add" if line.is_added else "del" if line.is_removed else "ctx"
+                html = mark_safe(_code(lexer, line.value.rstrip("\n")))  # Pygments escapes
+                item.lines.append(DiffLine(kind, line.source_line_no, line.target_line_no, html))
+        files.append(item)
+    return DiffView(files=files, cut=cut)
+
+
+# --- Text -----------------------------------------------------------------------------------
+
+
+def text_view(evidence) -> tuple[str, bool]:
+    data, cut = read_head(evidence)
+    return data.decode("utf-8", errors="replace"), cut
+
+
+IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"}
+
+
+def image_type(evidence) -> str | None:
+    """The media type to serve a screenshot as, from its checked magic bytes; None if not an image."""
+    return (
+        IMAGE_TYPES.get(evidence.summary.get("format")) if evidence.kind == "screenshot" else None
+    )
