@@ -4,7 +4,7 @@ UV := python3 -m uv
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run setup test lint bootstrap
+.PHONY: run setup test lint bootstrap browser
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -23,7 +23,13 @@ run: setup
 	@echo ""
 	DEBUG=1 $(UV) run python manage.py runserver $(HOST):$(PORT)
 
-test: bootstrap
+# Browser tests drive Debian's Chromium (Playwright cannot download browsers here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	  || echo "chromium is not installed: the browser tests will be skipped"
+
+test: bootstrap browser
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run python manage.py makemigrations --check --dry-run

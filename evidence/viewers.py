@@ -108,7 +108,8 @@ class JUnitRow:
     test: str
     outcome: str
     time: float
-    message: str
+    message: str  # the failure's one-line message
+    details: str = ""  # its body: the traceback or output
 
 
 @dataclass
@@ -131,10 +132,12 @@ def junit_view(evidence) -> JUnitView:
 
     rows = []
     for _suite, case in junit_cases(xml):
-        outcome, message = case_outcome(case)
-        rows.append(
-            JUnitRow(test_ids(case)[0], outcome, float(case.time or 0), strip_ansi(message))
-        )
+        outcome, _ = case_outcome(case)
+        message, details = "", ""
+        for result in case.result:
+            message = strip_ansi((result.message or "").strip())
+            details = strip_ansi((result.text or "").strip())[:20_000]
+        rows.append(JUnitRow(test_ids(case)[0], outcome, float(case.time or 0), message, details))
     order = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
     rows.sort(key=lambda row: (order[row.outcome], row.test))
     totals = {key: sum(1 for r in rows if r.outcome == key) for key in order}
