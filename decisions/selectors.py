@@ -1,31 +1,56 @@
 """Reads for decisions: search, and the supersession chain."""
 
+import re
+
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import BooleanField, F, Q, QuerySet
+from django.db.models.expressions import RawSQL
+
+DECISION_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-D\d+$")
+
+
+def search_document(table: str = "") -> str:
+    """The text searched, as SQL. Indexed on PostgreSQL by migration 0003 with
+    ``table=""`` (decision_search_idx): the two must stay the same expression."""
+    column = (lambda name: f'"{table}"."{name}"') if table else (lambda name: name)
+    parts = " || ' ' || ".join(
+        f"coalesce({column(name)}, '')" for name in ("title", "decision", "context", "consequences")
+    )
+    return f"to_tsvector('english'::regconfig, {parts})"
 
 
 def search_decisions(queryset: QuerySet, text: str) -> QuerySet:
-    """Decisions matching ``text``, best match first.
+    """Decisions matching ``text``, best match first; a decision key finds that decision.
 
     On PostgreSQL this is full-text search (``websearch`` syntax: words, "phrases",
-    -exclusions) over title, decision, context and consequences, ranked with the title
-    weighted highest. Elsewhere every word must appear in one of those fields.
+    -exclusions) over title, decision, context and consequences, through a GIN index;
+    the matches are ranked with the title weighted highest. Elsewhere every word must
+    appear in one of those fields.
     """
     text = text.strip()[:500]
     if not text:
         return queryset
+    if DECISION_KEY.match(text):
+        return queryset.filter(key__iexact=text)
     if connection.vendor == "postgresql":
         from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 
-        vector = (
+        document = search_document(queryset.model._meta.db_table)
+        matches = RawSQL(
+            f"{document} @@ websearch_to_tsquery('english'::regconfig, %s)",
+            (text,),
+            output_field=BooleanField(),
+        )
+        weighted = (
             SearchVector("title", weight="A", config="english")
             + SearchVector("decision", weight="B", config="english")
             + SearchVector("context", "consequences", weight="C", config="english")
         )
         query = SearchQuery(text, search_type="websearch", config="english")
         return (
-            queryset.annotate(rank=SearchRank(vector, query))
-            .filter(Q(rank__gt=0) | Q(key__iexact=text))
+            queryset.alias(matches=matches)
+            .filter(matches=True)
+            .annotate(rank=SearchRank(weighted, query))
             .order_by(F("rank").desc(nulls_last=True), "-number")
         )
     for word in text.split()[:20]:
@@ -34,7 +59,6 @@ def search_decisions(queryset: QuerySet, text: str) -> QuerySet:
             | Q(context__icontains=word)
             | Q(decision__icontains=word)
             | Q(consequences__icontains=word)
-            | Q(key__iexact=word)
         )
     return queryset
 

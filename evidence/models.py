@@ -130,7 +130,10 @@ class GateRun(ConcurrentTransitionMixin, models.Model):
         constraints = [
             models.UniqueConstraint(fields=["attempt", "gate"], name="gate_run_one_per_gate"),
         ]
-        indexes = [models.Index(fields=["state", "queued_at"], name="gate_run_state")]
+        indexes = [
+            models.Index(fields=["state", "queued_at"], name="gate_run_state"),
+            models.Index(fields=["finished_at"], name="gate_run_finished"),  # the dashboard's window
+        ]
 
     def __str__(self) -> str:
         return f"{self.attempt} {self.gate}"

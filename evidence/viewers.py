@@ -5,8 +5,10 @@ escaped here or by the template engine, XML is parsed with defusedxml, and only 
 first ``LIMIT_BYTES`` of a file are rendered (the rest is a download away).
 """
 
+import functools
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from django.core.exceptions import ValidationError
 from django.utils.html import escape
@@ -175,8 +177,16 @@ FORMATTER = HtmlFormatter(nowrap=True)
 
 
 def _lexer(path: str):
+    return _lexer_for_suffix(PurePosixPath(path).suffix.lower() or PurePosixPath(path).name)
+
+
+@functools.lru_cache(maxsize=256)
+def _lexer_for_suffix(suffix: str):
+    # Finding a lexer scans every Pygments lexer; do it once per file suffix.
     try:
-        return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
+        return get_lexer_for_filename(
+            f"x{suffix}" if suffix.startswith(".") else suffix, stripnl=False, ensurenl=False
+        )
     except ClassNotFound:
         return TextLexer(stripnl=False, ensurenl=False)
 

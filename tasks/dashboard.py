@@ -342,18 +342,21 @@ def bar_chart(
 
     ``value`` None means no data for that point (no bar, "no data" on hover), which is
     not the same as 0. The scale runs to ``max_value`` (e.g. 100 for percentages) or to
-    the largest value. With no values, or nothing above 0 on a free scale, the chart is
-    an empty axis saying ``empty``. ``titles`` (hover text per bar, default the label)
-    and ``value_labels`` (the value in words for hover and the summary, e.g. "50% (1 of
-    2)"; default the value with ``unit``) are optional; above each bar is its value. All text is escaped; the SVG carries ``role="img"`` and an ``aria-label``
-    listing every value, and uses classes only (no ``style``), so it passes the CSP.
+    the largest value, at least 1. With no values, or nothing above 0 on a free scale,
+    the chart is an empty axis saying ``empty``. Above each bar is its value with
+    ``unit``; ``titles`` (hover text per bar, default the label) and ``value_labels``
+    (the value in words for hover and the summary, e.g. "50% (1 of 2)"; default the
+    value with ``unit``) are optional. All text is escaped; the SVG carries
+    ``role="img"`` and an ``aria-label`` listing every value, and uses classes only
+    (no ``style``), so it passes the CSP.
     """
     top, bottom, side = 18, 26, 8
     baseline = height - bottom
     values = [v for _, v in points if v is not None]
-    scale = max_value if max_value is not None else max(values, default=0)
-    if not values or scale <= 0:
+    if not values or (max_value is None and max(values) <= 0):
         return _empty(width, height, title, empty, baseline)
+    # A free scale reaches at least 1 unit, so a week of 0.01 h is not drawn full height.
+    scale = max_value if max_value is not None else max(*values, 1)
     texts = value_labels or [value_text(v, unit) for _, v in points]
     hovers = titles or [label for label, _ in points]
     slot = (width - 2 * side) / len(points)
@@ -417,9 +420,9 @@ def hbar_chart(
     top, bottom, value_room = 8, 8, 120
     height = top + bottom + row_height * max(len(points), 3)
     values = [v for _, v in points if v is not None]
-    scale = max_value if max_value is not None else max(values, default=0)
-    if not values or scale <= 0:
+    if not values or (max_value is None and max(values) <= 0):
         return _empty(width, height, title, empty, height - bottom)
+    scale = max_value if max_value is not None else max(*values, 1)
     texts = value_labels or [value_text(v, unit) for _, v in points]
     x0 = label_width
     room = width - x0 - value_room

@@ -1,0 +1,169 @@
+"""Render time of the task page with 200 evidence items and of the decision log with 10k decisions.
+
+    uv run python bench/pages.py [--renders 100]
+
+Pages are rendered in-process through Django's full stack (middleware, session login,
+templates) on PostgreSQL; prints p50/p95 in ms and the query count of each page.
+"""
+
+import argparse
+import json
+import time
+
+from common import drop_database, percentiles, setup_django
+
+JUNIT = (
+    "<testsuite tests='3'><testcase classname='tests.test_claim' name='test_a'/>"
+    "<testcase classname='tests.test_claim' name='test_b'><failure message='boom {n}'>trace {n}</failure></testcase>"
+    "<testcase classname='tests.test_claim' name='test_c'/></testsuite>"
+)
+DIFF = (
+    "diff --git a/tasks/m{n}.py b/tasks/m{n}.py\n--- a/tasks/m{n}.py\n+++ b/tasks/m{n}.py\n@@ -1,3 +1,3 @@\n"
+    " def f():\n-    return {n}\n+    return {n} + 1\n # end\n"
+)
+
+
+TOPICS = [
+    f"{a} {b}"
+    for a in ("lease", "claim", "gate", "evidence", "review")
+    for b in (
+        "expiry",
+        "ordering",
+        "retries",
+        "storage",
+        "limits",
+        "audit",
+        "tokens",
+        "search",
+        "budget",
+        "locking",
+    )
+]
+
+
+def build(demo_size: int):
+    from django.core.files.base import ContentFile
+
+    from decisions import services as decisions
+    from decisions.models import Decision
+    from evidence.services import evidence_attach
+    from tasks import services
+    from tasks.demo import artifacts
+    from tests.factories import CRITERIA, UserFactory
+
+    project = services.project_create(slug="PB", name="pages bench", gate_policy={})
+    manager, agent, reviewer = (
+        UserFactory(username="m"),
+        UserFactory(username="a"),
+        UserFactory(username="r"),
+    )
+    for user, role in ((manager, "manager"), (agent, "agent"), (reviewer, "reviewer")):
+        services.membership_grant(user=user, project=project, role=role)
+    spec = decisions.spec_create(
+        project=project, actor=manager, title="spec", body="# spec", criteria=CRITERIA
+    )
+    decisions.spec_version_accept(version=spec.versions.get(), actor=manager)
+    task = services.task_publish(
+        task=services.task_create(project=project, actor=manager, title="busy task", spec=spec),
+        actor=manager,
+    )
+    attempt = services.task_claim(agent=agent, lease_seconds=3600)
+    shot = artifacts.screenshot()
+    for n in range(demo_size):
+        kind, content, name = [
+            ("junit", JUNIT.format(n=n).encode(), f"junit-{n}.xml"),
+            ("diff", DIFF.format(n=n).encode(), f"change-{n}.diff"),
+            ("log", f"line {n}\n".encode() * 50, f"run-{n}.log"),
+            ("screenshot", shot, f"shot-{n}.png"),
+            ("note", f"note {n}\n".encode(), f"note-{n}.md"),
+        ][n % 5]
+        evidence_attach(
+            attempt=attempt,
+            actor=agent,
+            file=ContentFile(content, name=name),
+            kind=kind,
+            criteria=["AC-1"],
+        )
+    services.attempt_submit(
+        attempt=attempt, actor=agent, summary="many files", change={"commit": "abcdef1"}
+    )
+
+    batch = []
+    for n in range(1, 10_001):
+        batch.append(
+            Decision(
+                project=project,
+                number=n,
+                key=f"PB-D{n}",
+                title=f"Decision {n} about claims and leases",
+                context="Agents claim tasks under leases " * 3,
+                decision=f"Do thing {n}",
+                consequences="Fewer lost tasks.",
+                state="accepted" if n % 3 else "proposed",
+                proposed_by=manager,
+            )
+        )
+    Decision.objects.bulk_create(batch, batch_size=2000)
+    links = Decision.specs.through
+    links.objects.bulk_create(
+        [
+            links(decision_id=d, spec_id=spec.pk)
+            for d in Decision.objects.filter(project=project).values_list("pk", flat=True)[:2000]
+        ]
+    )
+    project.decision_seq = 10_000
+    project.save(update_fields=["decision_seq"])
+    return task, reviewer
+
+
+def measure(client, path: str, renders: int) -> dict:
+    from django.db import connection
+
+    for _ in range(3):
+        assert client.get(path).status_code == 200, path
+    count = []
+
+    def counter(execute, sql, params, many, context):
+        count.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(counter):
+        client.get(path)
+    samples = []
+    for _ in range(renders):
+        start = time.perf_counter()
+        client.get(path)
+        samples.append((time.perf_counter() - start) * 1000)
+    return {"path": path, "queries": len(count), **percentiles(samples)}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--renders", type=int, default=100)
+    args = parser.parse_args()
+    setup_django("pages")
+    from django.db import connection
+    from django.test import Client
+
+    task, reviewer = build(200)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    client = Client()
+    client.force_login(reviewer)
+    pages = {
+        "task_page_200_evidence": measure(client, f"/tasks/{task.key}/", args.renders),
+        "decision_log_10k": measure(client, "/decisions/", args.renders),
+        # Each topic is 1 in 50 decisions: the search matches 200 of the 10,000.
+        "decision_log_10k_search": measure(client, "/decisions/?q=lease+expiry", args.renders),
+        "decision_log_10k_filtered": measure(
+            client, "/decisions/?state=accepted&spec=PB-S1", args.renders
+        ),
+    }
+    result = {"pages": pages, "target": {"p95_ms": 250}}
+    result["meets_target"] = all(page["p95_ms"] <= 250 for page in pages.values())
+    print(json.dumps(result, indent=2))
+    drop_database("pages")
+
+
+if __name__ == "__main__":
+    main()
