@@ -132,7 +132,9 @@ class GateRun(ConcurrentTransitionMixin, models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "queued_at"], name="gate_run_state"),
-            models.Index(fields=["finished_at"], name="gate_run_finished"),  # the dashboard's window
+            models.Index(
+                fields=["finished_at"], name="gate_run_finished"
+            ),  # the dashboard's window
         ]
 
     def __str__(self) -> str:
