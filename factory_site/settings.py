@@ -143,7 +143,7 @@ CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not CELERY_BROKER_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
 if not CELERY_BROKER_URL:
-    CELERY_BROKER_URL = "memory://"
+    CELERY_BROKER_URL = "memory://localhost/"
 CELERY_TASK_ACKS_LATE = True
 # Sites sharing one Redis keep apart by queue name.
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", "factory")

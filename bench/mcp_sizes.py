@@ -1,0 +1,95 @@
+"""The size of each MCP tool's answer, in characters, on the demo project.
+
+    uv run python bench/mcp_sizes.py
+
+Seeds the demo project into a temporary SQLite database and calls every tool through
+the SDK's in-process client as the demo agent (ada, alan) would. Prints JSON.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="factory-mcp-sizes-")
+    os.environ.update(
+        DATABASE_URL=f"sqlite:///{work}/db.sqlite3", MEDIA_ROOT=f"{work}/media", LOG_LEVEL="WARNING"
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from mcp import Client
+
+    from tasks.mcp import build_server
+    from tasks.models import Task
+
+    call_command("migrate", verbosity=0)
+    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    users = get_user_model().objects
+    alan, ada = users.get(username="alan"), users.get(username="ada")
+
+    async def measure(user, calls):
+        sizes = {}
+        async with Client(build_server(lambda: user, local_files=True)) as client:
+            state = {}
+            for name, arguments in calls:
+                arguments = arguments(state) if callable(arguments) else arguments
+                result = await client.call_tool(name, arguments)
+                text = result.content[0].text if result.content else ""
+                sizes[name] = {"chars": len(text), "error": result.is_error}
+                if name == "claim_task" and not result.is_error:
+                    state["attempt"] = json.loads(text)["attempt"]
+        return sizes
+
+    held = Task.objects.get(key="FM-3").current_attempt_id  # ada holds FM-3 in the demo
+    sizes = asyncio.run(
+        measure(
+            ada,
+            [
+                ("get_context", {"task": "FM-3"}),
+                ("get_task", {"task": "FM-1"}),
+                ("search_decisions", {"q": "claim"}),
+                ("heartbeat", {"attempt": held}),
+                ("save_checkpoint", {"attempt": held, "data": {"step": "next"}, "revision": 1}),
+                (
+                    "attach_evidence",
+                    {"attempt": held, "kind": "note", "content": "checked by hand"},
+                ),
+                (
+                    "propose_decision",
+                    {"attempt": held, "title": "T", "context": "C", "decision": "D"},
+                ),
+            ],
+        )
+    )
+    sizes.update(
+        asyncio.run(
+            measure(
+                alan,
+                [
+                    ("claim_task", {}),  # FM-6, the demo's one ready task
+                    ("release_task", lambda s: {"attempt": s["attempt"], "reason": "measuring"}),
+                    ("claim_task", {}),
+                    (
+                        "submit_attempt",
+                        lambda s: {"attempt": s["attempt"], "summary": "done", "commit": "abcdef1"},
+                    ),
+                ],
+            )
+        )
+    )
+    print(json.dumps(sizes, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

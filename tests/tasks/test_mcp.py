@@ -1,0 +1,335 @@
+"""The MCP server, driven by the SDK's own client: in process, and over stdio as a subprocess."""
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from knox.models import AuthToken
+from mcp import Client, StdioServerParameters
+
+from decisions.models import Decision
+from evidence.models import Evidence
+from tasks.mcp import build_server
+from tasks.models import Attempt, Task
+from tests.conftest import postgres_only
+from tests.factories import expire_lease
+
+# The tools run in worker threads with their own database connections: commit for real.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = {
+    "claim_task",
+    "get_context",
+    "heartbeat",
+    "save_checkpoint",
+    "attach_evidence",
+    "propose_decision",
+    "submit_attempt",
+    "release_task",
+    "get_task",
+    "search_decisions",
+}
+JUNIT = (
+    "<testsuite tests='1'><testcase classname='tests.test_claim' name='test_claim'/></testsuite>"
+)
+
+
+def as_user(user):
+    return build_server(lambda: user, local_files=True)
+
+
+async def call(client, tool, **arguments):
+    result = await client.call_tool(tool, arguments)
+    text = result.content[0].text if result.content else ""
+    return result.is_error, (
+        text if result.is_error else result.structured_content or json.loads(text)
+    )
+
+
+def run(user, steps):
+    async def main():
+        async with Client(as_user(user)) as client:
+            return await steps(client)
+
+    return asyncio.run(main())
+
+
+def test_every_tool_is_listed_with_its_input_schema(flow):
+    async def steps(client):
+        return (await client.list_tools()).tools
+
+    tools = {tool.name: tool for tool in run(flow.agent, steps)}
+
+    assert set(tools) == TOOLS
+    assert all(tool.description for tool in tools.values())
+    assert set(tools["attach_evidence"].input_schema["properties"]) == {
+        "attempt",
+        "kind",
+        "path",
+        "content",
+        "content_base64",
+        "name",
+        "criteria",
+    }
+    assert tools["save_checkpoint"].input_schema["required"] == ["attempt", "data", "revision"]
+    assert tools["heartbeat"].input_schema["properties"]["attempt"]["type"] == "integer"
+
+
+def test_an_agent_works_a_task_from_claim_to_review_with_tool_calls(flow, tmp_path):
+    flow.gates({"tests-pass": {}})
+    task = flow.ready(spec=flow.spec(), title="Claim endpoint")
+    report = tmp_path / "junit.xml"
+    report.write_text(JUNIT)
+
+    async def steps(client):
+        out = {"claim": await call(client, "claim_task", lease_seconds=600)}
+        attempt = out["claim"][1]["attempt"]
+        out["context"] = await call(client, "get_context", task=task.key, max_chars=4000)
+        out["beat"] = await call(client, "heartbeat", attempt=attempt)
+        out["save"] = await call(
+            client, "save_checkpoint", attempt=attempt, data={"step": 2}, revision=0
+        )
+        out["file"] = await call(
+            client,
+            "attach_evidence",
+            attempt=attempt,
+            kind="junit",
+            path=str(report),
+            criteria=["AC-1"],
+        )
+        out["note"] = await call(
+            client, "attach_evidence", attempt=attempt, kind="note", content="Checked by hand."
+        )
+        out["decide"] = await call(
+            client, "propose_decision", attempt=attempt, title="T", context="C", decision="D"
+        )
+        out["submit"] = await call(
+            client, "submit_attempt", attempt=attempt, summary="Done", commit="abcdef1"
+        )
+        out["task"] = await call(client, "get_task", task=task.key)
+        return out
+
+    out = run(flow.agent, steps)
+
+    assert all(not failed for failed, _ in out.values()), out
+    assert (out["claim"][1]["task"], out["claim"][1]["number"]) == (task.key, 1)
+    assert out["context"][1]["spec"]["criteria"][0]["key"] == "AC-1"
+    assert out["save"][1]["revision"] == 1
+    assert (out["file"][1]["kind"], out["file"][1]["provenance"], out["file"][1]["criteria"]) == (
+        "junit",
+        "agent",
+        ["AC-1"],
+    )
+    assert out["decide"][1]["key"] == "FM-D1"
+    assert out["submit"][1]["state"] == "checking"
+    assert out["task"][1]["state"] == "in_review"  # the tests-pass gate ran on commit
+    assert Task.objects.get(pk=task.pk).state == "in_review"
+    assert Evidence.objects.filter(attempt__task=task).exclude(provenance="gate").count() == 2
+
+
+def test_a_lost_lease_is_a_tool_error_starting_with_its_code(flow):
+    _, attempt = flow.claimed()
+    expire_lease(attempt)
+
+    async def steps(client):
+        return await call(client, "heartbeat", attempt=attempt.pk)
+
+    failed, text = run(flow.agent, steps)
+
+    assert failed is True
+    assert text.startswith(f"lease_lost: the lease on attempt {attempt} expired at ")
+    assert Attempt.objects.get(pk=attempt.pk).state == "running"
+
+
+def test_an_agent_is_refused_a_reviewers_read_of_someone_elses_task(flow):
+    task, _ = flow.claimed()
+
+    async def steps(client):
+        return await call(client, "get_context", task=task.key)
+
+    failed, text = run(flow.agent2, steps)
+
+    assert (failed, text.split(":")[0]) == (True, "not_lease_holder")
+
+
+def test_another_projects_task_does_not_exist_for_the_caller(flow, other_flow):
+    theirs = other_flow.ready()
+
+    async def steps(client):
+        return await call(client, "get_task", task=theirs.key)
+
+    assert run(flow.agent, steps) == (True, "not_found: not found, or not in one of your projects")
+
+
+def test_evidence_by_path_needs_a_file_and_exactly_one_source(flow):
+    _, attempt = flow.claimed()
+
+    async def steps(client):
+        missing = await call(
+            client, "attach_evidence", attempt=attempt.pk, kind="log", path="/no/such/file"
+        )
+        both = await call(
+            client,
+            "attach_evidence",
+            attempt=attempt.pk,
+            kind="log",
+            content="x",
+            content_base64="eA==",
+        )
+        return missing, both
+
+    missing, both = run(flow.agent, steps)
+
+    assert missing == (True, "invalid: no file at /no/such/file")
+    assert both == (True, "invalid: give exactly one of path, content or content_base64")
+    assert Evidence.objects.count() == 0
+
+
+def test_search_decisions_answers_compactly(flow):
+    from decisions import services as decisions
+
+    decisions.decision_propose(
+        project=flow.project,
+        actor=flow.manager,
+        title="Leases last five minutes",
+        context="c",
+        decision="300 s",
+    )
+
+    async def steps(client):
+        return await call(client, "search_decisions", q="leases")
+
+    failed, found = run(flow.agent, steps)
+
+    assert failed is False
+    assert found["result"] == [
+        {
+            "key": "FM-D1",
+            "title": "Leases last five minutes",
+            "state": "proposed",
+            "decision": "300 s",
+        }
+    ]
+
+
+def test_a_task_context_and_a_decision_are_resources(flow):
+    task, _ = flow.claimed()
+    from decisions import services as decisions
+
+    decisions.decision_propose(
+        project=flow.project, actor=flow.manager, title="T", context="c", decision="d"
+    )
+
+    async def steps(client):
+        bundle = await client.read_resource(f"factory://tasks/{task.key}/context")
+        record = await client.read_resource("factory://decisions/FM-D1")
+        return json.loads(bundle.contents[0].text), json.loads(record.contents[0].text)
+
+    bundle, record = run(flow.agent, steps)
+
+    assert bundle["task"]["key"] == task.key
+    assert (record["key"], record["state"]) == ("FM-D1", "proposed")
+
+
+@postgres_only
+def test_the_stdio_server_runs_as_the_tokens_owner(flow):
+    task = flow.ready(title="over stdio")
+    token = AuthToken.objects.create(user=flow.agent)[1]
+    database = connection.settings_dict
+    env = {
+        **os.environ,
+        "FACTORY_TOKEN": token,
+        "DJANGO_SETTINGS_MODULE": "factory_site.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+    }
+    server = StdioServerParameters(
+        command=sys.executable, args=["manage.py", "mcp"], env=env, cwd=str(ROOT)
+    )
+
+    async def main():
+        async with Client(server) as client:
+            tools = (await client.list_tools()).tools
+            claim = await call(client, "claim_task")
+            refused = await call(client, "release_task", attempt=claim[1]["attempt"], blocked=True)
+            return {tool.name for tool in tools}, claim, refused
+
+    tools, claim, refused = asyncio.run(main())
+
+    assert tools == TOOLS
+    assert (claim[0], claim[1]["task"]) == (False, task.key)
+    assert refused == (True, "invalid: reason: say what blocks the task, so a manager can clear it")
+    assert Decision.objects.count() == 0
+
+
+@postgres_only
+def test_the_http_server_at_mcp_takes_the_same_bearer_tokens(flow):
+    import socket
+    import subprocess
+    import time
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    task = flow.ready(title="over http")
+    token = AuthToken.objects.create(user=flow.agent)[1]
+    database = connection.settings_dict
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "factory_site.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "SITE_URL": f"http://127.0.0.1:{port}",
+    }
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "factory_site.asgi:application",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        for _ in range(100):
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}/mcp"
+        anonymous = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+
+        async def main():
+            headers = {"Authorization": f"Bearer {token}"}
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                return await call(client, "claim_task"), await call(
+                    client, "attach_evidence", attempt=1, kind="log", path="/etc/passwd"
+                )
+
+        claim, by_path = asyncio.run(main())
+        site = httpx2.get(f"http://127.0.0.1:{port}/login/")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    assert anonymous.status_code == 401
+    assert (claim[0], claim[1]["task"]) == (False, task.key)
+    assert by_path == (
+        True,
+        "invalid: paths are read only by the stdio server; send content instead",
+    )
+    assert site.status_code == 200  # the rest of the site is still Django
