@@ -168,6 +168,12 @@ def _version_lines(version) -> list[str]:
     return lines
 
 
+def _diff_kind(line: str) -> str:
+    if line.startswith(("@@", "--- ", "+++ ")):
+        return "hunk"  # hunk and file headers, not changes
+    return {"+": "add", "-": "del"}.get(line[:1], "ctx")
+
+
 @login_required
 def spec_detail(request, key):
     """A spec with every version, and the difference between any two."""
@@ -206,16 +212,7 @@ def spec_detail(request, key):
             f"v{right.number}",
             lineterm="",
         ):
-            kind = (
-                "hunk"
-                if line.startswith("@@")
-                else "add"
-                if line.startswith("+")
-                else "del"
-                if line.startswith("-")
-                else "ctx"
-            )
-            diff.append((kind, line))
+            diff.append((_diff_kind(line), line))
     return render(
         request,
         "decisions/spec.html",

@@ -7,6 +7,7 @@ kind is a ``ValidationError`` naming the problem; nothing is stored.
 
 import io
 import json
+import re
 import struct
 from urllib.parse import urlparse
 
@@ -65,11 +66,19 @@ def junit_cases(xml: JUnitXml):
             yield suite, case
 
 
+COLOUR_CODES = re.compile(r"(?:\x1b|#x1[Bb])\[[0-9;?]*[A-Za-z]")
+
+
+def strip_colours(text: str) -> str:
+    """Terminal colour codes out of a message (pytest's junitxml writes ESC as "#x1B")."""
+    return COLOUR_CODES.sub("", text)
+
+
 def case_outcome(case) -> tuple[str, str]:
     """``("passed" | "failed" | "error" | "skipped", message)`` for a junitparser test case."""
     for result in case.result:
         tag = result._tag
-        message = (result.message or result.text or "").strip()[:MESSAGE_CHARS]
+        message = strip_colours((result.message or result.text or "").strip())[:MESSAGE_CHARS]
         if tag == "failure":
             return "failed", message
         if tag == "error":

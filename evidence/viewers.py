@@ -46,30 +46,40 @@ def read_tail(evidence, limit: int = LIMIT_BYTES) -> tuple[bytes, bool]:
 # --- ANSI logs ----------------------------------------------------------------------------
 
 
+def _sgr_classes(params: str, classes: set[str]) -> set[str]:
+    """Apply one SGR sequence's parameters to the set of CSS classes in force."""
+    codes = (params or "0").split(";")
+    colours = {c for c in classes if c.startswith(("ansi-3", "ansi-9"))}
+    index = 0
+    while index < len(codes):
+        code = codes[index]
+        if code in ("38", "48"):
+            # Extended colour: 5;n or 2;r;g;b follow. They are values, not codes.
+            index += 3 if codes[index + 1 : index + 2] == ["5"] else 5
+            continue
+        if code in ("", "0"):
+            classes = set()
+        elif code == "1":
+            classes = classes | {"ansi-bold"}
+        elif code == "22":
+            classes = classes - {"ansi-bold"}
+        elif code == "39":
+            classes = classes - colours
+        elif code.isdigit() and (30 <= int(code) <= 37 or 90 <= int(code) <= 97):
+            classes = (classes - colours) | {f"ansi-{code}"}
+        colours = {c for c in classes if c.startswith(("ansi-3", "ansi-9"))}
+        index += 1
+    return classes
+
+
 def ansi_to_html(text: str) -> str:
     """Escape ``text`` and turn ANSI colour codes (SGR) into spans; drop other escapes."""
     text = OTHER_ESCAPES.sub("", text)
-    out, classes, position = [], set(), 0
-    open_span = False
+    out, classes, position, open_span = [], set(), 0, False
     for match in ANSI.finditer(text):
         out.append(escape(text[position : match.start()]))
         position = match.end()
-        for code in (match.group(1) or "0").split(";"):
-            if code in ("", "0"):
-                classes.clear()
-            elif code == "1":
-                classes.add("ansi-bold")
-            elif code in ("22",):
-                classes.discard("ansi-bold")
-            elif code == "39":
-                classes = {
-                    c for c in classes if not c.startswith("ansi-3") and not c.startswith("ansi-9")
-                }
-            elif code.isdigit() and (30 <= int(code) <= 37 or 90 <= int(code) <= 97):
-                classes = {
-                    c for c in classes if not c.startswith("ansi-3") and not c.startswith("ansi-9")
-                }
-                classes.add(f"ansi-{code}")
+        classes = _sgr_classes(match.group(1), classes)
         if open_span:
             out.append("</span>")
             open_span = False
@@ -82,8 +92,13 @@ def ansi_to_html(text: str) -> str:
     return "".join(out)
 
 
+# XML cannot carry ESC, so pytest's junitxml writes it as the text "#x1B".
+ESCAPED_ESCAPES = re.compile(r"#x1[Bb]\[[0-9;?]*[A-Za-z]")
+
+
 def strip_ansi(text: str) -> str:
-    return OTHER_ESCAPES.sub("", ANSI.sub("", text))
+    """Remove colour and cursor codes, real or written into XML as "#x1B[…"."""
+    return ESCAPED_ESCAPES.sub("", OTHER_ESCAPES.sub("", ANSI.sub("", text)))
 
 
 @dataclass
@@ -196,11 +211,40 @@ def _code(lexer, text: str) -> str:
     return highlight(text, lexer, FORMATTER).rstrip("\n")
 
 
+HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)$")
+
+
+def _close_last_hunk(data: bytes) -> bytes:
+    """Make a diff cut at a line boundary parse: the last hunk's header says how many
+    lines it has, so give it the counts of the lines that are really there."""
+    start = data.rfind(b"\n@@ ") + 1
+    header_end = data.find(b"\n", start)
+    match = HUNK_HEADER.match(data[start:header_end]) if header_end > start else None
+    if match is None:
+        return data
+    old = new = 0
+    for line in data[header_end + 1 :].splitlines():
+        marker = line[:1]
+        if marker in (b" ", b""):
+            old, new = old + 1, new + 1
+        elif marker == b"-":
+            old += 1
+        elif marker == b"+":
+            new += 1
+    header = b"@@ -%s,%d +%s,%d @@%s" % (match.group(1), old, match.group(2), new, match.group(3))
+    return data[:start] + header + data[header_end:]
+
+
 def diff_view(evidence) -> DiffView:
     """Each file of a unified diff, its lines highlighted for the file's language."""
     data, cut = read_head(evidence)
-    if cut:  # never parse half a hunk: cut at the last complete file
-        data = data[: data.rfind(b"\ndiff --git ") + 1] or data
+    if cut:
+        # Show whole files up to the cut; a single file too large for it, its start.
+        last_file = data.rfind(b"\ndiff --git ")
+        if last_file > 0:
+            data = data[: last_file + 1]
+        else:
+            data = _close_last_hunk(data[: data.rfind(b"\n") + 1])
     try:
         patch = parse_diff(data)
     except ValidationError as exc:
