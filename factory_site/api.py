@@ -99,7 +99,7 @@ def exception_handler(exc, context):
     detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
     response.data = {"detail": str(detail), "code": code}
     if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-        response.data["retry_after"] = int(exc.wait)
+        response.data["retry_after"] = int(exc.wait) + 1
     return response
 
 
@@ -162,7 +162,7 @@ ERROR_DESCRIPTIONS = {
 
 def errors(*statuses: int) -> dict:
     """Schema entries for the error responses an endpoint gives (401 and 503 always)."""
-    wanted = sorted({401, 503, *statuses})
+    wanted = sorted({401, 429, 503, *statuses})
     return {
         code: OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code])
         for code in wanted

@@ -137,6 +137,16 @@ FILE_UPLOAD_TEMP_DIR = env("FILE_UPLOAD_TEMP_DIR") or None
 # moved into the store, not copied. Created on first use.
 FACTORY_UPLOAD_TEMP_DIR = env("FACTORY_UPLOAD_TEMP_DIR", str(BASE_DIR / "var" / "uploads"))
 
+# --- Cache (API rate limits) ---------------------------------------------------------
+# One machine: memory. Several web processes: set CACHE_URL=redis://… so they share counts.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env("CACHE_URL")}
+        if env("CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
 # --- Celery ---------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 # Without a broker, jobs run in-process right after commit (the embedded default).
@@ -173,7 +183,20 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "factory_site.api.FactoryAutoSchema",
     "EXCEPTION_HANDLER": "factory_site.api.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # Per user (or per address for anonymous callers); counted in CACHES["default"].
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("FACTORY_RATE_ANON", "120/min"),
+        "user": env("FACTORY_RATE_USER", "6000/min"),
+    },
 }
+# JSON and form bodies are read into memory up to this size (413 beyond); evidence
+# files stream to disk and have their own limit, FACTORY_MAX_UPLOAD_BYTES.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("FACTORY_MAX_BODY_BYTES", 1024 * 1024)
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 REST_KNOX = {
     "AUTH_HEADER_PREFIX": "Bearer",
     "TOKEN_PREFIX": "fm_",

@@ -12,3 +12,9 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 STATIC_ROOT = None  # WhiteNoise serves nothing in tests; no collectstatic needed
+# Throttling is tested on its own (tests/test_limits.py); the rest of the suite makes
+# many calls per user and must not trip it.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min"},
+}

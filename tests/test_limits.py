@@ -1,0 +1,71 @@
+"""Rate limits, page sizes and body sizes of the API."""
+
+import pytest
+from django.core.cache import cache
+from rest_framework.settings import api_settings
+from rest_framework.throttling import UserRateThrottle
+
+from tasks.models import Attempt, Task
+
+
+@pytest.fixture
+def tight_rate(settings, monkeypatch):
+    cache.clear()
+    monkeypatch.setattr(
+        UserRateThrottle, "THROTTLE_RATES", {**api_settings.DEFAULT_THROTTLE_RATES, "user": "3/min"}
+    )
+    yield
+    cache.clear()
+
+
+@pytest.mark.django_db
+def test_a_caller_over_the_rate_gets_429_with_a_retry_hint(flow, api, tight_rate):
+    client = api(flow.reviewer)
+    statuses = [client.get("/api/v1/tasks/").status_code for _ in range(4)]
+
+    response = client.get("/api/v1/tasks/")
+
+    assert statuses == [200, 200, 200, 429]
+    assert (response.status_code, response.json()["code"]) == (429, "throttled")
+    assert int(response["Retry-After"]) > 0
+    assert response.json()["retry_after"] >= int(response["Retry-After"])
+
+
+@pytest.mark.django_db
+def test_a_throttled_claim_changes_nothing(flow, api, tight_rate):
+    flow.ready()
+    client = api(flow.agent)
+    for _ in range(3):
+        client.get("/api/v1/tasks/")
+
+    response = client.post("/api/v1/tasks/claim/", {}, format="json")
+
+    assert response.status_code == 429
+    assert (Attempt.objects.count(), Task.objects.get().state) == (0, "ready")
+
+
+@pytest.mark.django_db
+def test_pages_hold_at_most_200_items(flow, api):
+    for n in range(3):
+        flow.draft(title=f"t{n}")
+
+    body = api(flow.manager).get("/api/v1/tasks/", {"page_size": 100000}).json()
+    small = api(flow.manager).get("/api/v1/tasks/", {"page_size": 2}).json()
+
+    assert len(body["results"]) == 3
+    assert (len(small["results"]), small["next"] is not None) == (2, True)
+    from factory_site.api import IdCursorPagination
+
+    assert IdCursorPagination.max_page_size == 200
+
+
+@pytest.mark.django_db
+def test_a_json_body_over_the_limit_is_413_and_changes_nothing(flow, api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    _, attempt = flow.claimed()
+    big = {"data": {"blob": "x" * 20_000}, "revision": 0}
+
+    response = api(flow.agent).put(f"/api/v1/attempts/{attempt.pk}/checkpoint/", big, format="json")
+
+    assert (response.status_code, response.json()["code"]) == (413, "too_large")
+    assert Attempt.objects.get(pk=attempt.pk).checkpoint is None
