@@ -4,7 +4,7 @@ UV := python3 -m uv
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run setup test lint bootstrap browser
+.PHONY: run setup test lint bootstrap browser proof
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -35,6 +35,11 @@ test: bootstrap browser
 	$(UV) run python manage.py makemigrations --check --dry-run
 	$(UV) run python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(UV) run pytest
+
+# The proofs (docs/reliability.md): the production profile under load and faults.
+# Needs PostgreSQL and Redis running; restarts PostgreSQL and Redis during its runs.
+proof: bootstrap
+	$(UV) run python -m proof all --short
 
 lint: bootstrap
 	$(UV) run ruff check --fix .

@@ -33,3 +33,35 @@ class SecurityHeadersMiddleware:
         response.headers.setdefault("Referrer-Policy", "same-origin")
         response.headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
         return response
+
+
+class DatabaseUnavailableMiddleware:
+    """While the database is unreachable (restarting, failing over), answer 503 with a
+    retry hint instead of a 500. The request changed nothing: its transaction never
+    committed. (API views answer the same through factory_site.api's handler.)"""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        from django.db import InterfaceError, OperationalError
+        from django.http import HttpResponse, JsonResponse
+
+        if not isinstance(exception, OperationalError | InterfaceError):
+            return None
+        if request.path.startswith("/api/"):
+            response = JsonResponse(
+                {"detail": "the database is unavailable; retry shortly", "code": "unavailable"},
+                status=503,
+            )
+        else:
+            response = HttpResponse(
+                "The database is unavailable for a moment. Reload the page shortly.",
+                status=503,
+                content_type="text/plain",
+            )
+        response["Retry-After"] = "5"
+        return response

@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "factory_site.middleware.SecurityHeadersMiddleware",
+    "factory_site.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "factory_site.urls"

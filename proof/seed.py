@@ -1,0 +1,61 @@
+"""Create a proof run's project through the services: agents, a reviewer, tokens, ready tasks.
+
+python -m proof.seed --tasks N --agents M --out tokens.json   (DATABASE_URL set)
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, required=True)
+    parser.add_argument("--agents", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--gates", default='{"tests-pass": {}, "diff-scope": {}}')
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from knox.models import AuthToken
+
+    from tasks import services
+
+    User = get_user_model()
+    project = services.project_create(
+        slug="PF", name="proof", gate_policy=json.loads(args.gates), max_attempts=50
+    )
+    manager = User.objects.create_user("proof-manager")
+    reviewer = User.objects.create_user("proof-reviewer")
+    services.membership_grant(user=manager, project=project, role="manager")
+    services.membership_grant(user=reviewer, project=project, role="reviewer")
+    agents = []
+    for n in range(args.agents):
+        agent = User.objects.create_user(f"proof-agent-{n}")
+        services.membership_grant(user=agent, project=project, role="agent")
+        agents.append(AuthToken.objects.create(user=agent, expiry=None)[1])
+    for n in range(args.tasks):
+        task = services.task_create(
+            project=project,
+            actor=manager,
+            title=f"proof task {n}",
+            allowed_paths=["tasks/**"],
+            priority=n % 3,
+        )
+        services.task_publish(task=task, actor=manager)
+    args.out.write_text(
+        json.dumps(
+            {"agents": agents, "reviewer": AuthToken.objects.create(user=reviewer, expiry=None)[1]}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""While the database is unreachable, the site answers 503 with a retry hint, never 500."""
+
+import pytest
+from django.db import OperationalError
+
+from tasks import services
+
+
+@pytest.fixture
+def database_down(monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    return lambda target, name: monkeypatch.setattr(target, name, unreachable)
+
+
+@pytest.mark.django_db
+def test_an_api_call_during_an_outage_is_503_with_retry_after(flow, api, database_down):
+    flow.ready()
+    client = api(flow.agent)
+    database_down(services, "task_claim")
+
+    response = client.post("/api/v1/tasks/claim/", {}, format="json")
+
+    assert (response.status_code, response.json()["code"], response["Retry-After"]) == (
+        503,
+        "unavailable",
+        "5",
+    )
+
+
+@pytest.mark.django_db
+def test_a_page_during_an_outage_is_503_not_500(flow, client, database_down):
+    from tasks import views
+
+    client.force_login(flow.reviewer)
+    database_down(views, "_projects")
+
+    response = client.get("/review/")
+
+    assert (response.status_code, response["Retry-After"]) == (503, "5")
+    assert b"The database is unavailable" in response.content
