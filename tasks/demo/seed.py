@@ -40,6 +40,23 @@ CLAIM_SPEC_V2 = (
   (1 s to 1 h) and is renewed by each heartbeat.
 """
 )
+CLAIM_CRITERIA = [
+    {
+        "key": "AC-1",
+        "text": "Claims follow priority, then age, and respect dependencies.",
+        "proof": {"check": "tests", "select": "tests/test_claim_demo.py::*"},
+    },
+    {
+        "key": "AC-2",
+        "text": "The queue after two claims is shown to a person.",
+        "proof": {"check": "evidence", "kind": "screenshot"},
+    },
+    {
+        "key": "AC-3",
+        "text": "The code is readable and matches the spec.",
+        "proof": {"check": "review"},
+    },
+]
 UPLOAD_SPEC = """# Evidence upload
 
 Agents and verifiers attach files to an attempt. Files are hashed while they
@@ -162,23 +179,7 @@ def _specs_and_decisions(demo: Demo) -> None:
         actor=maria,
         title="Claiming tasks",
         body=CLAIM_SPEC_V1,
-        criteria=[
-            {
-                "key": "AC-1",
-                "text": "Claims follow priority, then age, and respect dependencies.",
-                "proof": {"check": "tests", "select": "tests/test_claim_demo.py::*"},
-            },
-            {
-                "key": "AC-2",
-                "text": "The queue after two claims is shown to a person.",
-                "proof": {"check": "evidence", "kind": "screenshot"},
-            },
-            {
-                "key": "AC-3",
-                "text": "The code is readable and matches the spec.",
-                "proof": {"check": "review"},
-            },
-        ],
+        criteria=CLAIM_CRITERIA,
     )
     decisions.spec_version_accept(version=demo.claim_spec.versions.get(number=1), actor=maria)
     demo.upload_spec = decisions.spec_create(
@@ -282,19 +283,10 @@ def _specs_and_decisions(demo: Demo) -> None:
                 "spec": demo.claim_spec,
                 "body": CLAIM_SPEC_V2,
                 "criteria": [
+                    *CLAIM_CRITERIA,
                     {
-                        "key": "AC-1",
-                        "text": "Claims follow priority, then age, and respect dependencies.",
-                        "proof": {"check": "tests", "select": "tests/test_claim_demo.py::*"},
-                    },
-                    {
-                        "key": "AC-2",
-                        "text": "The queue after two claims is shown to a person.",
-                        "proof": {"check": "evidence", "kind": "screenshot"},
-                    },
-                    {
-                        "key": "AC-3",
-                        "text": "The code is readable and matches the spec.",
+                        "key": "AC-4",
+                        "text": "The lease length and its bounds are documented for agents.",
                         "proof": {"check": "review"},
                     },
                 ],
