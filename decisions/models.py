@@ -229,6 +229,13 @@ class Decision(ConcurrentTransitionMixin, models.Model):
     def fsm_project_id(self) -> int:
         return self.project_id
 
+    @property
+    def verdict(self) -> str:
+        """What its decider said: "accepted" (also when later superseded), "rejected" or ""."""
+        if self.state in (DecisionState.ACCEPTED, DecisionState.SUPERSEDED):
+            return "accepted"
+        return "rejected" if self.state == DecisionState.REJECTED else ""
+
     def audit_scope(self) -> tuple[int, None]:
         return self.project_id, None
 
