@@ -26,7 +26,7 @@ from tasks.errors import Conflict
 from tasks.fsm import check, fire
 from tasks.models import Attempt, Event, Project, Task
 from tasks.roles import Role
-from tasks.services import attempt_fence, require_role
+from tasks.services import attempt_fence, check_storable, require_role
 
 CRITERION_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
 
@@ -39,6 +39,7 @@ def clean_criteria(criteria) -> list[dict]:
     """
     if not isinstance(criteria, list):
         raise ValidationError({"criteria": "must be a list of criteria"})
+    check_storable(criteria, "criteria")
     cleaned, seen = [], set()
     for index, item in enumerate(criteria, start=1):
         where = f"criterion {index}"

@@ -1,28 +1,29 @@
 from django.urls import path
 
+import factory_site.converters  # noqa: F401  (registers <key:…>)
 from decisions import api, views
 
 api_patterns = [
     path("specs/", api.SpecListCreateApi.as_view(), name="api-specs"),
-    path("specs/<str:key>/", api.SpecDetailApi.as_view(), name="api-spec"),
-    path("specs/<str:key>/versions/", api.SpecVersionCreateApi.as_view(), name="api-spec-versions"),
+    path("specs/<key:key>/", api.SpecDetailApi.as_view(), name="api-spec"),
+    path("specs/<key:key>/versions/", api.SpecVersionCreateApi.as_view(), name="api-spec-versions"),
     path(
-        "specs/<str:key>/versions/<int:number>/",
+        "specs/<key:key>/versions/<int:number>/",
         api.SpecVersionDetailApi.as_view(),
         name="api-spec-version",
     ),
     path(
-        "specs/<str:key>/versions/<int:number>/accept/",
+        "specs/<key:key>/versions/<int:number>/accept/",
         api.SpecVersionAcceptApi.as_view(),
         name="api-spec-version-accept",
     ),
     path("decisions/", api.DecisionListCreateApi.as_view(), name="api-decisions"),
-    path("decisions/<str:key>/", api.DecisionDetailApi.as_view(), name="api-decision"),
+    path("decisions/<key:key>/", api.DecisionDetailApi.as_view(), name="api-decision"),
     path(
-        "decisions/<str:key>/accept/", api.DecisionAcceptApi.as_view(), name="api-decision-accept"
+        "decisions/<key:key>/accept/", api.DecisionAcceptApi.as_view(), name="api-decision-accept"
     ),
     path(
-        "decisions/<str:key>/reject/", api.DecisionRejectApi.as_view(), name="api-decision-reject"
+        "decisions/<key:key>/reject/", api.DecisionRejectApi.as_view(), name="api-decision-reject"
     ),
     path(
         "attempts/<int:attempt_id>/decisions/",
@@ -33,7 +34,7 @@ api_patterns = [
 
 ui_patterns = [
     path("decisions/", views.decision_log, name="decision-log"),
-    path("decisions/<str:key>/", views.decision_detail, name="decision-detail"),
-    path("decisions/<str:key>/<str:verdict>/", views.decision_verdict, name="decision-verdict"),
-    path("specs/<str:key>/", views.spec_detail, name="spec-detail"),
+    path("decisions/<key:key>/", views.decision_detail, name="decision-detail"),
+    path("decisions/<key:key>/<str:verdict>/", views.decision_verdict, name="decision-verdict"),
+    path("specs/<key:key>/", views.spec_detail, name="spec-detail"),
 ]

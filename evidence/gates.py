@@ -48,7 +48,11 @@ class Gate:
     params: dict = {}  # parameter name -> (type, default)
 
     def clean_params(self, params: dict | None) -> dict:
-        params = dict(params or {})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ValidationError(f"{self.name}: its parameters must be an object, like {{}}")
+        params = dict(params)
         unknown = sorted(set(params) - set(self.params))
         if unknown:
             raise ValidationError(f"{self.name}: unknown parameters {', '.join(unknown)}")
@@ -238,6 +242,8 @@ class CoverageGate(Gate):
     params = {"threshold": (float, 0.8)}
 
     def clean_params(self, params):
+        if not isinstance(params, dict | None):
+            return super().clean_params(params)  # refuses it with the same message
         params = dict(params or {})
         if isinstance(params.get("threshold"), int) and not isinstance(
             params.get("threshold"), bool

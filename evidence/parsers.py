@@ -214,15 +214,39 @@ def summarize_screenshot(fileobj) -> dict:
     return {"format": fmt, "width": width, "height": height}
 
 
+def _printable(text: str) -> str:
+    """A key from a hostile JSON file, storable anywhere: NUL and lone surrogates replaced."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
+def _has_lone_surrogate(value) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
+
+
 def summarize_json(data: bytes) -> dict:
+    text = _text(data, "json")
     try:
-        value = json.loads(_text(data, "json"))
+        value = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise ValidationError({"file": f"not valid JSON: {str(exc)[:200]}"}) from exc
+    if _has_lone_surrogate(value):
+        raise ValidationError(
+            {"file": "the JSON holds a lone surrogate (\\ud800…), which is not Unicode"}
+        )
     summary = {"type": type(value).__name__}
     if isinstance(value, dict):
         # A key may hold "\u0000", which no text column accepts: show it replaced.
-        summary["keys"] = sorted(key.replace("\x00", "\ufffd") for key in value)[:MAX_LISTED]
+        summary["keys"] = sorted(_printable(key) for key in value)[:MAX_LISTED]
     elif isinstance(value, list):
         summary["items"] = len(value)
     return summary

@@ -136,6 +136,14 @@ class JUnitView:
     error: str = ""
 
 
+def _seconds(case) -> float:
+    """A test's time; a report may say anything there ("soon"), which reads as 0."""
+    try:
+        return float(case._elem.get("time") or 0)
+    except ValueError:
+        return 0.0
+
+
 def junit_view(evidence) -> JUnitView:
     """Every test case, failures and errors first, with their messages (plain text)."""
     data, cut = read_head(evidence, limit=8 * LIMIT_BYTES)
@@ -154,7 +162,7 @@ def junit_view(evidence) -> JUnitView:
         for result in case.result:
             message = strip_ansi((result.message or "").strip())
             details = strip_ansi((result.text or "").strip())[:20_000]
-        rows.append(JUnitRow(test_ids(case)[0], outcome, float(case.time or 0), message, details))
+        rows.append(JUnitRow(test_ids(case)[0], outcome, _seconds(case), message, details))
     order = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
     rows.sort(key=lambda row: (order[row.outcome], row.test))
     totals = {key: sum(1 for r in rows if r.outcome == key) for key in order}

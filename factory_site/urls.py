@@ -19,3 +19,6 @@ urlpatterns = [
     *task_ui,
     *decision_ui,
 ]
+
+handler404 = "factory_site.views.not_found"
+handler500 = "factory_site.views.server_error"

@@ -115,6 +115,31 @@ def membership_grant(*, user, project: Project, role: str) -> Membership:
     return membership
 
 
+def check_storable(value, field: str) -> None:
+    """Refuse (400) JSON that no database stores faithfully: NUL characters, which
+    PostgreSQL's jsonb rejects, and lone surrogates, which are not UTF-8 at all."""
+
+    def walk(item):
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValidationError({field: "text may not contain NUL characters"})
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValidationError(
+                    {field: "text must be valid Unicode (a lone surrogate was sent)"}
+                ) from None
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                walk(key)
+                walk(inner)
+        elif isinstance(item, list | tuple):
+            for inner in item:
+                walk(inner)
+
+    walk(value)
+
+
 def require_role(actor, project_id: int, *roles: str) -> None:
     """Refuse (403) unless ``actor`` holds one of ``roles`` in the project."""
     if not has_role(actor, project_id, *roles):
@@ -173,8 +198,10 @@ def clean_task_links(
 def _labels_for(project: Project, names: Iterable[str]) -> list[Label]:
     labels = []
     for name in sorted({n.strip().lower() for n in names if n and n.strip()}):
-        label = Label(project=project, name=name)
-        label.full_clean(exclude=["project"], validate_unique=False)
+        try:
+            Label(project=project, name=name).full_clean(exclude=["project"], validate_unique=False)
+        except ValidationError as exc:
+            raise ValidationError({"labels": f"{name!r}: {'; '.join(exc.messages)}"}) from None
         labels.append(Label.objects.get_or_create(project=project, name=name)[0])
     return labels
 
@@ -412,6 +439,7 @@ def attempt_checkpoint_save(*, attempt: Attempt, actor, data, revision: int) -> 
     """
     if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
         raise ValidationError({"revision": "must be the revision you last saw, 0 for none"})
+    check_storable(data, "data")
     with transaction.atomic():
         attempt = attempt_fence(attempt, actor)
         if revision != attempt.checkpoint_revision:

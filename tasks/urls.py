@@ -1,21 +1,22 @@
 from django.urls import path
 
+import factory_site.converters  # noqa: F401  (registers <key:…>)
 from tasks import api, views
 
 api_patterns = [
     path("projects/", api.ProjectListApi.as_view(), name="api-projects"),
-    path("projects/<str:slug>/", api.ProjectDetailApi.as_view(), name="api-project"),
+    path("projects/<key:slug>/", api.ProjectDetailApi.as_view(), name="api-project"),
     path("tasks/", api.TaskListCreateApi.as_view(), name="api-tasks"),
     path("tasks/claim/", api.TaskClaimApi.as_view(), name="api-task-claim"),
-    path("tasks/<str:key>/", api.TaskDetailApi.as_view(), name="api-task"),
-    path("tasks/<str:key>/context/", api.TaskContextApi.as_view(), name="api-task-context"),
-    path("tasks/<str:key>/handoff/", api.TaskHandoffApi.as_view(), name="api-task-handoff"),
-    path("tasks/<str:key>/events/", api.TaskEventsApi.as_view(), name="api-task-events"),
-    path("tasks/<str:key>/review/", api.TaskReviewApi.as_view(), name="api-task-review"),
-    path("tasks/<str:key>/publish/", api.TaskPublishApi.as_view(), name="api-task-publish"),
-    path("tasks/<str:key>/unblock/", api.TaskUnblockApi.as_view(), name="api-task-unblock"),
-    path("tasks/<str:key>/reopen/", api.TaskReopenApi.as_view(), name="api-task-reopen"),
-    path("tasks/<str:key>/cancel/", api.TaskCancelApi.as_view(), name="api-task-cancel"),
+    path("tasks/<key:key>/", api.TaskDetailApi.as_view(), name="api-task"),
+    path("tasks/<key:key>/context/", api.TaskContextApi.as_view(), name="api-task-context"),
+    path("tasks/<key:key>/handoff/", api.TaskHandoffApi.as_view(), name="api-task-handoff"),
+    path("tasks/<key:key>/events/", api.TaskEventsApi.as_view(), name="api-task-events"),
+    path("tasks/<key:key>/review/", api.TaskReviewApi.as_view(), name="api-task-review"),
+    path("tasks/<key:key>/publish/", api.TaskPublishApi.as_view(), name="api-task-publish"),
+    path("tasks/<key:key>/unblock/", api.TaskUnblockApi.as_view(), name="api-task-unblock"),
+    path("tasks/<key:key>/reopen/", api.TaskReopenApi.as_view(), name="api-task-reopen"),
+    path("tasks/<key:key>/cancel/", api.TaskCancelApi.as_view(), name="api-task-cancel"),
     path("attempts/<int:attempt_id>/", api.AttemptDetailApi.as_view(), name="api-attempt"),
     path(
         "attempts/<int:attempt_id>/heartbeat/",
@@ -43,10 +44,10 @@ ui_patterns = [
     path("", views.home, name="home"),
     path("review/", views.review_queue, name="review-queue"),
     path("tasks/", views.task_board, name="task-board"),
-    path("tasks/<str:key>/", views.task_detail, name="task-detail"),
-    path("tasks/<str:key>/gates/", views.task_gates, name="task-gates"),
-    path("tasks/<str:key>/review/", views.task_review, name="task-review"),
-    path("tasks/<str:key>/<str:action>/", views.task_action, name="task-action"),
+    path("tasks/<key:key>/", views.task_detail, name="task-detail"),
+    path("tasks/<key:key>/gates/", views.task_gates, name="task-gates"),
+    path("tasks/<key:key>/review/", views.task_review, name="task-review"),
+    path("tasks/<key:key>/<str:action>/", views.task_action, name="task-action"),
     path("evidence/<int:evidence_id>/", views.evidence_detail, name="evidence-detail"),
     path("evidence/<int:evidence_id>/image/", views.evidence_image, name="evidence-image"),
     path("tokens/", views.tokens, name="tokens"),
