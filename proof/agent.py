@@ -125,16 +125,15 @@ def artifacts(task: str) -> list[tuple[str, str, bytes]]:
     return [("junit", "junit.xml", junit), ("diff", "change.diff", diff)]
 
 
-def review(base: str, token: str, journal: Journal, stop: Path) -> None:
-    """Approve everything that reaches review, until told to stop and nothing is left."""
+def review(base: str, token: str, journal: Journal, stop: Path, share: tuple[int, int]) -> None:
+    """Approve everything that reaches review (this process's share of the task numbers),
+    until told to stop and nothing is left."""
     agent = Agent(base, token, journal, lease=0)
+    index, of = share
     while True:
         page = agent.call("GET", "/tasks/", params={"state": "in_review", "page_size": 200})
-        keys = (
-            [task["key"] for task in page.json()["results"]]
-            if page is not None and page.status_code == 200
-            else []
-        )
+        found = page.json()["results"] if page is not None and page.status_code == 200 else []
+        keys = [task["key"] for task in found if int(task["key"].rsplit("-", 1)[1]) % of == index]
         for key in keys:
             answer = agent.call("POST", f"/tasks/{key}/review/", json={"verdict": "approve"})
             if answer is not None and answer.status_code == 200:
@@ -155,11 +154,15 @@ def main() -> None:
     )
     parser.add_argument("--lease", type=int, default=30)
     parser.add_argument("--role", choices=["agent", "reviewer"], default="agent")
+    parser.add_argument(
+        "--share", default="0/1", help="a reviewer's INDEX/COUNT of the task numbers"
+    )
     args = parser.parse_args()
     journal = Journal(args.journal)
     try:
         if args.role == "reviewer":
-            review(args.base, args.token, journal, args.stop)
+            index, of = (int(part) for part in args.share.split("/"))
+            review(args.base, args.token, journal, args.stop, (index, of))
             return
         agent = Agent(args.base, args.token, journal, args.lease)
         idle = 0

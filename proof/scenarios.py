@@ -46,7 +46,7 @@ class Run:
 
 
 def _spawn_agent(
-    stack: Stack, run: Run, token: str, index: int, role: str = "agent"
+    stack: Stack, run: Run, token: str, index: int, role: str = "agent", share: str = "0/1"
 ) -> subprocess.Popen:
     journal = stack.work / f"{role}-{index}.jsonl"
     return subprocess.Popen(
@@ -66,6 +66,8 @@ def _spawn_agent(
             str(run.lease),
             "--role",
             role,
+            "--share",
+            share,
         ],
         cwd=ROOT,
         env=stack.env,
@@ -113,7 +115,12 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
     stack.start()
     began = time.monotonic()
     run.processes = [_spawn_agent(stack, run, token, i) for i, token in enumerate(tokens["agents"])]
-    reviewer = _spawn_agent(stack, run, tokens["reviewer"], 0, role="reviewer")
+    # Enough reviewers to keep up with the agents; each takes its share of the task numbers.
+    count = max(1, run.agents // 8)
+    reviewers = [
+        _spawn_agent(stack, run, tokens["reviewer"], i, role="reviewer", share=f"{i}/{count}")
+        for i in range(count)
+    ]
     stop_faults = threading.Event()
     injector = (
         threading.Thread(target=inject, args=(stack, run, tokens, stop_faults), daemon=True)
@@ -135,7 +142,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
         if injector:
             injector.join(timeout=120)
         (stack.work / "stop").touch()
-        for process in [*run.processes, reviewer]:
+        for process in [*run.processes, *reviewers]:
             try:
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
