@@ -1,16 +1,24 @@
 """Specs and decisions in the agent contract (``/api/v1/specs/``, ``/api/v1/decisions/``)."""
 
 import django_filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from decisions import services
-from decisions.models import Decision, DecisionState, Spec, SpecVersion
-from factory_site.api import IdCursorPagination, NewestFirstPagination, errors
+from decisions.models import Check, Decision, DecisionState, Spec, SpecVersion
+from decisions.services import CRITERION_KEY
+from evidence.models import Kind
+from factory_site.api import (
+    NON_BLANK_TEXT,
+    IdCursorPagination,
+    JSONInputSerializer,
+    NewestFirstPagination,
+    errors,
+)
 from tasks import selectors
-from tasks.api import ReasonSerializer, visible_project
+from tasks.api import ReasonSerializer, RequiredReasonSerializer, visible_project
 from tasks.models import Task
 
 # --- Output ---------------------------------------------------------------------------------
@@ -25,7 +33,9 @@ class CriterionSerializer(serializers.Serializer):
 class SpecVersionSerializer(serializers.ModelSerializer):
     spec = serializers.CharField(source="spec.key", read_only=True)
     author = serializers.CharField(source="author.username", read_only=True, allow_null=True)
-    source_decision = serializers.SlugRelatedField(read_only=True, slug_field="key")
+    source_decision = serializers.SlugRelatedField(
+        read_only=True, slug_field="key", allow_null=True
+    )
     criteria = CriterionSerializer(many=True, read_only=True)
 
     class Meta:
@@ -66,7 +76,7 @@ class SpecSerializer(serializers.ModelSerializer):
         return accepted[0] if accepted else None
 
 
-class AlternativeSerializer(serializers.Serializer):
+class AlternativeSerializer(JSONInputSerializer):
     option = serializers.CharField(max_length=500)
     reason = serializers.CharField(max_length=5_000, required=False, allow_blank=True, default="")
 
@@ -137,21 +147,61 @@ def decisions_queryset():
 # --- Input --------------------------------------------------------------------------------------
 
 
-class CriterionInputSerializer(serializers.Serializer):
-    key = serializers.CharField(max_length=32)
+@extend_schema_field(
+    {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "check": {"type": "string", "enum": [Check.TESTS.value]},
+                    "select": {
+                        "type": "string",
+                        "pattern": NON_BLANK_TEXT,
+                        "description": "Test ids that prove it, e.g. tests/test_claim.py::*",
+                    },
+                },
+                "required": ["check", "select"],
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "check": {"type": "string", "enum": [Check.EVIDENCE.value]},
+                    "kind": {"type": "string", "enum": Kind.values},
+                },
+                "required": ["check", "kind"],
+            },
+            {
+                "type": "object",
+                "properties": {"check": {"type": "string", "enum": [Check.REVIEW.value]}},
+                "required": ["check"],
+            },
+        ]
+    }
+)
+class ProofField(serializers.JSONField):
+    """The check that proves a criterion; ``decisions.services.clean_criteria`` validates it."""
+
+
+@extend_schema_field({"type": "string", "pattern": CRITERION_KEY.pattern})
+class CriterionKeyField(serializers.CharField):
+    """A criterion key such as ``AC-1``; the service checks it and that keys are unique."""
+
+
+class CriterionInputSerializer(JSONInputSerializer):
+    key = CriterionKeyField(max_length=32)
     text = serializers.CharField(max_length=5_000)
-    proof = serializers.JSONField(
+    proof = ProofField(
         help_text='{"check": "tests", "select": "..."} | {"check": "evidence", "kind": "..."} | {"check": "review"}'
     )
 
 
-class AmendmentInputSerializer(serializers.Serializer):
+class AmendmentInputSerializer(JSONInputSerializer):
     spec = serializers.CharField(help_text="Key of the spec this decision amends.")
     body = serializers.CharField(max_length=200_000)
     criteria = CriterionInputSerializer(many=True, max_length=200)
 
 
-class DecisionInputSerializer(serializers.Serializer):
+class DecisionInputSerializer(JSONInputSerializer):
     title = serializers.CharField(max_length=200)
     context = serializers.CharField(max_length=50_000)
     decision = serializers.CharField(max_length=50_000)
@@ -180,6 +230,9 @@ def _resolve(model, project, keys, field):
 
 
 def propose(request, project, data: dict, attempt=None) -> Decision:
+    specs = [item["spec"] for item in data["amendments"]]
+    if len(set(specs)) < len(specs):
+        raise serializers.ValidationError({"amendments": "amend each spec at most once"})
     amendments = []
     for item in data["amendments"]:
         spec = _resolve(Spec, project, [item["spec"]], "amendments")[0]
@@ -212,7 +265,7 @@ class SpecListCreateApi(generics.ListAPIView):
     pagination_class = IdCursorPagination
     filterset_fields = {"project__slug": ["exact"]}
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         project = serializers.CharField(help_text="Project slug.")
         title = serializers.CharField(max_length=200)
         body = serializers.CharField(max_length=200_000)
@@ -225,7 +278,7 @@ class SpecListCreateApi(generics.ListAPIView):
             .prefetch_related("versions")
         )
 
-    @extend_schema(responses={200: SpecSerializer(many=True), **errors(400)})
+    @extend_schema(responses={200: SpecSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -264,7 +317,7 @@ class SpecDetailApi(APIView):
 class SpecVersionCreateApi(APIView):
     """Add the next version of a spec as a draft (managers)."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         body = serializers.CharField(max_length=200_000)
         criteria = CriterionInputSerializer(many=True, max_length=200)
 
@@ -347,7 +400,7 @@ class DecisionListCreateApi(generics.ListAPIView):
             project_id__in=selectors.project_ids_for(self.request.user)
         )
 
-    @extend_schema(responses={200: DecisionSerializer(many=True), **errors(400)})
+    @extend_schema(responses={200: DecisionSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -375,10 +428,10 @@ class DecisionDetailApi(APIView):
         return Response(DecisionSerializer(decision_for(request.user, key)).data)
 
 
-def _decision_action(service, summary: str):
+def _decision_action(service, summary: str, request=ReasonSerializer):
     class DecisionActionApi(APIView):
         @extend_schema(
-            request=ReasonSerializer,
+            request=request,
             responses={200: DecisionSerializer, **errors(400, 403, 404, 409)},
             summary=summary,
             operation_id=f"decisions_{service.__name__.removeprefix('decision_')}",
@@ -401,7 +454,9 @@ DecisionAcceptApi = _decision_action(
     "Accept a proposed decision (reviewers, managers; amending ones: managers).",
 )
 DecisionRejectApi = _decision_action(
-    services.decision_reject, "Reject a proposed decision; a reason is required."
+    services.decision_reject,
+    "Reject a proposed decision; a reason is required.",
+    request=RequiredReasonSerializer,
 )
 
 

@@ -5,6 +5,7 @@ from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -86,7 +87,10 @@ class AttemptEvidenceApi(APIView):
     )
     def post(self, request, attempt_id):
         limit = settings.FACTORY_MAX_UPLOAD_BYTES
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise ParseError("the Content-Length header is not a number") from None
         if declared > limit + 1024 * 1024:  # a little room for the multipart envelope
             raise TooLarge(f"the upload is {declared} bytes; the limit is {limit}")
         attempt = selectors.attempt_for(request.user, attempt_id)
@@ -134,8 +138,9 @@ class EvidenceContentApi(APIView):
 
     @extend_schema(
         responses={
-            (200, "application/octet-stream"): OpenApiResponse(
-                OpenApiTypes.BINARY, description="The file's bytes."
+            (200, "*/*"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The file's bytes, as the media type it was uploaded with.",
             ),
             **errors(404),
         }

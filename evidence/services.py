@@ -26,7 +26,7 @@ from evidence.models import (
     Kind,
     Provenance,
 )
-from tasks.errors import PermissionDenied, ServiceError, TooLarge
+from tasks.errors import Conflict, PermissionDenied, ServiceError, TooLarge
 from tasks.fsm import check, fire
 from tasks.models import LIVE_ATTEMPT_STATES, Attempt, AttemptState, Event
 from tasks.roles import Role, has_role
@@ -102,7 +102,7 @@ def evidence_attach(
     Provenance follows the actor: the lease holder writes ``agent`` evidence (and
     needs a live lease: 409 ``lease_lost``); a verifier of the project writes
     ``verifier`` evidence, which is authoritative; reviewers and managers write
-    ``human`` evidence. The file is validated and summarised by its kind
+    ``human`` evidence, both only to a live attempt (409 ``invalid_state``). The file is validated and summarised by its kind
     (400 for a malformed or hostile file) and refused past the size limit (413).
     """
     if kind not in Kind.values:
@@ -110,8 +110,9 @@ def evidence_attach(
     attempt = Attempt.objects.select_related("task", "spec_version").get(pk=attempt.pk)
     provenance = _provenance_for(attempt, actor)
     if provenance != Provenance.AGENT and attempt.state not in LIVE_ATTEMPT_STATES:
-        raise ValidationError(
-            {"attempt": f"{attempt} is {attempt.state}; evidence goes to a live attempt"}
+        raise Conflict(
+            f"{attempt} is {attempt.state}; evidence goes to a live attempt",
+            code="invalid_state",
         )
     found_criteria = _criteria_for(attempt, criteria)
     size = file.size

@@ -7,8 +7,14 @@ DRF's exceptions are translated here, so no view formats an error itself.
 """
 
 import logging
+import re
 
-from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
+from django.core.exceptions import (
+    ObjectDoesNotExist,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError
@@ -78,6 +84,8 @@ def exception_handler(exc, context):
         return _error(_first(fields), "invalid", 400, fields=fields)
     if isinstance(exc, RequestDataTooBig):
         return _error("the request body is larger than the server accepts", "too_large", 413)
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return _error(str(exc) or "the form has too many fields or files", "parse_error", 400)
     if isinstance(exc, Http404 | ObjectDoesNotExist):
         return _error("not found, or not in one of your projects", "not_found", 404)
     if isinstance(exc, DjangoPermissionDenied):
@@ -116,7 +124,12 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
 
 class FactoryAutoSchema(AutoSchema):
-    """Names a view's nested ``InputSerializer`` after its view (``TaskClaimApi`` → ``TaskClaimInput``)."""
+    """Names a view's nested ``InputSerializer`` after its view (``TaskClaimApi`` → ``TaskClaimInput``).
+
+    Request schemas also say what DRF's text fields really accept: no NUL character
+    (``ProhibitNullCharactersValidator``) and, where blank is refused, at least one
+    character that is not whitespace (the value is trimmed before it is checked).
+    """
 
     def get_serializer_name(self, serializer, direction):
         parts = type(serializer).__qualname__.split(".")
@@ -124,14 +137,152 @@ class FactoryAutoSchema(AutoSchema):
             return parts[-2].removesuffix("Api") + parts[-1].removesuffix("Serializer")
         return super().get_serializer_name(serializer, direction)
 
+    def get_operation(self, *args, **kwargs):
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None:  # excluded from the schema
+            return None
+        responses = operation.get("responses", {})
+        if "requestBody" in operation and "400" in responses and "413" not in responses:
+            # Any body over DATA_UPLOAD_MAX_MEMORY_SIZE is refused before the view runs.
+            responses["413"] = {**responses["400"], "description": ERROR_DESCRIPTIONS[413]}
+            operation["responses"] = dict(sorted(responses.items()))
+        return operation
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        if isinstance(serializer, dict):
+            # A schema written out by hand: the body is required when {} does not satisfy it.
+            branches = serializer.get("oneOf", [serializer])
+            required = all(branch.get("required") for branch in branches)
+        return schema, required
+
+    def _get_filter_parameters(self):
+        parameters = super()._get_filter_parameters()
+        for parameter in parameters:
+            schema = parameter.get("schema", {})
+            if schema.get("type") == "string" and "enum" not in schema:
+                schema.setdefault("pattern", TEXT)  # forms refuse NUL characters
+        return parameters
+
+    def _map_basic_serializer(self, serializer, direction):
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction != "request":
+            for name, field in serializer.fields.items():
+                if isinstance(field, serializers.URLField) and name in schema["properties"]:
+                    # Django takes IRIs (https://host/ünï), which "format: uri" does not.
+                    schema["properties"][name].pop("format", None)
+            return schema
+        for name, field in serializer.fields.items():
+            if name in schema.get("properties", {}):
+                _constrain_text(field, schema["properties"][name])
+        if getattr(serializer, "reject_unknown_fields", False):
+            schema["additionalProperties"] = False
+        return schema
+
+
+TEXT = r"^[^\u0000]*$"
+# Python's str.strip() also strips \x1c-\x1f and \x85, which ECMA's \s leaves out.
+NON_BLANK_TEXT = r"^[^\u0000]*[^\s\u0000\u001c-\u001f\u0085][^\u0000]*$"
+# What Django's URLValidator surely accepts: http(s), a host of short labels, a port, a path.
+HTTP_URL = (
+    r"^https?://[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?){0,3}"
+    r"\.[a-z]{2,20}(?::[0-9]{1,4})?(?:/[^\s\u0000]*)?$"
+)
+
+
+def _constrain_text(field, schema: dict) -> None:
+    if isinstance(field, serializers.ListField) and isinstance(schema.get("items"), dict):
+        _constrain_text(field.child, schema["items"])
+    elif isinstance(field, serializers.URLField):
+        # "format: uri" admits any RFC 3986 URI (mailto:x); Django wants a web address.
+        text = schema["oneOf"][0] if "oneOf" in schema else schema
+        text.pop("format", None)
+        text["pattern"] = HTTP_URL
+    elif (
+        isinstance(field, serializers.JSONField)
+        and not field.allow_null
+        and not schema.get("oneOf")
+    ):
+        # Any JSON value but null, which DRF refuses.
+        schema["anyOf"] = [{"type": t} for t in ("object", "array", "string", "number", "boolean")]
+    elif (
+        isinstance(field, serializers.CharField)
+        and schema.get("type") == "string"
+        and "pattern" not in schema
+    ):
+        blank_ok = field.allow_blank or not field.trim_whitespace
+        schema["pattern"] = TEXT if blank_ok else NON_BLANK_TEXT
+
+
+# Input from a JSON body must have the JSON types the schema promises: DRF alone takes 1
+# for text and "1" or "yes" for a number or a flag. ``reject_unknown_fields`` refuses other
+# names. (No docstring: drf-spectacular would show it on every input schema.)
+class JSONInputSerializer(serializers.Serializer):
+    reject_unknown_fields = False
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            errors = {
+                name: [problem]
+                for name, field in self.fields.items()
+                if name in data and not field.read_only
+                if (problem := _type_problem(field, data[name]))
+            }
+            if self.reject_unknown_fields:
+                errors |= {name: ["unknown field"] for name in sorted(set(data) - set(self.fields))}
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+def _type_problem(field, value) -> str | None:
+    """Why ``value`` does not have the JSON type of ``field`` (None: it does, or DRF decides)."""
+    if value is None:
+        return None  # allow_null decides
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(field, serializers.IntegerField):
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        return None if whole and not isinstance(value, bool) else "must be a whole number"
+    if isinstance(field, serializers.CharField | serializers.ChoiceField):
+        return None if isinstance(value, str) else "must be a string"
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        for item in value:
+            if problem := _type_problem(field.child, item):
+                return problem
+    return None
+
 
 class IdCursorPagination(CursorPagination):
-    """Stable cursor pages: new rows never shift a page an agent is reading."""
+    """Stable cursor pages: new rows never shift a page an agent is reading.
+
+    ``page_size`` is a whole number from 1 (larger ones are capped at ``max_page_size``);
+    anything else is a 400 rather than silently the default. A cursor that does not
+    decode is DRF's 404.
+    """
 
     ordering = "id"
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
+
+    def get_page_size(self, request):
+        values = request.query_params.getlist(self.page_size_query_param)
+        if not values:
+            return self.page_size
+        raw = values[0]
+        if len(values) > 1 or not re.fullmatch(r"[0-9]+", raw) or int(raw) < 1:
+            raise serializers.ValidationError(
+                {self.page_size_query_param: ["must be a whole number from 1"]}
+            )
+        return min(int(raw), self.max_page_size)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+        return parameters
 
 
 class NewestFirstPagination(IdCursorPagination):
@@ -161,7 +312,7 @@ ERROR_DESCRIPTIONS = {
 
 
 def errors(*statuses: int) -> dict:
-    """Schema entries for the error responses an endpoint gives (401 and 503 always)."""
+    """Schema entries for the error responses an endpoint gives (401, 429 and 503 always)."""
     wanted = sorted({401, 429, 503, *statuses})
     return {
         code: OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code])

@@ -181,6 +181,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["factory_site.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "factory_site.api.FactoryAutoSchema",
     "EXCEPTION_HANDLER": "factory_site.api.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],

@@ -6,6 +6,7 @@ another project's task or attempt is a 404.
 """
 
 import django_filters
+from django.conf import settings
 from django.db.models import Exists, OuterRef, prefetch_related_objects
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
@@ -13,7 +14,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from decisions.models import Spec
-from factory_site.api import IdCursorPagination, errors
+from factory_site.api import (
+    NON_BLANK_TEXT,
+    TEXT,
+    IdCursorPagination,
+    JSONInputSerializer,
+    errors,
+)
 from tasks import selectors, services
 from tasks.handoff import handoff
 from tasks.models import AttemptState, Event, Label, Project, Task, TaskState
@@ -149,23 +156,36 @@ def visible_project(user, slug: str) -> Project:
     return Project.objects.get(pk__in=selectors.project_ids_for(user), slug=slug)
 
 
-class ChangeSerializer(serializers.Serializer):
+class ChangeSerializer(JSONInputSerializer):
+    reject_unknown_fields = True
+
     commit = serializers.RegexField(
         r"^[0-9a-fA-F]{7,64}$", required=False, help_text="Commit hash."
     )
     branch = serializers.CharField(max_length=255, required=False)
     url = serializers.URLField(max_length=2000, required=False)
 
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
-        return super().to_internal_value(data)
 
-
-class ReasonSerializer(serializers.Serializer):
+class ReasonSerializer(JSONInputSerializer):
     reason = serializers.CharField(max_length=10_000, required=False, allow_blank=True, default="")
+
+
+# Documents a call whose service refuses it without a reason; the view reads it with
+# ReasonSerializer, so a refusal for role or state still comes before the missing reason.
+class RequiredReasonSerializer(JSONInputSerializer):
+    reason = serializers.CharField(max_length=10_000)
+
+
+@extend_schema_field(
+    {
+        "type": "integer",
+        "minimum": settings.FACTORY_LEASE_SECONDS_MIN,
+        "maximum": settings.FACTORY_LEASE_SECONDS_MAX,
+        "description": f"Seconds; defaults to {settings.FACTORY_LEASE_SECONDS_DEFAULT}.",
+    }
+)
+class LeaseSecondsField(serializers.IntegerField):
+    """Bounded by settings; the service checks the bounds and names the field when refusing."""
 
 
 # --- Tasks ------------------------------------------------------------------------------------
@@ -186,6 +206,16 @@ class TaskFilter(django_filters.FilterSet):
         )
 
 
+@extend_schema_field({"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"})
+class LabelNameField(serializers.CharField):
+    """A label name; stored lower-cased (``tasks.models.Label`` checks the characters)."""
+
+
+ALLOWED_PATHS_HELP = (
+    "Globs relative to the repository root: no leading /, no .. segment, no backslash."
+)
+
+
 class TaskListCreateApi(generics.ListAPIView):
     """List the tasks of your projects (filter by project, state, label), or create a draft."""
 
@@ -193,7 +223,7 @@ class TaskListCreateApi(generics.ListAPIView):
     pagination_class = IdCursorPagination
     filterset_class = TaskFilter
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         project = serializers.CharField(help_text="Project slug.")
         title = serializers.CharField(max_length=200)
         description = serializers.CharField(
@@ -206,7 +236,7 @@ class TaskListCreateApi(generics.ListAPIView):
             required=False, default=0, min_value=-1000, max_value=1000
         )
         labels = serializers.ListField(
-            child=serializers.CharField(max_length=50), required=False, max_length=20, default=list
+            child=LabelNameField(max_length=50), required=False, max_length=20, default=list
         )
         depends_on = serializers.ListField(
             child=serializers.CharField(max_length=32), required=False, max_length=100, default=list
@@ -216,6 +246,7 @@ class TaskListCreateApi(generics.ListAPIView):
             required=False,
             max_length=200,
             default=list,
+            help_text=ALLOWED_PATHS_HELP,
         )
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
 
@@ -226,7 +257,7 @@ class TaskListCreateApi(generics.ListAPIView):
             .prefetch_related("labels", "depends_on")
         )
 
-    @extend_schema(responses={200: TaskSerializer(many=True), **errors(400)})
+    @extend_schema(responses={200: TaskSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -266,19 +297,22 @@ def _tasks_in(project, keys):
 class TaskDetailApi(APIView):
     """Read a task, or edit a draft, ready or blocked one (managers)."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         title = serializers.CharField(max_length=200, required=False)
         description = serializers.CharField(max_length=100_000, required=False, allow_blank=True)
         spec = serializers.CharField(required=False, allow_null=True)
         priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
         labels = serializers.ListField(
-            child=serializers.CharField(max_length=50), required=False, max_length=20
+            child=LabelNameField(max_length=50), required=False, max_length=20
         )
         depends_on = serializers.ListField(
             child=serializers.CharField(max_length=32), required=False, max_length=100
         )
         allowed_paths = serializers.ListField(
-            child=serializers.CharField(max_length=500), required=False, max_length=200
+            child=serializers.CharField(max_length=500),
+            required=False,
+            max_length=200,
+            help_text=ALLOWED_PATHS_HELP,
         )
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
 
@@ -345,7 +379,7 @@ class ClaimSerializer(serializers.Serializer):
 class TaskClaimApi(APIView):
     """Claim the best claimable task under a lease: 201 with the task and attempt, 204 if none."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         project = serializers.CharField(
             required=False, help_text="Only claim in this project (slug)."
         )
@@ -356,9 +390,7 @@ class TaskClaimApi(APIView):
             default=list,
             help_text="Only claim tasks carrying every one of these labels.",
         )
-        lease_seconds = serializers.IntegerField(
-            required=False, help_text="Defaults to 300; bounded by settings."
-        )
+        lease_seconds = LeaseSecondsField(required=False)
 
     @extend_schema(
         request=InputSerializer,
@@ -447,7 +479,7 @@ class TaskContextApi(APIView):
         parameters=[
             OpenApiParameter(
                 "max_chars",
-                int,
+                {"type": "integer", "minimum": 1},
                 description="Character budget; items are dropped least relevant first.",
             )
         ],
@@ -455,7 +487,10 @@ class TaskContextApi(APIView):
     )
     def get(self, request, key):
         task = selectors.task_for(request.user, key)
-        raw = request.query_params.get("max_chars")
+        values = request.query_params.getlist("max_chars")
+        if len(values) > 1:
+            raise serializers.ValidationError({"max_chars": ["give it once"]})
+        raw = values[0] if values else None
         max_chars = None
         if raw not in (None, ""):
             field = serializers.IntegerField(min_value=1)
@@ -466,17 +501,70 @@ class TaskContextApi(APIView):
         return Response(services.task_context(task=task, actor=request.user, max_chars=max_chars))
 
 
+def _reason(schema_pattern: str, description: str) -> dict:
+    return {
+        "type": "string",
+        "maxLength": 10_000,
+        "pattern": schema_pattern,
+        "description": description,
+    }
+
+
+# The service asks for a reason only when rejecting or blocking (after checking who may do
+# it, so a refusal for role or state comes first); one object per case says so exactly.
+REVIEW_REQUEST = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "verdict": {"type": "string", "enum": ["approve"]},
+                "reason": _reason(TEXT, "Optional note for the record."),
+            },
+            "required": ["verdict"],
+        },
+        {
+            "type": "object",
+            "properties": {
+                "verdict": {"type": "string", "enum": ["reject"]},
+                "reason": _reason(NON_BLANK_TEXT, "What the next attempt must do differently."),
+            },
+            "required": ["verdict", "reason"],
+        },
+    ]
+}
+RELEASE_REQUEST = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "reason": _reason(TEXT, "Why the task is given back."),
+                "blocked": {"type": "boolean", "enum": [False], "default": False},
+            },
+        },
+        {
+            "type": "object",
+            "properties": {
+                "reason": _reason(NON_BLANK_TEXT, "What blocks the task, for the manager."),
+                "blocked": {"type": "boolean", "enum": [True]},
+            },
+            "required": ["reason", "blocked"],
+        },
+    ]
+}
+
+
 class TaskReviewApi(APIView):
     """Approve or reject a task in review. Reviewers who did not submit the attempt."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         verdict = serializers.ChoiceField(choices=["approve", "reject"])
         reason = serializers.CharField(
             max_length=10_000, required=False, allow_blank=True, default=""
         )
 
     @extend_schema(
-        request=InputSerializer, responses={200: TaskSerializer, **errors(400, 403, 404, 409)}
+        request={"application/json": REVIEW_REQUEST},
+        responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, key):
         task = selectors.task_for(request.user, key)
@@ -511,7 +599,7 @@ class TaskEventsApi(generics.ListAPIView):
         task = selectors.task_for(self.request.user, self.kwargs["key"])
         return Event.objects.filter(task=task).select_related("actor")
 
-    @extend_schema(responses={200: EventSerializer(many=True), **errors(404)})
+    @extend_schema(responses={200: EventSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -537,8 +625,8 @@ class LeaseSerializer(serializers.Serializer):
 class AttemptHeartbeatApi(APIView):
     """Extend the lease. 409 lease_lost once it has run out."""
 
-    class InputSerializer(serializers.Serializer):
-        lease_seconds = serializers.IntegerField(required=False)
+    class InputSerializer(JSONInputSerializer):
+        lease_seconds = LeaseSecondsField(required=False)
 
     @extend_schema(
         request=InputSerializer, responses={200: LeaseSerializer, **errors(400, 403, 404, 409)}
@@ -570,7 +658,7 @@ class CheckpointSerializer(serializers.Serializer):
 class AttemptCheckpointApi(APIView):
     """Read or save the checkpoint the agent resumes from (optimistic revisions)."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         data = serializers.JSONField(help_text="Anything the agent needs to resume.")
         revision = serializers.IntegerField(
             min_value=0, help_text="The revision you last saw; 0 for none."
@@ -618,7 +706,7 @@ class SubmitReceiptSerializer(serializers.Serializer):
 class AttemptSubmitApi(APIView):
     """Submit for checking; send an ``Idempotency-Key`` header so a retry is safe."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         summary = serializers.CharField(
             max_length=10_000, help_text="What changed and why, for the reviewer."
         )
@@ -629,7 +717,7 @@ class AttemptSubmitApi(APIView):
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                str,
+                {"type": "string", "maxLength": 255},
                 OpenApiParameter.HEADER,
                 description="A retry with the same key returns the same answer and changes nothing.",
             )
@@ -656,14 +744,15 @@ class AttemptSubmitApi(APIView):
 class AttemptReleaseApi(APIView):
     """Give the task back (→ ready) or mark it blocked (→ blocked; a reason is required)."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         reason = serializers.CharField(
             max_length=10_000, required=False, allow_blank=True, default=""
         )
         blocked = serializers.BooleanField(required=False, default=False)
 
     @extend_schema(
-        request=InputSerializer, responses={200: AttemptSerializer, **errors(400, 403, 404, 409)}
+        request={"application/json": RELEASE_REQUEST},
+        responses={200: AttemptSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, attempt_id):
         attempt = selectors.attempt_for(request.user, attempt_id)
@@ -699,19 +788,51 @@ class ProjectListApi(generics.ListAPIView):
     def get_queryset(self):
         return Project.objects.filter(pk__in=selectors.project_ids_for(self.request.user))
 
-    @extend_schema(responses={200: ProjectSerializer(many=True), **errors(400)})
+    @extend_schema(responses={200: ProjectSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
+
+
+def _gate_policy_schema() -> dict:
+    """The registered gates (``FACTORY_GATES``, ``FACTORY_EXTRA_GATES``) and their parameters."""
+    from evidence.gates import registry
+
+    types = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    bounds = {("coverage", "threshold"): {"minimum": 0, "maximum": 1}}
+    gates = {}
+    for name, gate in sorted(registry().items()):
+        params = {
+            param: {
+                **({"type": types[kind]} if kind in types else {}),
+                "default": default,
+                **bounds.get((name, param), {}),
+            }
+            for param, (kind, default) in gate.params.items()
+        }
+        gates[name] = {
+            "type": "object",
+            "nullable": True,
+            "properties": params,
+            "additionalProperties": False,
+            "description": gate.description,
+        }
+    return {"type": "object", "properties": gates, "additionalProperties": False}
+
+
+@extend_schema_field(_gate_policy_schema())
+class GatePolicyField(serializers.DictField):
+    """``evidence.gates.clean_policy`` checks the names and parameters."""
 
 
 class ProjectDetailApi(APIView):
     """Read a project, or change its name, repository, attempt budget or gate policy (managers)."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JSONInputSerializer):
         name = serializers.CharField(max_length=200, required=False)
-        repository_url = serializers.URLField(required=False, allow_blank=True)
+        repository_url = serializers.URLField(max_length=200, required=False, allow_blank=True)
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        gate_policy = serializers.DictField(
+        gate_policy = GatePolicyField(
+            child=serializers.DictField(allow_null=True),
             required=False,
             help_text='Gates to run, with parameters: {"coverage": {"threshold": 0.8}}.',
         )

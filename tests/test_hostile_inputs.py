@@ -5,7 +5,6 @@ evidence is parsed with defusedxml protections; rendered evidence is escaped". E
 a table of cases. A refused case asserts the exact status and ``code``, a JSON body with
 ``detail``, that no temporary upload file is left, that no file appeared under MEDIA_ROOT, and
 that no row of the tasks, decisions and evidence apps changed (counts first, then every row).
-A case that exposes a product bug stays asserting the right behaviour, marked xfail (strict).
 """
 
 import json
@@ -83,16 +82,13 @@ class Snapshot:
             assert now[label] == rows, f"{label} changed"
 
 
-def assert_refused(response, status: int, code, field_name: str | None = None) -> dict:
+def assert_refused(response, status: int, code: str, field_name: str | None = None) -> dict:
     """The exact status and code, in the one JSON error format."""
     assert response.status_code == status, response.content[:600]
     assert response["Content-Type"].startswith("application/json"), response.content[:300]
     body = response.json()
     assert isinstance(body.get("detail"), str) and body["detail"], body
-    if isinstance(code, tuple):
-        assert body.get("code") in code, body
-    else:
-        assert body.get("code") == code, body
+    assert body.get("code") == code, body
     if field_name is not None:
         assert field_name in body.get("fields", {}), body
     return body
@@ -256,17 +252,6 @@ class BodyCase:
     marks: tuple = ()
 
 
-DEEP_NESTING_BUG = pytest.mark.xfail(
-    reason="BUG: deeply nested JSON raises RecursionError inside DRF's JSONParser (it catches"
-    " only ValueError); the exception handler lets it through, so the API answers 500 HTML",
-    strict=True,
-)
-TOO_MANY_FIELDS_BUG = pytest.mark.xfail(
-    reason="BUG: Django's TooManyFieldsSent/TooManyFilesSent is not translated by"
-    " factory_site.api.exception_handler; the answer is Django's 400 HTML page, no detail/code",
-    strict=True,
-)
-
 BODY_CASES = [
     BodyCase("malformed", b'{"reason": ', 400, "parse_error"),
     BodyCase("trailing-garbage", lambda v: json.dumps(v).encode() + b" }", 400, "parse_error"),
@@ -279,8 +264,8 @@ BODY_CASES = [
     BodyCase("number", b"42", 400, "invalid"),
     BodyCase("null", b"null", 400, "invalid"),
     BodyCase("true", b"true", 400, "invalid"),
-    BodyCase("deep-arrays", b"[" * 100_000, 400, "parse_error", marks=(DEEP_NESTING_BUG,)),
-    BodyCase("deep-objects", b'{"a":' * 100_000, 400, "parse_error", marks=(DEEP_NESTING_BUG,)),
+    BodyCase("deep-arrays", b"[" * 100_000, 400, "parse_error"),
+    BodyCase("deep-objects", b'{"a":' * 100_000, 400, "parse_error"),
     BodyCase(
         "over-the-body-limit",
         lambda v: json.dumps({**v, "pad": "x" * 8192}).encode(),
@@ -848,25 +833,22 @@ UPLOAD_ROWS = [
     ("content-length-understated", _LOG, 400, "invalid", "file", {"extra": {"CONTENT_LENGTH": "120"}}),
     ("content-length-over-the-limit", upload_body(), 413, "too_large", None, {"settings": _SMALL_UPLOADS, "extra": {"CONTENT_LENGTH": str(50 * 1024 * 1024)}}),
     ("content-length-negative", upload_body(), 400, "parse_error", None, {"extra": {"CONTENT_LENGTH": "-1"}}),
-    # rows below expose bugs (see UPLOAD_BUGS); where the product has no code yet, any of a few
-    ("content-length-not-a-number", upload_body(), 400, ("invalid", "parse_error"), None, {"extra": {"CONTENT_LENGTH": "12abc"}}),
+    ("content-length-not-a-number", upload_body(), 400, "parse_error", None, {"extra": {"CONTENT_LENGTH": "12abc"}}),
     ("too-many-fields", multipart([("kind", "log")] + [("criteria", "AC-1")] * 1_001, _ONE_LOG), 400, "parse_error", None, {}),
     ("too-many-files", multipart([("kind", "log")], _TOO_MANY_FILES), 400, "parse_error", None, {}),
 ]
 # fmt: on
 
-UPLOAD_BUGS = {
-    "content-length-not-a-number": pytest.mark.xfail(
-        reason="BUG: AttemptEvidenceApi.post does int(request.META['CONTENT_LENGTH']) unguarded;"
-        " a non-numeric Content-Length raises ValueError and answers 500 (Django treats it as 0)",
-        strict=True,
-    ),
-    "too-many-fields": TOO_MANY_FIELDS_BUG,
-    "too-many-files": TOO_MANY_FIELDS_BUG,
-}
 
 UPLOAD_CASES = [
-    pytest.param(body, status, code, field_name, how, id=id_, marks=UPLOAD_BUGS.get(id_, ()))
+    pytest.param(
+        body,
+        status,
+        code,
+        field_name,
+        how,
+        id=id_,
+    )
     for id_, body, status, code, field_name, how in UPLOAD_ROWS
 ]
 

@@ -176,10 +176,11 @@ def test_a_verifier_may_attach_while_the_attempt_is_checked(flow):
 def test_nobody_attaches_to_an_ended_attempt(flow, state):
     _, attempt = getattr(flow, state)()
 
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(Conflict) as refused:
         attach(attempt, flow.verifier)
 
-    assert list(refused.value.message_dict) == ["attempt"]
+    assert (refused.value.status, refused.value.code) == (409, "invalid_state")
+    assert "evidence goes to a live attempt" in refused.value.detail
     assert_nothing_stored()
 
 
