@@ -229,29 +229,30 @@ def flush_redis(every: float, times: int):
 
 SCENARIOS = {
     "load": lambda short: (
-        Run("load", agents=8 if short else 64, tasks=200 if short else 10_000),
+        # 10,000 tasks take about 45 minutes on two cores: the bound is an hour.
+        Run("load", agents=8 if short else 64, tasks=200 if short else 10_000, timeout=3600),
         None,
     ),
     "kill-agents": lambda short: (
-        Run("kill_agents", agents=6 if short else 32, tasks=120 if short else 2000, lease=5),
+        Run("kill_agents", agents=6 if short else 32, tasks=120 if short else 1000, lease=5),
         kill_agents(every=2 if short else 3),
     ),
     "kill-workers": lambda short: (
         Run(
             "kill_workers",
             agents=6 if short else 16,
-            tasks=80 if short else 1000,
+            tasks=80 if short else 300,
             gates={"tests-pass": {}, "diff-scope": {}, "proof-sleep": {"seconds": 0.4}},
             env={"FACTORY_EXTRA_GATES": "proof-sleep=proof.gates.SleepGate"},
         ),
         kill_workers(every=3 if short else 4),
     ),
     "restart-postgres": lambda short: (
-        Run("restart_postgres", agents=6 if short else 16, tasks=120 if short else 2000),
+        Run("restart_postgres", agents=6 if short else 16, tasks=120 if short else 1000),
         restart_postgres(every=6 if short else 20, times=2 if short else 5),
     ),
     "flush-redis": lambda short: (
-        Run("flush_redis", agents=6 if short else 16, tasks=120 if short else 2000),
+        Run("flush_redis", agents=6 if short else 16, tasks=120 if short else 1000),
         flush_redis(every=5 if short else 20, times=1 if short else 4),
     ),
 }
