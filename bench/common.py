@@ -129,3 +129,24 @@ def percentiles(samples_ms: list[float]) -> dict:
         "p99_ms": pick(0.99),
         "mean_ms": round(statistics.fmean(ordered), 3),
     }
+
+
+def team_project(slug: str, *, spec_body: str):
+    """A project with a manager, an agent and a reviewer, and one accepted spec.
+
+    Built through the services (after ``setup_django``), as a real project is.
+    Returns ``(project, manager, agent, reviewer, spec)``.
+    """
+    from decisions import services as decisions
+    from tasks import services
+    from tests.factories import CRITERIA, UserFactory
+
+    project = services.project_create(slug=slug, name=f"{slug} bench", gate_policy={})
+    manager, agent, reviewer = (UserFactory(username=name) for name in ("m", "a", "r"))
+    for user, role in ((manager, "manager"), (agent, "agent"), (reviewer, "reviewer")):
+        services.membership_grant(user=user, project=project, role=role)
+    spec = decisions.spec_create(
+        project=project, actor=manager, title="spec", body=spec_body, criteria=CRITERIA
+    )
+    decisions.spec_version_accept(version=spec.versions.get(), actor=manager)
+    return project, manager, agent, reviewer, spec

@@ -15,7 +15,7 @@ import json
 import statistics
 import time
 
-from common import drop_database, percentiles, setup_django
+from common import drop_database, percentiles, setup_django, team_project
 
 
 def grow(project, spec, agent, start: int, stop: int) -> None:
@@ -132,20 +132,8 @@ def main():
 
     from decisions import services as decisions
     from tasks import services
-    from tests.factories import CRITERIA, UserFactory
 
-    project = services.project_create(slug="CB", name="context bench", gate_policy={})
-    manager, agent, reviewer = (
-        UserFactory(username="m"),
-        UserFactory(username="a"),
-        UserFactory(username="r"),
-    )
-    for user, role in ((manager, "manager"), (agent, "agent"), (reviewer, "reviewer")):
-        services.membership_grant(user=user, project=project, role=role)
-    spec = decisions.spec_create(
-        project=project, actor=manager, title="spec", body="# spec\n" * 20, criteria=CRITERIA
-    )
-    decisions.spec_version_accept(version=spec.versions.get(), actor=manager)
+    project, manager, agent, reviewer, spec = team_project("CB", spec_body="# spec\n" * 20)
     project.task_seq = 10  # the measured task is CB-1; history uses numbers from 1000 up
     project.save(update_fields=["task_seq"])
     task = services.task_create(

@@ -10,7 +10,7 @@ import argparse
 import json
 import time
 
-from common import drop_database, percentiles, setup_django
+from common import drop_database, percentiles, setup_django, team_project
 
 JUNIT = (
     "<testsuite tests='3'><testcase classname='tests.test_claim' name='test_a'/>"
@@ -44,25 +44,12 @@ TOPICS = [
 def build(demo_size: int):
     from django.core.files.base import ContentFile
 
-    from decisions import services as decisions
     from decisions.models import Decision
     from evidence.services import evidence_attach
     from tasks import services
     from tasks.demo import artifacts
-    from tests.factories import CRITERIA, UserFactory
 
-    project = services.project_create(slug="PB", name="pages bench", gate_policy={})
-    manager, agent, reviewer = (
-        UserFactory(username="m"),
-        UserFactory(username="a"),
-        UserFactory(username="r"),
-    )
-    for user, role in ((manager, "manager"), (agent, "agent"), (reviewer, "reviewer")):
-        services.membership_grant(user=user, project=project, role=role)
-    spec = decisions.spec_create(
-        project=project, actor=manager, title="spec", body="# spec", criteria=CRITERIA
-    )
-    decisions.spec_version_accept(version=spec.versions.get(), actor=manager)
+    project, manager, agent, reviewer, spec = team_project("PB", spec_body="# spec")
     task = services.task_publish(
         task=services.task_create(project=project, actor=manager, title="busy task", spec=spec),
         actor=manager,
