@@ -9,6 +9,7 @@ summary, structured details, and a report a person can read. The jobs in
 verdict and the report (as ``gate`` evidence).
 """
 
+import abc
 import difflib
 import fnmatch
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ class Verdict:
     report: str = ""
 
 
-class Gate:
+class Gate(abc.ABC):
     """Base class. Subclasses set ``name`` and ``description`` and implement ``check``."""
 
     name = ""
@@ -64,8 +65,9 @@ class Gate:
             cleaned[name] = value
         return cleaned
 
+    @abc.abstractmethod
     def check(self, attempt, params: dict, policy: dict) -> Verdict:
-        raise NotImplementedError  # every registered gate implements it
+        """The verdict on ``attempt``; a gate without one cannot be instantiated."""
 
     # --- helpers for gates ------------------------------------------------------------
 
