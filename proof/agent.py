@@ -45,6 +45,21 @@ class Agent:
             base_url=f"{base}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
         )
         self.journal, self.lease = journal, lease
+        self.renewed = 0.0
+
+    def keep_lease(self, attempt: int, *, now: bool = False) -> bool:
+        """Heartbeat once a third of the lease has passed, as a live agent must; False if lost.
+
+        On a loaded machine one step can take longer than a short lease: an agent that
+        renewed only once would lose its task to another agent over and over.
+        """
+        if not now and time.monotonic() - self.renewed < self.lease / 3:
+            return True
+        beat = self.call(
+            "POST", f"/attempts/{attempt}/heartbeat/", json={"lease_seconds": self.lease}
+        )
+        self.renewed = time.monotonic()
+        return beat is not None and beat.status_code == 200
 
     def call(
         self, method: str, path: str, *, tries: int = 30, headers=None, **kwargs
@@ -73,11 +88,14 @@ class Agent:
             return "idle"
         if claim.status_code != 201:
             return "refused"
+        self.renewed = time.monotonic()
         task, attempt = claim.json()["task"]["key"], claim.json()["attempt"]["id"]
         self.journal.write(claimed=attempt, task=task)
         self.call("GET", f"/tasks/{task}/context/", params={"max_chars": 20000})
         evidence = []
         for kind, name, content in artifacts(task):
+            if not self.keep_lease(attempt):
+                return "lost"
             files = {"file": (name, content, "application/octet-stream")}
             answer = self.call(
                 "POST", f"/attempts/{attempt}/evidence/", data={"kind": kind}, files=files
@@ -94,7 +112,8 @@ class Agent:
         )
         if saved is None or saved.status_code != 200:
             return "lost"
-        self.call("POST", f"/attempts/{attempt}/heartbeat/", json={"lease_seconds": self.lease})
+        if not self.keep_lease(attempt, now=True):
+            return "lost"
         key = str(uuid.uuid4())
         submit = self.call(
             "POST",

@@ -234,8 +234,8 @@ SCENARIOS = {
         None,
     ),
     "kill-agents": lambda short: (
-        Run("kill_agents", agents=6 if short else 32, tasks=120 if short else 1000, lease=5),
-        kill_agents(every=2 if short else 3),
+        Run("kill_agents", agents=6 if short else 32, tasks=120 if short else 2000, lease=5),
+        kill_agents(every=2 if short else 1),
     ),
     "kill-workers": lambda short: (
         Run(
