@@ -7,6 +7,7 @@ Django, gunicorn and the database set for any claim endpoint on this machine.
 import os
 
 import dj_database_url
+from common import BARE_CLAIM
 from django.db import connection, transaction
 from django.http import HttpResponse, JsonResponse
 from django.urls import path
@@ -20,21 +21,10 @@ INSTALLED_APPS = []
 MIDDLEWARE = []
 USE_TZ = True
 
-CLAIM = """
-UPDATE tasks_task SET state = 'claimed', updated_at = now()
-WHERE id = (
-    SELECT id FROM tasks_task
-    WHERE project_id = (SELECT id FROM tasks_project WHERE slug = %s) AND state = 'ready'
-    ORDER BY priority DESC, created_at, id
-    FOR UPDATE SKIP LOCKED LIMIT 1
-)
-RETURNING id, key
-"""
-
 
 def claim(request, slug):
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(CLAIM, [slug])
+        cursor.execute(BARE_CLAIM, [slug])
         row = cursor.fetchone()
     if row is None:
         return HttpResponse(status=204)

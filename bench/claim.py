@@ -5,7 +5,9 @@
 Raw: N threads, each with its own psycopg connection, run
 ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id``.
 Bare Django: the same UPDATE in a one-view Django site (bench/bare_site.py) under
-gunicorn — the floor any Django endpoint starts from. HTTP: ``wrk`` (a C load
+gunicorn — the floor any Django endpoint starts from. DRF floor: the same UPDATE in a
+DRF view of the real site (bench/floor_urls.py), behind its middleware, token
+authentication and throttles — the floor any endpoint of this API starts from. HTTP: ``wrk`` (a C load
 generator that costs little CPU) posts to ``/api/v1/tasks/claim/`` with N
 connections against gunicorn. Both at 1, 4 and 16
 clients; prints JSON with claims/s and latency percentiles. Needs PostgreSQL and wrk.
@@ -169,6 +171,7 @@ def main():
     result = {
         "raw": {},
         "bare_django": {},
+        "drf_floor": {},
         "http": {},
         "config": vars(args) | {"tasks_per_phase": per_phase},
     }
@@ -187,6 +190,17 @@ def main():
             result["bare_django"][clients] = http_loop(
                 base, token, project.slug, clients, args.seconds, f"/claim/{project.slug}/"
             )
+    with gunicorn(
+        url,
+        workers=args.workers,
+        threads=args.threads,
+        extra_env={"DJANGO_SETTINGS_MODULE": "floor_site"},
+    ) as (base, _):
+        for clients in levels:
+            project = new_project(f"F{clients}", agent, per_phase)
+            result["drf_floor"][clients] = http_loop(
+                base, token, project.slug, clients, args.seconds, f"/floor/claim/{project.slug}/"
+            )
     with gunicorn(url, workers=args.workers, threads=args.threads) as (base, _):
         warm = new_project("WARM", agent, 2000)
         http_loop(base, token, warm.slug, 4, 2)
@@ -200,6 +214,10 @@ def main():
     }
     result["ratio_bare_django_to_raw"] = {
         c: round(result["bare_django"][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
+        for c in levels
+    }
+    result["ratio_drf_floor_to_raw"] = {
+        c: round(result["drf_floor"][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
         for c in levels
     }
     result["target"] = {"ratio_at_16": 0.2, "p99_ms_at_16": 100}

@@ -20,6 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 
+# The whole of a claim, as bench/bare_site.py and bench/floor_urls.py run it: one UPDATE.
+BARE_CLAIM = """
+UPDATE tasks_task SET state = 'claimed', updated_at = now()
+WHERE id = (
+    SELECT id FROM tasks_task
+    WHERE project_id = (SELECT id FROM tasks_project WHERE slug = %s) AND state = 'ready'
+    ORDER BY priority DESC, created_at, id
+    FOR UPDATE SKIP LOCKED LIMIT 1
+)
+RETURNING id, key
+"""
+
 
 def setup_django(name: str) -> str:
     """Create a fresh database for this benchmark, point Django at it, migrate. Returns its URL."""

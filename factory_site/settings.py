@@ -105,6 +105,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
+else:
+    # Django's cursors bind parameters on the client and never prepare; this lets the
+    # one cursor that binds on the server (the claim statement, tasks.claim_sql) keep
+    # its plan per connection. Set DATABASE_PREPARE=0 behind a transaction-mode pooler.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"prepare_threshold": 5 if env("DATABASE_PREPARE", "1") != "0" else None}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -34,14 +34,26 @@ from tasks.roles import roles_in
 
 
 class RelatedKeysField(serializers.ListField):
-    """A to-many relation as a list of one attribute of each related row (names, keys)."""
+    """A to-many relation as a list of one attribute of each related row (names, keys).
+
+    An instance that already knows the list (``instance.related_keys[field_name]``, as
+    the one-statement claim loads it) is not asked again.
+    """
 
     def __init__(self, attr: str, **kwargs):
         self.attr = attr
         super().__init__(child=serializers.CharField(), read_only=True, **kwargs)
 
-    def to_representation(self, manager):
-        return [getattr(obj, self.attr) for obj in manager.all()]
+    def get_attribute(self, instance):
+        known = getattr(instance, "related_keys", {})
+        if self.field_name in known:
+            return list(known[self.field_name])
+        return super().get_attribute(instance)
+
+    def to_representation(self, value):
+        if isinstance(value, list):
+            return value
+        return [getattr(obj, self.attr) for obj in value.all()]
 
 
 class TaskSerializer(serializers.Serializer):
@@ -412,7 +424,8 @@ class TaskClaimApi(APIView):
         if attempt is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         task = attempt.task  # the row the claim locked, with its project and spec
-        prefetch_related_objects([task], "labels", "depends_on")
+        if not hasattr(task, "related_keys"):  # the one-statement claim loaded them
+            prefetch_related_objects([task], "labels", "depends_on")
         if attempt.spec_version_id:
             prefetch_related_objects([attempt], "spec_version__spec")
         return Response(

@@ -71,6 +71,8 @@ def fire(instance, name: str, *, actor, reason: str = "", extra: dict | None = N
     before = {f.attname: f.value_from_object(instance) for f in fields}
     getattr(instance, name)(**kwargs)
     changed = [f.attname for f in fields if f.value_from_object(instance) != before[f.attname]]
+    # ``auto_now`` fields (a task's ``updated_at``) are written only when named.
+    changed += [f.attname for f in fields if getattr(f, "auto_now", False)]
     try:
         instance.save(update_fields=changed)
     except ConcurrentTransition as exc:

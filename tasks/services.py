@@ -18,10 +18,10 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from tasks import selectors
+from tasks import claim_sql, selectors
 from tasks.errors import Conflict, PermissionDenied
 from tasks.fsm import check, fire
 from tasks.models import (
@@ -336,6 +336,9 @@ def task_claim(
     ``SELECT … FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite serialises writers), and
     the transition's own ``WHERE state = …`` refuses a stale write. Leases that ran
     out in the agent's projects are expired first, so expiry works without a worker.
+    On PostgreSQL the claim is one statement (``tasks.claim_sql``) that writes the
+    same rows and events as the ORM path below, which runs when a lease must be
+    expired first and on SQLite.
     """
     lease = lease_duration(lease_seconds)
     project_ids = selectors.project_ids_for(agent, Role.AGENT)
@@ -346,6 +349,14 @@ def task_claim(
     if not project_ids:
         raise PermissionDenied("you are not an agent in any project")
     now = timezone.now()
+    if connection.vendor == "postgresql":
+        claimed = claim_sql.claim(
+            agent=agent, project_ids=project_ids, labels=list(labels), lease=lease, now=now
+        )
+        if claimed is None:
+            return None
+        if claimed is not claim_sql.OVERDUE:
+            return claimed
     for attempt_id in selectors.overdue_attempt_ids(project_ids=project_ids, now=now):
         _expire_quietly(attempt_id)
     with transaction.atomic():

@@ -1,0 +1,215 @@
+"""The claim as one PostgreSQL statement: the fast path of ``services.task_claim``.
+
+A claim on the ORM takes eleven round trips (expire overdue leases, BEGIN, lock the
+candidate, insert the attempt, its event, update the task, its event, COMMIT, ...).
+This statement does the same writes in one: a writable CTE that locks the best
+claimable row with ``FOR NO KEY UPDATE SKIP LOCKED``, inserts the attempt, moves the
+task ``ready → claimed`` and writes the two events that ``fire`` would write, in one
+implicit transaction. ``tests/tasks/test_claim_sql.py`` holds it to the ORM path:
+same rows, same events, same refusals.
+
+It steps aside (returns ``OVERDUE``) when a lease in the caller's projects has run
+out: expiring needs the state machine's ``expire`` transitions, which the ORM path
+runs before it claims. Everything it decides besides — the candidate's conditions,
+the transition's source state — is the ORM path's, written in SQL:
+
+- ready, attempts left (``failed_attempts < max_attempts``), every dependency done,
+  every label asked for (``claimable_tasks``);
+- priority, then age, then id (the ``task_claim_order`` index);
+- the spec version accepted at claim time pinned on the attempt.
+"""
+
+import json
+import time
+
+import psycopg
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+
+from decisions.models import Spec, SpecVersion
+from tasks.models import Attempt, AttemptState, Project, Task, TaskState
+
+OVERDUE = object()  # a lease ran out: the ORM path must expire it first
+
+_SPEC_ACCEPTED = "accepted"
+
+
+def _attempt_columns(template: Attempt) -> tuple[list[str], list]:
+    """Every column of a new attempt but those the statement computes, with the value
+    the model itself would write (its defaults included), so a field added to
+    ``Attempt`` cannot be forgotten here."""
+    computed = {"id", "task_id", "number", "spec_version_id"}
+    columns, values = [], []
+    for field in Attempt._meta.concrete_fields:
+        if field.attname in computed:
+            continue
+        columns.append(connection.ops.quote_name(field.column))
+        values.append(field.get_db_prep_save(field.pre_save(template, add=True), connection))
+    return columns, values
+
+
+class _PreparingCursor(psycopg.Cursor):
+    """Binds parameters on the server and prepares what it runs: planning this
+    statement costs as much as running it, and a prepared one is planned once per
+    connection (unless settings turn prepared statements off)."""
+
+    def execute(self, query, params=None, **kwargs):
+        return super().execute(query, params, prepare=True, **kwargs)
+
+
+def _execute_prepared(sql: str, params: dict):
+    """Run ``sql`` on Django's connection in a ``_PreparingCursor`` (database errors
+    wrapped as Django's); return its one row. Logged like Django's own queries."""
+    connection.ensure_connection()
+    began = time.monotonic()
+    with connection.make_cursor(_PreparingCursor(connection.connection)) as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if connection.queries_logged:  # as CursorDebugWrapper does, which cannot show this one
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - began:.3f}"})
+    return row
+
+
+def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
+    """Claim in one statement: the new attempt (its task, project, spec and labels
+    loaded by the same statement), ``None`` when nothing is claimable, or ``OVERDUE``
+    when a lease must be expired first."""
+    template = Attempt(
+        agent=agent,
+        state=AttemptState.RUNNING,
+        lease_expires_at=now + lease,
+        heartbeat_at=now,
+        started_at=now,
+    )
+    columns, values = _attempt_columns(template)
+    label_filter = ""
+    if labels:
+        label_filter = """
+          AND (SELECT count(DISTINCT l.name) FROM tasks_task_labels tl
+               JOIN tasks_label l ON l.id = tl.label_id
+               WHERE tl.task_id = t.id AND l.name = ANY(%(labels)s)) = %(label_count)s"""
+    attempt_type = ContentType.objects.get_for_model(Attempt).pk
+    task_type = ContentType.objects.get_for_model(Task).pk
+    event_columns = (
+        "project_id, task_id, content_type_id, object_id, object_key, actor_id,"
+        " transition, from_state, to_state, reason, extra, created_at"
+    )
+    attempt_fields, task_fields = Attempt._meta.concrete_fields, Task._meta.concrete_fields
+    attempt_out = ", ".join(f"a.{connection.ops.quote_name(f.column)}" for f in attempt_fields)
+    task_out = ", ".join(f"tk.{connection.ops.quote_name(f.column)}" for f in task_fields)
+    placeholders = ", ".join(f"%(a{i})s" for i in range(len(values)))
+    # IN with one placeholder per project, as the ORM writes it: PostgreSQL plans
+    # ``IN (x)`` as ``= x`` and walks the claim-order index, where ``= ANY(array)``
+    # would sort every ready task.
+    projects = ", ".join(f"%(p{i})s" for i in range(len(project_ids)))
+    sql = f"""
+    WITH overdue AS (
+        SELECT EXISTS (
+            SELECT 1 FROM tasks_attempt a JOIN tasks_task ot ON ot.id = a.task_id
+            WHERE a.state = %(running)s AND a.lease_expires_at <= %(now)s
+              AND ot.project_id IN ({projects})
+        ) AS found
+    ),
+    candidate AS (
+        SELECT t.id, t.project_id, t.key, t.attempt_count, t.spec_id FROM tasks_task t
+        WHERE t.project_id IN ({projects}) AND t.state = %(ready)s
+          AND t.failed_attempts < t.max_attempts
+          AND NOT (SELECT found FROM overdue)
+          AND NOT EXISTS (
+              SELECT 1 FROM tasks_task_depends_on d JOIN tasks_task dt ON dt.id = d.to_task_id
+              WHERE d.from_task_id = t.id AND dt.state <> %(done)s
+          ){label_filter}
+        ORDER BY t.priority DESC, t.created_at, t.id
+        LIMIT 1
+        FOR NO KEY UPDATE OF t SKIP LOCKED
+    ),
+    attempt AS (
+        INSERT INTO tasks_attempt (task_id, number, spec_version_id, {", ".join(columns)})
+        SELECT c.id, c.attempt_count + 1,
+               (SELECT sv.id FROM decisions_specversion sv
+                WHERE sv.spec_id = c.spec_id AND sv.state = %(accepted)s LIMIT 1),
+               {placeholders}
+        FROM candidate c
+        RETURNING *
+    ),
+    task AS (
+        UPDATE tasks_task t
+        SET state = %(claimed)s, attempt_count = a.number, current_attempt_id = a.id,
+            updated_at = %(now)s
+        FROM attempt a
+        WHERE t.id = a.task_id AND t.state = %(ready)s
+        RETURNING t.*
+    ),
+    events AS (
+        INSERT INTO tasks_event ({event_columns})
+        SELECT c.project_id, c.id, %(attempt_type)s, a.id, c.key || '#' || a.number,
+               %(agent)s, 'start', '', %(running)s, '', %(start_extra)s::jsonb, %(now)s
+        FROM attempt a JOIN candidate c ON c.id = a.task_id
+        UNION ALL
+        SELECT c.project_id, c.id, %(task_type)s, c.id, c.key,
+               %(agent)s, 'claim', %(ready)s, %(claimed)s, '',
+               jsonb_build_object('attempt', a.number), %(now)s
+        FROM attempt a JOIN candidate c ON c.id = a.task_id JOIN task ON task.id = c.id
+    )
+    SELECT o.found, {attempt_out}, {task_out}, p.slug, s.key, sv.number,
+           ARRAY(SELECT l.name FROM tasks_task_labels tl JOIN tasks_label l ON l.id = tl.label_id
+                 WHERE tl.task_id = tk.id ORDER BY l.name),
+           ARRAY(SELECT dt.key FROM tasks_task_depends_on d JOIN tasks_task dt ON dt.id = d.to_task_id
+                 WHERE d.from_task_id = tk.id ORDER BY dt.number)
+    FROM overdue o
+    LEFT JOIN attempt a ON true
+    LEFT JOIN task tk ON tk.id = a.task_id
+    LEFT JOIN tasks_project p ON p.id = tk.project_id
+    LEFT JOIN decisions_spec s ON s.id = tk.spec_id
+    LEFT JOIN decisions_specversion sv ON sv.id = a.spec_version_id
+    """
+    params = {f"a{i}": value for i, value in enumerate(values)}
+    params.update({f"p{i}": pid for i, pid in enumerate(project_ids)})
+    params.update(
+        labels=list(labels),
+        label_count=len(set(labels)),
+        now=now,
+        agent=agent.pk,
+        running=AttemptState.RUNNING,
+        ready=TaskState.READY,
+        claimed=TaskState.CLAIMED,
+        done=TaskState.DONE,
+        accepted=_SPEC_ACCEPTED,
+        attempt_type=attempt_type,
+        task_type=task_type,
+        start_extra=json.dumps({"lease_expires_at": template.lease_expires_at.isoformat()}),
+    )
+    row = _execute_prepared(sql, params)
+    if row[0]:
+        return OVERDUE
+    if row[1] is None:
+        return None
+    return _attempt_from_row(row[1:], agent)
+
+
+def _instance(model, fields, values):
+    values = [
+        f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
+        for f, v in zip(fields, values, strict=True)
+    ]
+    return model.from_db(connection.alias, [f.attname for f in fields], values)
+
+
+def _attempt_from_row(row, agent) -> Attempt:
+    """The claimed attempt with everything the claim's answer shows, from the one row:
+    its task (project, spec, labels and dependencies) and pinned spec version."""
+    attempt_fields, task_fields = Attempt._meta.concrete_fields, Task._meta.concrete_fields
+    n, m = len(attempt_fields), len(task_fields)
+    attempt = _instance(Attempt, attempt_fields, row[:n])
+    task = _instance(Task, task_fields, row[n : n + m])
+    slug, spec_key, version_number, label_names, dependency_keys = row[n + m :]
+    task.project = Project(pk=task.project_id, slug=slug)
+    if task.spec_id:
+        task.spec = Spec(pk=task.spec_id, key=spec_key)
+    if attempt.spec_version_id:
+        attempt.spec_version = SpecVersion(
+            pk=attempt.spec_version_id, spec=task.spec, number=version_number
+        )
+    task.related_keys = {"labels": label_names, "depends_on": dependency_keys}
+    attempt.task, attempt.agent = task, agent
+    return attempt

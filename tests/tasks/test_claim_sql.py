@@ -1,0 +1,161 @@
+"""The one-statement claim on PostgreSQL writes what the ORM path writes.
+
+``tasks.claim_sql`` is the fast path of ``services.task_claim``; these tests claim
+twin tasks, one through each path, and compare every row and event they leave.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tasks import claim_sql, services
+from tasks.models import Attempt, Event, Task
+from tests.conftest import postgres_only
+from tests.factories import expire_lease
+
+pytestmark = [pytest.mark.django_db, postgres_only]
+
+VOLATILE_ATTEMPT = {"id", "task_id", "lease_expires_at", "heartbeat_at", "started_at"}
+VOLATILE_TASK = {"id", "number", "key", "title", "current_attempt_id", "created_at", "updated_at"}
+
+
+def orm_only(monkeypatch):
+    """Make ``task_claim`` take its ORM path, as it does when a lease must expire first."""
+    monkeypatch.setattr(claim_sql, "claim", lambda **kwargs: claim_sql.OVERDUE)
+
+
+def row(instance, volatile):
+    return {
+        f.attname: f.value_from_object(instance)
+        for f in instance._meta.concrete_fields
+        if f.attname not in volatile
+    }
+
+
+def events_of(attempt):
+    events = Event.objects.filter(task=attempt.task_id).order_by("created_at", "id")
+    return [
+        (
+            e.content_type.model,
+            e.object_key.replace(attempt.task.key, "KEY"),
+            e.actor_id,
+            e.transition,
+            e.from_state,
+            e.to_state,
+            e.reason,
+            sorted(e.extra),
+            e.extra.get("attempt"),
+        )
+        for e in events
+    ]
+
+
+def twins(flow, **kwargs):
+    spec = flow.spec()
+    first = flow.ready(title="twin", spec=spec, **kwargs)
+    second = flow.ready(title="twin", spec=spec, **kwargs)
+    return first, second
+
+
+def test_both_paths_write_the_same_attempt_task_and_events(flow, monkeypatch):
+    first, second = twins(flow, labels=["backend"], allowed_paths=["tasks/**"])
+
+    fast = services.task_claim(agent=flow.agent, labels=["backend"], lease_seconds=600)
+    orm_only(monkeypatch)
+    slow = services.task_claim(agent=flow.agent, labels=["backend"], lease_seconds=600)
+
+    assert (fast.task_id, slow.task_id) == (first.pk, second.pk)
+    fast_row, slow_row = Attempt.objects.get(pk=fast.pk), Attempt.objects.get(pk=slow.pk)
+    assert row(fast_row, VOLATILE_ATTEMPT) == row(slow_row, VOLATILE_ATTEMPT)
+    assert fast_row.spec_version_id == first.spec.versions.get(state="accepted").pk
+    for attempt in (fast_row, slow_row):
+        assert attempt.lease_expires_at - attempt.heartbeat_at == timedelta(seconds=600)
+    tasks = Task.objects.get(pk=first.pk), Task.objects.get(pk=second.pk)
+    assert row(tasks[0], VOLATILE_TASK) == row(tasks[1], VOLATILE_TASK)
+    assert [t.current_attempt_id for t in tasks] == [fast.pk, slow.pk]
+    assert all(t.updated_at > t.created_at for t in tasks)
+    assert events_of(fast_row) == events_of(slow_row)
+    start = Event.objects.get(object_id=fast.pk, transition="start")
+    assert start.extra == {"lease_expires_at": fast_row.lease_expires_at.isoformat()}
+
+
+def test_the_statement_claims_nothing_that_the_orm_path_would_refuse(flow, other_flow):
+    first = flow.ready(title="first")
+    flow.ready(title="waits", depends_on=[first], priority=9)
+    flow.ready(title="labelled", labels=["ops"], priority=8)
+    used_up = flow.ready(title="used up", max_attempts=1, priority=7)
+    Task.objects.filter(pk=used_up.pk).update(failed_attempts=1)
+    other_flow.ready(title="elsewhere", priority=9)
+    events_before = Event.objects.count()
+
+    claimed = services.task_claim(agent=flow.agent, labels=["ops", "backend"])
+    assert claimed is None
+    assert Event.objects.count() == events_before
+
+    claimed = services.task_claim(agent=flow.agent)
+    assert claimed.task.title == "labelled"
+    assert services.task_claim(agent=flow.agent).task.title == "first"
+    assert services.task_claim(agent=flow.agent) is None
+
+
+def test_an_overdue_lease_sends_the_claim_through_the_state_machine(flow):
+    task, attempt = flow.claimed(priority=5)
+    flow.ready(title="lower")
+    expire_lease(attempt)
+
+    assert (
+        claim_sql.claim(
+            agent=flow.agent2,
+            project_ids=[flow.project.pk],
+            labels=[],
+            lease=timedelta(seconds=60),
+            now=timezone.now(),
+        )
+        is claim_sql.OVERDUE
+    )
+    again = services.task_claim(agent=flow.agent2)
+
+    attempt.refresh_from_db()
+    assert attempt.state == "abandoned"
+    assert (again.task_id, again.number) == (task.pk, 2)
+
+
+def test_both_paths_answer_the_claim_request_alike(flow, api, monkeypatch):
+    done, _ = flow.done(title="done first")
+    first, second = twins(flow, labels=["ui", "backend"], depends_on=[done])
+    client = api(flow.agent)
+    body = {"project": flow.project.slug, "labels": ["ui"], "lease_seconds": 90}
+
+    fast = client.post("/api/v1/tasks/claim/", body, format="json").json()
+    orm_only(monkeypatch)
+    slow = client.post("/api/v1/tasks/claim/", body, format="json").json()
+
+    volatile_task = {"key", "current_attempt", "created_at", "updated_at"}
+    volatile_attempt = {"id", "task", "lease_expires_at", "heartbeat_at", "started_at"}
+    assert (fast["task"]["key"], slow["task"]["key"]) == (first.key, second.key)
+    assert {k: v for k, v in fast["task"].items() if k not in volatile_task} == {
+        k: v for k, v in slow["task"].items() if k not in volatile_task
+    }
+    assert {k: v for k, v in fast["attempt"].items() if k not in volatile_attempt} == {
+        k: v for k, v in slow["attempt"].items() if k not in volatile_attempt
+    }
+    assert fast["task"]["labels"] == ["backend", "ui"]
+    assert fast["task"]["depends_on"] == [done.key]
+    assert fast["attempt"]["spec_version"] == {"spec": first.spec.key, "number": 1}
+    assert fast["task"]["current_attempt"] == fast["attempt"]["id"]
+
+
+def test_the_statement_is_prepared_once_per_connection(flow):
+    from django.db import connection
+
+    for _ in range(3):
+        flow.ready()
+        services.task_claim(agent=flow.agent)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%WITH overdue AS%"],
+        )
+        assert cursor.fetchone()[0] == 1
