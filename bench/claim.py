@@ -5,8 +5,9 @@
 Raw: N threads, each with its own psycopg connection, run
 ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id``.
 Bare Django: the same UPDATE in a one-view Django site (bench/bare_site.py) under
-gunicorn — the floor any Django endpoint starts from. DRF floor: the same UPDATE in a
-DRF view of the real site (bench/floor_urls.py), behind its middleware, token
+gunicorn — the floor any Django endpoint starts from. Site middleware: the same UPDATE
+in a plain view of the real site (bench/floor_urls.py), behind its middleware. DRF
+floor: the same UPDATE in a DRF view of the real site, behind its middleware, token
 authentication and throttles — the floor any endpoint of this API starts from. HTTP: ``wrk`` (a C load
 generator that costs little CPU) posts to ``/api/v1/tasks/claim/`` with N
 connections against gunicorn. Both at 1, 4 and 16
@@ -171,6 +172,7 @@ def main():
     result = {
         "raw": {},
         "bare_django": {},
+        "site_middleware": {},
         "drf_floor": {},
         "http": {},
         "config": vars(args) | {"tasks_per_phase": per_phase},
@@ -197,6 +199,16 @@ def main():
         extra_env={"DJANGO_SETTINGS_MODULE": "floor_site"},
     ) as (base, _):
         for clients in levels:
+            project = new_project(f"M{clients}", agent, per_phase)
+            result["site_middleware"][clients] = http_loop(
+                base,
+                token,
+                project.slug,
+                clients,
+                args.seconds,
+                f"/middleware/claim/{project.slug}/",
+            )
+        for clients in levels:
             project = new_project(f"F{clients}", agent, per_phase)
             result["drf_floor"][clients] = http_loop(
                 base, token, project.slug, clients, args.seconds, f"/floor/claim/{project.slug}/"
@@ -208,18 +220,11 @@ def main():
             project = new_project(f"H{clients}", agent, per_phase)
             result["http"][clients] = http_loop(base, token, project.slug, clients, args.seconds)
     top = max(levels)
-    result["ratio_http_to_raw"] = {
-        c: round(result["http"][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
-        for c in levels
-    }
-    result["ratio_bare_django_to_raw"] = {
-        c: round(result["bare_django"][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
-        for c in levels
-    }
-    result["ratio_drf_floor_to_raw"] = {
-        c: round(result["drf_floor"][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
-        for c in levels
-    }
+    for phase in ("http", "bare_django", "site_middleware", "drf_floor"):
+        result[f"ratio_{phase}_to_raw"] = {
+            c: round(result[phase][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
+            for c in levels
+        }
     result["target"] = {"ratio_at_16": 0.2, "p99_ms_at_16": 100}
     result["meets_target"] = (
         result["ratio_http_to_raw"][top] >= 0.2 and result["http"][top]["p99_ms"] <= 100
