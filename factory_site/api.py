@@ -267,15 +267,8 @@ class IdCursorPagination(CursorPagination):
     max_page_size = 200
 
     def get_page_size(self, request):
-        values = request.query_params.getlist(self.page_size_query_param)
-        if not values:
-            return self.page_size
-        raw = values[0]
-        if len(values) > 1 or not re.fullmatch(r"[0-9]+", raw) or int(raw) < 1:
-            raise serializers.ValidationError(
-                {self.page_size_query_param: ["must be a whole number from 1"]}
-            )
-        return min(int(raw), self.max_page_size)
+        size = whole_number_param(request, self.page_size_query_param)
+        return self.page_size if size is None else min(size, self.max_page_size)
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
@@ -283,6 +276,19 @@ class IdCursorPagination(CursorPagination):
             if parameter["name"] == self.page_size_query_param:
                 parameter["schema"] = {"type": "integer", "minimum": 1}
         return parameters
+
+
+def whole_number_param(request, name: str) -> int | None:
+    """Query parameter ``name`` as a whole number from 1, or None when it is absent.
+
+    Given twice, empty, signed, fractional or zero, it is a 400 that names it.
+    """
+    values = request.query_params.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1 or not re.fullmatch(r"[0-9]+", values[0]) or int(values[0]) < 1:
+        raise serializers.ValidationError({name: ["must be a whole number from 1, given once"]})
+    return int(values[0])
 
 
 class NewestFirstPagination(IdCursorPagination):

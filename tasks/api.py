@@ -20,6 +20,7 @@ from factory_site.api import (
     IdCursorPagination,
     JSONInputSerializer,
     errors,
+    whole_number_param,
 )
 from tasks import selectors, services
 from tasks.handoff import handoff
@@ -500,17 +501,7 @@ class TaskContextApi(APIView):
     )
     def get(self, request, key):
         task = selectors.task_for(request.user, key)
-        values = request.query_params.getlist("max_chars")
-        if len(values) > 1:
-            raise serializers.ValidationError({"max_chars": ["give it once"]})
-        raw = values[0] if values else None
-        max_chars = None
-        if raw not in (None, ""):
-            field = serializers.IntegerField(min_value=1)
-            try:
-                max_chars = field.run_validation(raw)
-            except serializers.ValidationError as exc:
-                raise serializers.ValidationError({"max_chars": exc.detail}) from None
+        max_chars = whole_number_param(request, "max_chars")
         return Response(services.task_context(task=task, actor=request.user, max_chars=max_chars))
 
 

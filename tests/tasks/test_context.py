@@ -238,3 +238,18 @@ def test_the_query_count_does_not_grow_with_the_project(flow):
         other = flow.draft(title=f"other {i}", spec=spec)
         accepted_decision(flow, f"unrelated {i}", tasks=[other])
     assert queries() == small
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "query", ["max_chars=", "max_chars=5.0", "max_chars=%2B5", "max_chars=9&max_chars=9"]
+)
+def test_a_budget_given_empty_signed_fractional_or_twice_is_400(flow, api, query):
+    task, attempt = flow.claimed()
+    fetched_before = Attempt.objects.get(pk=attempt.pk).context_fetched_at
+
+    response = api(flow.agent).get(f"/api/v1/tasks/{task.key}/context/?{query}")
+
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"max_chars": ["must be a whole number from 1, given once"]}
+    assert Attempt.objects.get(pk=attempt.pk).context_fetched_at == fetched_before

@@ -431,3 +431,16 @@ def test_state_fields_cannot_be_assigned(flow):
         task.state = "done"
 
     assert Task.objects.get(pk=task.pk).state == "ready"
+
+
+@pytest.mark.django_db
+def test_every_transition_moves_the_tasks_updated_at(flow):
+    task = flow.draft()
+    stamps = [Task.objects.get(pk=task.pk).updated_at]
+
+    services.task_publish(task=task, actor=flow.manager)
+    stamps.append(Task.objects.get(pk=task.pk).updated_at)
+    services.task_claim(agent=flow.agent)
+    stamps.append(Task.objects.get(pk=task.pk).updated_at)
+
+    assert stamps == sorted(stamps) and len(set(stamps)) == 3
