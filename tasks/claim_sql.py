@@ -26,12 +26,13 @@ import psycopg
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 
-from decisions.models import Spec, SpecVersion
+from decisions.models import Spec, SpecVersion, SpecVersionState
 from tasks.models import Attempt, AttemptState, Project, Task, TaskState
 
 OVERDUE = object()  # a lease ran out: the ORM path must expire it first
 
-_SPEC_ACCEPTED = "accepted"
+# The rows the statement returns whole, by their alias in it (the primary key first).
+_ROWS = [("a", Attempt), ("tk", Task), ("p", Project), ("s", Spec), ("sv", SpecVersion)]
 
 
 def _attempt_columns(template: Attempt) -> tuple[list[str], list]:
@@ -94,9 +95,11 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
         "project_id, task_id, content_type_id, object_id, object_key, actor_id,"
         " transition, from_state, to_state, reason, extra, created_at"
     )
-    attempt_fields, task_fields = Attempt._meta.concrete_fields, Task._meta.concrete_fields
-    attempt_out = ", ".join(f"a.{connection.ops.quote_name(f.column)}" for f in attempt_fields)
-    task_out = ", ".join(f"tk.{connection.ops.quote_name(f.column)}" for f in task_fields)
+    rows_out = ", ".join(
+        f"{alias}.{connection.ops.quote_name(f.column)}"
+        for alias, model in _ROWS
+        for f in model._meta.concrete_fields
+    )
     placeholders = ", ".join(f"%(a{i})s" for i in range(len(values)))
     # IN with one placeholder per project, as the ORM writes it: PostgreSQL plans
     # ``IN (x)`` as ``= x`` and walks the claim-order index, where ``= ANY(array)``
@@ -151,7 +154,7 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
                jsonb_build_object('attempt', a.number), %(now)s
         FROM attempt a JOIN candidate c ON c.id = a.task_id JOIN task ON task.id = c.id
     )
-    SELECT o.found, {attempt_out}, {task_out}, p.slug, s.key, sv.number,
+    SELECT o.found, {rows_out},
            ARRAY(SELECT l.name FROM tasks_task_labels tl JOIN tasks_label l ON l.id = tl.label_id
                  WHERE tl.task_id = tk.id ORDER BY l.name),
            ARRAY(SELECT dt.key FROM tasks_task_depends_on d JOIN tasks_task dt ON dt.id = d.to_task_id
@@ -174,7 +177,7 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
         ready=TaskState.READY,
         claimed=TaskState.CLAIMED,
         done=TaskState.DONE,
-        accepted=_SPEC_ACCEPTED,
+        accepted=SpecVersionState.ACCEPTED,
         attempt_type=attempt_type,
         task_type=task_type,
         start_extra=json.dumps({"lease_expires_at": template.lease_expires_at.isoformat()}),
@@ -197,19 +200,19 @@ def _instance(model, fields, values):
 
 def _attempt_from_row(row, agent) -> Attempt:
     """The claimed attempt with everything the claim's answer shows, from the one row:
-    its task (project, spec, labels and dependencies) and pinned spec version."""
-    attempt_fields, task_fields = Attempt._meta.concrete_fields, Task._meta.concrete_fields
-    n, m = len(attempt_fields), len(task_fields)
-    attempt = _instance(Attempt, attempt_fields, row[:n])
-    task = _instance(Task, task_fields, row[n : n + m])
-    slug, spec_key, version_number, label_names, dependency_keys = row[n + m :]
-    task.project = Project(pk=task.project_id, slug=slug)
-    if task.spec_id:
-        task.spec = Spec(pk=task.spec_id, key=spec_key)
-    if attempt.spec_version_id:
-        attempt.spec_version = SpecVersion(
-            pk=attempt.spec_version_id, spec=task.spec, number=version_number
-        )
+    its task with its project, spec, labels and dependencies, and its spec version."""
+    loaded = {}
+    for alias, model in _ROWS:
+        fields = model._meta.concrete_fields
+        values, row = row[: len(fields)], row[len(fields) :]
+        if values[0] is not None:  # the task may have no spec, the attempt no version
+            loaded[alias] = _instance(model, fields, values)
+    label_names, dependency_keys = row
+    attempt, task = loaded["a"], loaded["tk"]
+    task.project, task.spec = loaded["p"], loaded.get("s")
+    attempt.spec_version = loaded.get("sv")
+    if attempt.spec_version is not None:
+        attempt.spec_version.spec = task.spec
     task.related_keys = {"labels": label_names, "depends_on": dependency_keys}
     attempt.task, attempt.agent = task, agent
     return attempt

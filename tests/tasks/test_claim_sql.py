@@ -80,6 +80,26 @@ def test_both_paths_write_the_same_attempt_task_and_events(flow, monkeypatch):
     assert start.extra == {"lease_expires_at": fast_row.lease_expires_at.isoformat()}
 
 
+def test_the_claimed_attempt_comes_with_whole_rows_not_stubs(flow):
+    task = flow.ready(spec=flow.spec())
+
+    attempt = services.task_claim(agent=flow.agent)
+
+    stored = Attempt.objects.select_related("task__project", "task__spec", "spec_version").get(
+        pk=attempt.pk
+    )
+    assert attempt.task_id == task.pk
+    for loaded, fresh in [
+        (attempt, stored),
+        (attempt.task, stored.task),
+        (attempt.task.project, stored.task.project),
+        (attempt.task.spec, stored.task.spec),
+        (attempt.spec_version, stored.spec_version),
+    ]:
+        assert row(loaded, set()) == row(fresh, set())
+    assert attempt.spec_version.spec is attempt.task.spec
+
+
 def test_the_statement_claims_nothing_that_the_orm_path_would_refuse(flow, other_flow):
     first = flow.ready(title="first")
     flow.ready(title="waits", depends_on=[first], priority=9)
