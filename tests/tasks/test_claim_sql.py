@@ -166,16 +166,35 @@ def test_both_paths_answer_the_claim_request_alike(flow, api, monkeypatch):
     assert fast["task"]["current_attempt"] == fast["attempt"]["id"]
 
 
-def test_the_statement_is_prepared_once_per_connection(flow):
+def prepared_claims() -> int:
+    """How many prepared claim statements this database session holds."""
     from django.db import connection
-
-    for _ in range(3):
-        flow.ready()
-        services.task_claim(agent=flow.agent)
 
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
             ["%WITH overdue AS%"],
         )
-        assert cursor.fetchone()[0] == 1
+        return cursor.fetchone()[0]
+
+
+def test_the_statement_is_prepared_once_per_connection(flow):
+    for _ in range(3):
+        flow.ready()
+        services.task_claim(agent=flow.agent)
+
+    assert prepared_claims() == 1
+
+
+def test_with_prepared_statements_off_the_statement_still_claims(flow, monkeypatch):
+    from django.db import connection
+
+    task = flow.ready()
+    connection.ensure_connection()
+    monkeypatch.setattr(connection.connection, "prepare_threshold", None)  # DATABASE_PREPARE=0
+    prepared_before = prepared_claims()
+
+    attempt = services.task_claim(agent=flow.agent)
+
+    assert attempt.task_id == task.pk
+    assert prepared_claims() == prepared_before
