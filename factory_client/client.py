@@ -4,11 +4,13 @@ It reads ``FACTORY_URL`` and ``FACTORY_TOKEN`` from the environment unless given
 Refusals raise ``FactoryError`` carrying the API's status, ``code`` and ``detail``.
 Reads and submits (which carry an ``Idempotency-Key``) are retried when the server
 is briefly unavailable (503 or a dropped connection); nothing else is retried.
+``keep_lease`` heartbeats an attempt from a background thread while the agent works.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -103,6 +105,11 @@ class FactoryClient:
         body = {} if lease_seconds is None else {"lease_seconds": lease_seconds}
         return self._json("POST", f"/attempts/{attempt}/heartbeat/", json=body)
 
+    def keep_lease(self, attempt: int, lease_seconds: int) -> LeaseKeeper:
+        """``with client.keep_lease(attempt, 300) as lease:`` heartbeats every third of
+        the lease until the block ends; ``lease.lost`` tells when the lease is gone."""
+        return LeaseKeeper(self, attempt, lease_seconds)
+
     def checkpoint(self, attempt: int) -> dict:
         return self._json("GET", f"/attempts/{attempt}/checkpoint/", retry=True)
 
@@ -185,6 +192,42 @@ class FactoryClient:
             if url:
                 url = url.split("/api/v1", 1)[-1]
         return results
+
+
+class LeaseKeeper:
+    """Heartbeats one attempt every third of its lease, from a thread, until closed.
+
+    A server that is briefly unreachable or unavailable is tried again at the next
+    beat. A refusal (``409 lease_lost``: the lease ran out, or another agent holds the
+    task now) ends the keeping and is kept in ``lost``: stop working on the attempt,
+    since nothing more it writes will be accepted.
+    """
+
+    def __init__(self, client: FactoryClient, attempt: int, lease_seconds: int):
+        self.client, self.attempt, self.lease_seconds = client, attempt, lease_seconds
+        self.lost: FactoryError | None = None
+        self.beats = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lease-{attempt}", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lease_seconds / 3):
+            try:
+                self.client.heartbeat(self.attempt, self.lease_seconds)
+            except FactoryError as exc:
+                if exc.status == 0 or exc.status >= 500:
+                    continue
+                self.lost = exc
+                return
+            self.beats += 1
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _error(response: httpx.Response) -> FactoryError:

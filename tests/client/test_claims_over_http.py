@@ -1,5 +1,6 @@
 """Claiming over real HTTP: many agents at once, and an agent that dies holding a task."""
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -57,3 +58,38 @@ def test_a_killed_agents_task_is_resumed_by_another_from_its_checkpoint(live_ser
     assert (refused.value.status, refused.value.code) == (409, "lease_lost")
     assert bundle["checkpoint"]["data"] == {"done": ["tests"], "next": "implementation"}
     assert bundle["attempts"][0]["state"] == "abandoned"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keep_lease_holds_the_task_for_longer_than_the_lease(live_server, flow):
+    flow.ready(title="slow work")
+    agent, rival = client(live_server, flow.agent), client(live_server, flow.agent2)
+    attempt = agent.claim(lease_seconds=3)["attempt"]["id"]
+
+    with agent.keep_lease(attempt, 3) as lease:
+        time.sleep(4.5)  # longer than the lease: only the heartbeats keep it
+        stolen = rival.claim()
+        submitted = agent.submit(attempt, "done after a long think")
+
+    assert stolen is None
+    assert lease.lost is None and lease.beats >= 2
+    assert submitted["state"] in ("checking", "passed")
+    assert Attempt.objects.get(pk=attempt).state != "abandoned"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keep_lease_reports_a_lost_lease_and_stops(live_server, flow):
+    flow.ready(title="lost work")
+    agent = client(live_server, flow.agent)
+    attempt = agent.claim(lease_seconds=60)["attempt"]["id"]
+
+    with agent.keep_lease(attempt, 3) as lease:
+        expire_lease(Attempt.objects.get(pk=attempt))
+        deadline = time.monotonic() + 10
+        while lease.lost is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        beats = lease.beats
+        time.sleep(1.5)
+
+    assert (lease.lost.status, lease.lost.code) == (409, "lease_lost")
+    assert lease.beats == beats  # no heartbeat after the refusal
