@@ -72,6 +72,15 @@ class Agent:
                 time.sleep(min(0.2 * 2**attempt, 3))
                 continue
             self.journal.status(response.status_code, method, path)
+            if response.status_code == 409:  # a refusal worth explaining afterwards
+                self.journal.write(
+                    refused=409,
+                    code=response.headers.get("content-type", "").startswith("application/json")
+                    and response.json().get("code"),
+                    method=method,
+                    path=path,
+                    after_retries=attempt,
+                )
             if response.status_code in (503, 429):
                 if response.status_code == 503 and "Retry-After" not in response.headers:
                     self.journal.write(error="503 without Retry-After", method=method, path=path)

@@ -7,6 +7,7 @@ another project's task or attempt is a 404.
 
 import django_filters
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Exists, OuterRef, prefetch_related_objects
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
@@ -579,8 +580,13 @@ class TaskReviewApi(APIView):
             if data.validated_data["verdict"] == "approve"
             else services.task_reject
         )
-        task = service(task=task, actor=request.user, reason=data.validated_data["reason"])
-        return Response(TaskSerializer(task).data)
+        # The answer is read in the same transaction as the verdict: if the database goes
+        # away before the answer is built, the verdict is rolled back too, so the 503 the
+        # caller gets is true ("nothing changed; retry") and its retry is not a 409.
+        with transaction.atomic():
+            task = service(task=task, actor=request.user, reason=data.validated_data["reason"])
+            answer = TaskSerializer(task).data
+        return Response(answer)
 
 
 class TaskHandoffApi(APIView):

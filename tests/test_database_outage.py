@@ -40,3 +40,25 @@ def test_a_page_during_an_outage_is_503_not_500(flow, client, database_down):
 
     assert (response.status_code, response["Retry-After"]) == (503, "5")
     assert b"The database is unavailable" in response.content
+
+
+@pytest.mark.django_db
+def test_a_verdict_whose_answer_cannot_be_read_is_rolled_back_with_the_503(
+    flow, api, database_down
+):
+    # Found by the restart-postgres proof: the approval committed, the answer's reads
+    # failed, the 503 said "retry", and the retry got 409 because the task was done.
+    from tasks import api as task_api
+    from tasks.models import Event, Task
+
+    task, _ = flow.in_review()
+    events_before = Event.objects.count()
+    database_down(task_api.TaskSerializer, "to_representation")
+
+    response = api(flow.reviewer).post(
+        f"/api/v1/tasks/{task.key}/review/", {"verdict": "approve"}, format="json"
+    )
+
+    assert (response.status_code, response.json()["code"]) == (503, "unavailable")
+    assert Task.objects.get(pk=task.pk).state == "in_review"
+    assert Event.objects.count() == events_before
