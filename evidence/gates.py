@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 
 from decisions.models import Check, SpecVersionState
 from evidence import storage
-from evidence.models import AUTHORITATIVE_PROVENANCES, Evidence, Kind
+from evidence.models import Evidence, Kind, Provenance, decisive
 from evidence.parsers import (
     case_outcome,
     diff_paths,
@@ -30,7 +30,8 @@ from evidence.parsers import (
     parse_junit,
     parse_xml,
 )
-from tasks.services import path_allowed
+from evidence.selectors import proof_kind, proof_of
+from tasks.paths import UnsafePath, path_allowed, repo_path
 
 
 @dataclass
@@ -72,16 +73,56 @@ class Gate(abc.ABC):
     # --- helpers for gates ------------------------------------------------------------
 
     @staticmethod
-    def evidence(attempt, kind: str, authoritative_only: bool = False) -> list[Evidence]:
-        rows = attempt.evidence.filter(kind=kind).prefetch_related("criteria").order_by("id")
+    def reports(attempt, kind: str, *, authoritative_only: bool = False) -> "Reports":
+        """The evidence of ``kind`` this gate decides on, and what it set aside.
+
+        Every gate that reads reports takes them from here, so the rule of trust
+        (``evidence.models.decisive``) holds for all of them: a gate's own reports
+        never count, and when authoritative evidence of the kind exists the
+        self-reported evidence is set aside, shown in the verdict but never decisive.
+        ``authoritative_only`` (the ``authoritative-tests`` policy) sets the
+        self-reported evidence aside even when nothing authoritative exists.
+        """
+        rows = list(
+            attempt.evidence.filter(kind=kind)
+            .exclude(provenance=Provenance.GATE)
+            .prefetch_related("criteria")
+            .order_by("id")
+        )
+        deciding = decisive(rows)
         if authoritative_only:
-            rows = rows.filter(provenance__in=AUTHORITATIVE_PROVENANCES)
-        return list(rows)
+            deciding = [row for row in deciding if row.authoritative]
+        return Reports(deciding, [row for row in rows if row not in deciding])
 
     @staticmethod
     def read(evidence: Evidence) -> bytes:
         with storage.open_blob(evidence.file.name) as handle:
             return handle.read()
+
+
+@dataclass
+class Reports:
+    """The reports a gate decides on, and the self-reported ones set aside."""
+
+    deciding: list[Evidence]
+    set_aside: list[Evidence]
+
+    def details(self) -> dict:
+        return {
+            "decided_on": [row.pk for row in self.deciding],
+            "set_aside": [row.pk for row in self.set_aside],
+        }
+
+    def lines(self) -> list[str]:
+        """The report's account of which evidence decided, for the person reading it."""
+        decided = ", ".join(f"{r.pk} ({r.provenance})" for r in self.deciding) or "none"
+        lines = [f"Decided on evidence {decided}."]
+        if self.set_aside:
+            aside = ", ".join(f"{r.pk} ({r.provenance})" for r in self.set_aside)
+            lines.append(
+                f"Set aside (self-reported, outweighed by authoritative evidence): {aside}."
+            )
+        return lines
 
 
 def _lines(items) -> str:
@@ -99,14 +140,11 @@ class RequiredEvidence(Gate):
         evidence = list(attempt.evidence.prefetch_related("criteria").order_by("id"))
         rows, missing = [], []
         for criterion in version.criteria.all():
-            check = criterion.proof.get("check")
-            if check == Check.REVIEW:
+            if criterion.proof.get("check") == Check.REVIEW:
                 rows.append({"criterion": criterion.key, "proof": "review", "evidence": []})
                 continue
-            kind = Kind.JUNIT if check == Check.TESTS else criterion.proof.get("kind")
-            of_kind = [e for e in evidence if e.kind == kind]
-            naming = [e for e in of_kind if criterion in e.criteria.all()]
-            proof = naming or of_kind
+            kind = proof_kind(criterion)
+            proof = proof_of(criterion, evidence)
             rows.append(
                 {"criterion": criterion.key, "proof": kind, "evidence": [e.pk for e in proof]}
             )
@@ -160,11 +198,15 @@ class TestsPass(Gate):
 
     def check(self, attempt, params, policy):
         authoritative_only = "authoritative-tests" in policy
-        reports = self.evidence(attempt, Kind.JUNIT, authoritative_only=authoritative_only)
+        chosen = self.reports(attempt, Kind.JUNIT, authoritative_only=authoritative_only)
+        reports = chosen.deciding
         which = "authoritative JUnit evidence" if authoritative_only else "JUnit evidence"
         if not reports:
             return Verdict(
-                False, f"no {which} to check", {"reports": []}, f"No {which} was attached."
+                False,
+                f"no {which} to check",
+                chosen.details(),
+                "\n".join([f"No {which} was attached.", *chosen.lines()]),
             )
         passed_ids, failed, total, skipped, empty = set(), [], 0, 0, []
         for report in reports:
@@ -200,7 +242,7 @@ class TestsPass(Gate):
                 ):
                     unmatched.append({"criterion": criterion.key, "select": select})
         details = {
-            "reports": [r.pk for r in reports],
+            **chosen.details(),
             "tests": total,
             "failed": failed,
             "unmatched_criteria": unmatched,
@@ -208,6 +250,8 @@ class TestsPass(Gate):
         report = "\n".join(
             [
                 f"# tests-pass for {attempt}",
+                "",
+                *chosen.lines(),
                 "",
                 f"{total} tests in {len(reports)} report(s).",
                 "",
@@ -258,10 +302,12 @@ class CoverageGate(Gate):
 
     def check(self, attempt, params, policy):
         threshold = self.clean_params(params)["threshold"]
-        reports = self.evidence(attempt, Kind.COVERAGE)
-        if not reports:
-            return Verdict(False, "no coverage evidence to check", {"threshold": threshold})
-        report = reports[-1]  # the newest report decides
+        chosen = self.reports(attempt, Kind.COVERAGE)
+        if not chosen.deciding:
+            return Verdict(
+                False, "no coverage evidence to check", {"threshold": threshold, **chosen.details()}
+            )
+        report = chosen.deciding[-1]  # the newest of the deciding reports
         try:
             root = parse_xml(self.read(report), "coverage").getroot()
             rate = float(root.get("line-rate"))
@@ -271,8 +317,21 @@ class CoverageGate(Gate):
                 f"coverage report {report.pk} is not a Cobertura report",
                 {"report": report.pk},
             )
-        details = {"report": report.pk, "line_rate": rate, "threshold": threshold}
-        text = f"# coverage for {attempt}\n\nLine rate {rate:.1%} against a threshold of {threshold:.1%} (report {report.pk})."
+        details = {
+            "report": report.pk,
+            "line_rate": rate,
+            "threshold": threshold,
+            **chosen.details(),
+        }
+        text = "\n".join(
+            [
+                f"# coverage for {attempt}",
+                "",
+                *chosen.lines(),
+                "",
+                f"Line rate {rate:.1%} against a threshold of {threshold:.1%} (report {report.pk}).",
+            ]
+        )
         if rate < threshold:
             return Verdict(False, f"line rate {rate:.1%} is below {threshold:.1%}", details, text)
         return Verdict(True, f"line rate {rate:.1%} ≥ {threshold:.1%}", details, text)
@@ -284,39 +343,75 @@ class DiffScope(Gate):
 
     def check(self, attempt, params, policy):
         allowed = attempt.task.allowed_paths
-        diffs = self.evidence(attempt, Kind.DIFF)
-        if not diffs:
-            return Verdict(False, "no diff evidence to check", {"allowed_paths": allowed})
-        paths = []
-        for diff in diffs:
+        chosen = self.reports(attempt, Kind.DIFF)
+        if not chosen.deciding:
+            return Verdict(
+                False,
+                "no diff evidence to check",
+                {"allowed_paths": allowed, **chosen.details()},
+            )
+        paths, unsafe = [], []
+        for diff in chosen.deciding:
             try:
-                paths.extend(p for p in diff_paths(parse_diff(self.read(diff))) if p not in paths)
+                raw = diff_paths(parse_diff(self.read(diff)))
             except ValidationError as exc:
                 return Verdict(
                     False,
                     f"diff {diff.pk} does not parse",
-                    {"unparseable": diff.pk},
+                    {"unparseable": diff.pk, **chosen.details()},
                     "; ".join(exc.messages),
                 )
-        if not allowed:
-            return Verdict(
-                True,
-                f"{len(paths)} files changed; the task sets no path boundary",
-                {"files": paths, "allowed_paths": []},
-            )
-        outside = [p for p in paths if not path_allowed(p, allowed)]
-        details = {"files": paths, "outside": outside, "allowed_paths": allowed}
+            for path in raw:
+                # A path is matched only once it is known to name a file inside the
+                # repository: "templates/../settings.py" must not pass as templates/**.
+                try:
+                    path = repo_path(path)
+                except UnsafePath as exc:
+                    entry = {"path": path, "reason": str(exc)}
+                    if entry not in unsafe:
+                        unsafe.append(entry)
+                    continue
+                if path not in paths:
+                    paths.append(path)
+        outside = [p for p in paths if allowed and not path_allowed(p, allowed)]
+        details = {
+            "files": paths,
+            "outside": outside,
+            "unsafe": unsafe,
+            "allowed_paths": allowed,
+            **chosen.details(),
+        }
         report = "\n".join(
             [
                 f"# diff-scope for {attempt}",
                 "",
+                *chosen.lines(),
+                "",
                 "Allowed:",
-                _lines(allowed),
+                _lines(allowed or ["(the task sets no path boundary)"]),
+                "",
+                "Paths that escape the repository:",
+                _lines(f"{u['path']!r}: {u['reason']}" for u in unsafe),
                 "",
                 "Outside the allowed paths:",
                 _lines(outside),
             ]
         )
+        if unsafe:
+            names = ", ".join(repr(u["path"]) for u in unsafe[:10])
+            return Verdict(
+                False,
+                f"{len(unsafe)} path(s) escape the repository root: {names}",
+                details,
+                report,
+            )
+        if not allowed:
+            return Verdict(
+                True,
+                f"{len(paths)} files changed; the task sets no path boundary",
+                details,
+                report,
+            )
         if outside:
             return Verdict(
                 False,
@@ -385,7 +480,8 @@ class AuthoritativeTests(Gate):
     description = "Test evidence must come from a verifier (or a gate), not from the agent."
 
     def check(self, attempt, params, policy):
-        reports = self.evidence(attempt, Kind.JUNIT)
+        reports = self.reports(attempt, Kind.JUNIT)
+        reports = reports.deciding + reports.set_aside
         trusted = [r for r in reports if r.authoritative]
         details = {
             "authoritative": [r.pk for r in trusted],

@@ -23,13 +23,30 @@ class Kind(models.TextChoices):
 
 
 class Provenance(models.TextChoices):
-    AGENT = "agent", "Agent"
+    AGENT = "agent", "Agent (self-reported)"
     VERIFIER = "verifier", "Verifier"
+    RUNNER = "runner", "Runner"
     GATE = "gate", "Gate"
     HUMAN = "human", "Human"
 
 
-AUTHORITATIVE_PROVENANCES = (Provenance.VERIFIER, Provenance.GATE)
+# Who measured it, not who wrote about it: a verifier (a CI job with that role) or Factory
+# Memory's own runner. A gate's report is the system's opinion of other evidence, so it
+# is neither authoritative nor ever proof of a criterion.
+AUTHORITATIVE_PROVENANCES = (Provenance.VERIFIER, Provenance.RUNNER)
+
+
+def decisive(rows):
+    """The evidence that decides, out of ``rows`` of one kind: the one rule of trust.
+
+    Evidence written by a gate never proves anything. When authoritative evidence is
+    among the rest, only the authoritative rows decide: self-reported evidence is shown
+    beside it but can never outvote it. Otherwise the self-reported rows decide.
+    Order is kept.
+    """
+    rows = [row for row in rows if row.provenance != Provenance.GATE]
+    authoritative = [row for row in rows if row.provenance in AUTHORITATIVE_PROVENANCES]
+    return authoritative or rows
 
 
 def blob_name(sha256: str) -> str:
@@ -42,7 +59,8 @@ class Evidence(AppendOnlyModel):
 
     The bytes live in storage under their SHA-256 (``blob_name``), so the same bytes are
     stored once however many attempts attach them. ``authoritative`` is derived from
-    provenance: only a verifier's or a gate's evidence is authoritative.
+    provenance: only a verifier's or the runner's evidence is authoritative, and
+    ``decisive`` says which evidence a gate or a criterion may rest on.
     """
 
     attempt = models.ForeignKey("tasks.Attempt", on_delete=models.PROTECT, related_name="evidence")

@@ -1,7 +1,32 @@
 """Reads for evidence: what proves each acceptance criterion of an attempt."""
 
 from decisions.models import Check
-from evidence.models import Evidence, GateRunState, Kind
+from evidence.models import Evidence, GateRunState, Kind, decisive
+
+
+def proof_kind(criterion) -> str | None:
+    """The kind of evidence a criterion's check needs (None for a review criterion)."""
+    check = criterion.proof.get("check")
+    if check == Check.TESTS:
+        return Kind.JUNIT
+    return criterion.proof.get("kind") if check == Check.EVIDENCE else None
+
+
+def proof_of(criterion, evidence) -> list[Evidence]:
+    """The evidence that proves ``criterion``, out of an attempt's ``evidence`` (with criteria).
+
+    Evidence of the kind its check needs, as the rule of trust allows
+    (``evidence.models.decisive``: never a gate's report, and only authoritative rows
+    where any exist); of those, the ones that name the criterion if any do, else all.
+    Empty for a criterion judged in review. The required-evidence gate and the task
+    page both ask this, so they cannot disagree.
+    """
+    kind = proof_kind(criterion)
+    if kind is None:
+        return []
+    of_kind = decisive([e for e in evidence if e.kind == kind])
+    naming = [e for e in of_kind if criterion.pk in {c.pk for c in e.criteria.all()}]
+    return naming or of_kind
 
 
 def criteria_status(attempt, *, evidence=None, runs=None, criteria=None) -> list[dict]:
@@ -26,12 +51,7 @@ def criteria_status(attempt, *, evidence=None, runs=None, criteria=None) -> list
     rows = []
     for criterion in criteria:
         check = criterion.proof.get("check")
-        kind = Kind.JUNIT if check == Check.TESTS else criterion.proof.get("kind")
-        candidates = []
-        if check != Check.REVIEW:
-            of_kind = [e for e in evidence if e.kind == kind]
-            naming = [e for e in of_kind if criterion.pk in {c.pk for c in e.criteria.all()}]
-            candidates = naming or of_kind
+        candidates = proof_of(criterion, evidence)
         if check == Check.TESTS:
             passed = all(
                 (e.summary.get("failed", 0) + e.summary.get("error", 0)) == 0

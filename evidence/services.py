@@ -239,9 +239,9 @@ def gate_run_finish(
     """running → passed | failed | error, with the verdict and the gate's report as evidence.
 
     ``report`` is ``(content, kind, name, media_type)``; it is stored as ``gate``
-    evidence (authoritative). A run that already finished is returned as it is, so a
-    re-delivered job changes nothing; a run that is not running is refused (409)
-    before anything is stored. The report's bytes are written outside the
+    evidence (never authoritative, never proof of a criterion). A run that already
+    finished is returned as it is, so a re-delivered job changes nothing; a run that
+    is not running is refused (409) before anything is stored. The report's bytes are written outside the
     transaction and removed again if the transaction does not commit.
     """
     name = OUTCOME_TRANSITIONS[outcome]

@@ -11,7 +11,6 @@ jobs all call these; none of them repeats a check.
 """
 
 import contextlib
-import fnmatch
 import logging
 from collections.abc import Iterable
 from datetime import timedelta
@@ -35,6 +34,7 @@ from tasks.models import (
     Task,
     TaskState,
 )
+from tasks.paths import clean_allowed_paths
 from tasks.roles import HOLDER, Role, forget_roles, has_role
 
 logger = logging.getLogger(__name__)
@@ -148,31 +148,6 @@ def require_role(actor, project_id: int, *roles: str) -> None:
 
 
 # --- Tasks ----------------------------------------------------------------------------------
-
-
-def clean_allowed_paths(paths: Iterable[str]) -> list[str]:
-    """Relative POSIX globs with no ``..``: the boundary a change must stay inside."""
-    cleaned = []
-    for path in paths:
-        if not isinstance(path, str) or not path.strip():
-            raise ValidationError({"allowed_paths": "each path must be a non-empty string"})
-        path = path.strip()
-        if path.startswith("/") or ".." in path.split("/") or "\\" in path:
-            raise ValidationError(
-                {"allowed_paths": f"'{path}' must be relative to the repository root, without .."}
-            )
-        cleaned.append(path)
-    return cleaned
-
-
-def path_allowed(path: str, allowed_paths: Iterable[str]) -> bool:
-    """Whether a repository path lies inside one of the globs (``dir/**`` covers everything below)."""
-    for pattern in allowed_paths:
-        if pattern.endswith("/**") and (path == pattern[:-3] or path.startswith(pattern[:-2])):
-            return True
-        if fnmatch.fnmatchcase(path, pattern):
-            return True
-    return False
 
 
 def clean_task_links(

@@ -203,7 +203,7 @@ def test_gate_run_finish_records_the_outcome_and_verdict(flow, outcome, transiti
 
 
 @pytest.mark.django_db
-def test_the_gate_report_becomes_authoritative_gate_evidence(flow):
+def test_the_gate_report_becomes_gate_evidence_that_is_not_authoritative(flow):
     _, attempt, runs = queued(flow)
     report = (b"tests-pass: 3 passed\n", "log", "tests-pass.txt", "text/plain")
 
@@ -219,7 +219,7 @@ def test_the_gate_report_becomes_authoritative_gate_evidence(flow):
     )
     assert (evidence.provenance, evidence.authoritative, evidence.uploaded_by) == (
         "gate",
-        True,
+        False,
         None,
     )
     assert (evidence.size, evidence.summary) == (21, {"lines": 1})

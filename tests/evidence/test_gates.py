@@ -175,7 +175,8 @@ def test_tests_pass_passes_on_a_real_all_passing_report(flow, reports):
 
     assert (verdict.passed, verdict.summary) == (True, "3 tests passed")
     assert verdict.details == {
-        "reports": [report.pk],
+        "decided_on": [report.pk],
+        "set_aside": [],
         "tests": 3,
         "failed": [],
         "unmatched_criteria": [],
@@ -238,7 +239,10 @@ def test_tests_pass_fails_without_junit_evidence(flow, reports):
     verdict = check("tests-pass", attempt)
 
     assert verdict == Verdict(
-        False, "no JUnit evidence to check", {"reports": []}, "No JUnit evidence was attached."
+        False,
+        "no JUnit evidence to check",
+        {"decided_on": [], "set_aside": []},
+        "No JUnit evidence was attached.\nDecided on evidence none.",
     )
 
 
@@ -272,7 +276,7 @@ def test_a_failing_test_does_not_satisfy_the_criterion_that_selects_it(flow, rep
 
 def test_with_authoritative_tests_the_agents_junit_is_ignored(flow, reports):
     _, attempt = flow.claimed()
-    junit(flow, attempt, reports["passing"])
+    agents = junit(flow, attempt, reports["passing"])
     policy = {"tests-pass": {}, "authoritative-tests": {}}
 
     verdict = registry()["tests-pass"].check(attempt, {}, policy)
@@ -281,19 +285,22 @@ def test_with_authoritative_tests_the_agents_junit_is_ignored(flow, reports):
         False,
         "no authoritative JUnit evidence to check",
     )
-    assert verdict.details == {"reports": []}
+    assert verdict.details == {"decided_on": [], "set_aside": [agents.pk]}
 
 
 def test_with_authoritative_tests_the_verifiers_junit_counts(flow, reports):
     _, attempt = flow.claimed()
-    junit(flow, attempt, reports["failing"])  # the agent's own, failing: ignored
+    agents = junit(flow, attempt, reports["failing"])  # the agent's own, failing: ignored
     trusted = junit(flow, attempt, reports["passing"], actor=flow.verifier)
     policy = {"tests-pass": {}, "authoritative-tests": {}}
 
     verdict = registry()["tests-pass"].check(attempt, {}, policy)
 
     assert (verdict.passed, verdict.summary) == (True, "3 tests passed")
-    assert (verdict.details["reports"], trusted.provenance) == ([trusted.pk], "verifier")
+    assert (verdict.details["decided_on"], verdict.details["set_aside"]) == (
+        [trusted.pk],
+        [agents.pk],
+    )
 
 
 # --- coverage ---------------------------------------------------------------------------------
@@ -321,7 +328,13 @@ def test_coverage_compares_the_line_rate_with_the_threshold(
     verdict = check("coverage", attempt, {"threshold": threshold})
 
     assert (verdict.passed, verdict.summary) == (passed, summary)
-    assert verdict.details == {"report": report.pk, "line_rate": 0.7, "threshold": threshold}
+    assert verdict.details == {
+        "report": report.pk,
+        "line_rate": 0.7,
+        "threshold": threshold,
+        "decided_on": [report.pk],
+        "set_aside": [],
+    }
 
 
 def test_coverage_uses_the_default_threshold_of_eighty_percent(flow, reports):
@@ -339,7 +352,11 @@ def test_coverage_fails_without_coverage_evidence(flow, reports):
 
     verdict = check("coverage", attempt, {"threshold": 0.5})
 
-    assert verdict == Verdict(False, "no coverage evidence to check", {"threshold": 0.5})
+    assert verdict == Verdict(
+        False,
+        "no coverage evidence to check",
+        {"threshold": 0.5, "decided_on": [], "set_aside": []},
+    )
 
 
 @pytest.mark.parametrize(
@@ -375,7 +392,7 @@ def test_coverage_cleans_its_threshold_to_a_float(params, cleaned):
 
 def test_diff_scope_passes_a_real_diff_inside_the_allowed_paths(flow, diffs):
     _, attempt = flow.claimed(allowed_paths=ALLOWED)
-    flow.attach(attempt, diffs["inside"], kind="diff", name="change.diff")
+    diff = flow.attach(attempt, diffs["inside"], kind="diff", name="change.diff")
 
     verdict = check("diff-scope", attempt)
 
@@ -383,7 +400,10 @@ def test_diff_scope_passes_a_real_diff_inside_the_allowed_paths(flow, diffs):
     assert verdict.details == {
         "files": ["tasks/models.py", "tasks/services.py"],
         "outside": [],
+        "unsafe": [],
         "allowed_paths": ALLOWED,
+        "decided_on": [diff.pk],
+        "set_aside": [],
     }
 
 
@@ -433,7 +453,11 @@ def test_diff_scope_fails_without_diff_evidence(flow, reports):
 
     verdict = check("diff-scope", attempt)
 
-    assert verdict == Verdict(False, "no diff evidence to check", {"allowed_paths": ALLOWED})
+    assert verdict == Verdict(
+        False,
+        "no diff evidence to check",
+        {"allowed_paths": ALLOWED, "decided_on": [], "set_aside": []},
+    )
 
 
 # --- required-evidence --------------------------------------------------------------------------
@@ -542,7 +566,7 @@ def test_spec_current_names_the_decision_that_amended_the_spec(flow):
     _, attempt = flow.claimed(spec=spec)
     decision = decision_services.decision_propose(
         project=flow.project,
-        actor=flow.manager,
+        actor=flow.reviewer,
         title="Claims expire",
         context="Agents die.",
         decision="Leases expire.",

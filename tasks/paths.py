@@ -1,0 +1,72 @@
+"""Repository paths: the boundary a task's change must stay inside, and paths read from diffs.
+
+Pure functions, no database. A task's ``allowed_paths`` are relative POSIX globs
+(``templates/**``); a path read from a diff is hostile until normalised by
+``repo_path``, which refuses anything that could name a file outside the repository.
+"""
+
+import fnmatch
+import posixpath
+import re
+from collections.abc import Iterable
+
+from django.core.exceptions import ValidationError
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class UnsafePath(ValueError):
+    """A path that does not stay inside the repository; its message says why."""
+
+
+def repo_path(path: str) -> str:
+    """``path`` as a clean path relative to the repository root, or ``UnsafePath``.
+
+    Refused: an empty path, NUL or other control characters, backslashes (another
+    separator on some systems), absolute paths and drive letters, and any ``..``
+    segment (git never writes one, so it is an attempt to step outside). Redundant
+    ``./`` segments and doubled slashes are removed.
+    """
+    if not path:
+        raise UnsafePath("an empty path")
+    if any(ord(char) < 32 or char == "\x7f" for char in path):
+        raise UnsafePath("a control character (NUL, newline…) in the path")
+    if "\\" in path:
+        raise UnsafePath("a backslash in the path")
+    if path.startswith("/") or _DRIVE.match(path):
+        raise UnsafePath("an absolute path")
+    if ".." in path.split("/"):
+        raise UnsafePath("a '..' segment")
+    normal = posixpath.normpath(path)
+    if normal in (".", "") or normal.startswith("../"):
+        raise UnsafePath("a path that names no file inside the repository")
+    return normal
+
+
+def clean_allowed_paths(paths: Iterable[str]) -> list[str]:
+    """Relative POSIX globs with no ``..``: the boundary a change must stay inside."""
+    cleaned = []
+    for path in paths:
+        if not isinstance(path, str) or not path.strip():
+            raise ValidationError({"allowed_paths": "each path must be a non-empty string"})
+        path = path.strip()
+        if path.startswith("/") or ".." in path.split("/") or "\\" in path:
+            raise ValidationError(
+                {"allowed_paths": f"'{path}' must be relative to the repository root, without .."}
+            )
+        cleaned.append(path)
+    return cleaned
+
+
+def path_allowed(path: str, allowed_paths: Iterable[str]) -> bool:
+    """Whether a clean repository path (``repo_path``) lies inside one of the globs.
+
+    ``dir/**`` covers everything below ``dir``. Callers normalise first: matching a
+    raw ``templates/../settings.py`` against ``templates/**`` would wrongly succeed.
+    """
+    for pattern in allowed_paths:
+        if pattern.endswith("/**") and (path == pattern[:-3] or path.startswith(pattern[:-2])):
+            return True
+        if fnmatch.fnmatchcase(path, pattern):
+            return True
+    return False
