@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from tasks.models import Project
+from tasks.models import Attempt, Project
 from tasks.roles import Role, Rule, has_role, role_rule
 
 MANAGER = role_rule(Role.MANAGER)
@@ -163,10 +163,14 @@ def _decider_refusal(decision, user):
             return ("permission_denied", f"{decision} amends a spec; only a manager may decide it")
     elif not has_role(user, decision.project_id, Role.REVIEWER, Role.MANAGER):
         return ("permission_denied", "deciding needs the reviewer or manager role in the project")
+    if user.pk in decision.authors():
+        return ("own_work", f"you proposed {decision}; another reviewer or manager must decide it")
     return None
 
 
-# Reviewers and managers decide; a decision that amends a spec is for managers only.
+# Reviewers and managers decide; a decision that amends a spec is for managers only; and
+# separation of duties: never the one who proposed it, nor the agent of the attempt it
+# was proposed in (whoever's account carried the proposal through).
 DECIDER = Rule(_decider_refusal, "decider")
 SUPERSEDER = role_rule(Role.REVIEWER, Role.MANAGER)
 
@@ -238,6 +242,14 @@ class Decision(ConcurrentTransitionMixin, models.Model):
 
     def audit_scope(self) -> tuple[int, None]:
         return self.project_id, None
+
+    def authors(self) -> set[int]:
+        """Who may not decide this decision: its proposer and its attempt's agent."""
+        authors = {self.proposed_by_id}
+        if self.proposed_in_id is not None:
+            attempt = Attempt.objects.filter(pk=self.proposed_in_id)
+            authors.update(attempt.values_list("agent_id", flat=True))
+        return authors
 
     @transition(
         field=state,

@@ -14,26 +14,47 @@ from rest_framework.test import APIClient
 
 from decisions import services as decisions
 from tasks.models import Event
-from tests.factories import CRITERIA, Flow, ProjectFactory
+from tasks.roles import Role
+from tasks.services import membership_grant
+from tests.factories import CRITERIA, Flow, ProjectFactory, member
 
 MATRIX = Path(__file__).with_name("authz_matrix.tsv")
 JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
 
 
 def read_matrix():
+    """``(endpoint, caller, status, code)`` for every cell; ``code`` is "" unless the cell names it."""
     lines = [line for line in MATRIX.read_text().splitlines() if line and not line.startswith("#")]
     rows = list(csv.DictReader(lines, delimiter="\t"))
     return [
-        (row["endpoint"], caller, int(status))
+        (row["endpoint"], caller, int(cell.partition("/")[0]), cell.partition("/")[2])
         for row in rows
-        for caller, status in row.items()
+        for caller, cell in row.items()
         if caller != "endpoint"
     ]
 
 
-def decision(flow):
+def decision(flow, proposer=None):
+    """A proposed decision; by default its proposer is a reviewer none of the callers is."""
     return decisions.decision_propose(
-        project=flow.project, actor=flow.manager, title="t", context="c", decision="d"
+        project=flow.project,
+        actor=proposer or flow.proposer,
+        title="t",
+        context="c",
+        decision="d",
+    )
+
+
+def decision_from_the_holders_attempt(flow):
+    """The holder, who is also a reviewer, proposes a decision through the attempt it holds."""
+    membership_grant(user=flow.agent, project=flow.project, role=Role.REVIEWER)
+    return decisions.decision_propose(
+        project=flow.project,
+        actor=flow.agent,
+        attempt=flow.held[1],
+        title="t",
+        context="c",
+        decision="d",
     )
 
 
@@ -161,11 +182,39 @@ ENDPOINTS = {
         {"reason": "no"},
         "json",
     ),
+    "decisions.accept@proposer": lambda f: (
+        "post",
+        f"/api/v1/decisions/{decision(f, proposer=f.reviewer).key}/accept/",
+        {},
+        "json",
+    ),
+    "decisions.reject@proposer": lambda f: (
+        "post",
+        f"/api/v1/decisions/{decision(f, proposer=f.reviewer).key}/reject/",
+        {"reason": "no"},
+        "json",
+    ),
+    "decisions.accept@attempt_agent": lambda f: (
+        "post",
+        f"/api/v1/decisions/{decision_from_the_holders_attempt(f).key}/accept/",
+        {},
+        "json",
+    ),
+    "decisions.reject@attempt_agent": lambda f: (
+        "post",
+        f"/api/v1/decisions/{decision_from_the_holders_attempt(f).key}/reject/",
+        {"reason": "no"},
+        "json",
+    ),
 }
 
 
 class World(Flow):
     """The project FM with a task held by ``holder`` and builders for everything else."""
+
+    @property
+    def proposer(self):
+        return member(self.project, Role.REVIEWER, "fm-proposer")
 
     @property
     def held(self):
@@ -219,13 +268,13 @@ def test_the_matrix_covers_every_operation_of_the_api():
         if path.startswith("/api/v1/")
     ]
 
-    assert {endpoint for endpoint, _, _ in read_matrix()} == set(ENDPOINTS)
-    assert len(operations) == len(ENDPOINTS)
+    assert {endpoint for endpoint, *_ in read_matrix()} == set(ENDPOINTS)
+    assert len(operations) == len({endpoint.partition("@")[0] for endpoint in ENDPOINTS})
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("endpoint", "caller", "expected"), read_matrix())
-def test_each_caller_gets_the_status_in_the_matrix(endpoint, caller, expected):
+@pytest.mark.parametrize(("endpoint", "caller", "expected", "code"), read_matrix())
+def test_each_caller_gets_the_status_in_the_matrix(endpoint, caller, expected, code):
     world = World(ProjectFactory(slug="FM"), prefix="fm")
     outsider = Flow(ProjectFactory(slug="OT"), prefix="ot")
     method, path, body, fmt = ENDPOINTS[endpoint](world)
@@ -236,4 +285,4 @@ def test_each_caller_gets_the_status_in_the_matrix(endpoint, caller, expected):
     assert response.status_code == expected, response.content[:300]
     if expected >= 400:
         assert Event.objects.count() == events_before
-        assert response.json()["code"]
+        assert response.json()["code"] == code if code else response.json()["code"]

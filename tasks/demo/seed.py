@@ -271,9 +271,9 @@ def _specs_and_decisions(demo: Demo) -> None:
         actor=maria,
         reason="1 GiB uploads would bloat the database and its backups; use storage by SHA-256.",
     )
-    d5 = decisions.decision_propose(
+    d5 = decisions.decision_propose(  # a reviewer proposes; only a manager may amend a spec
         project=demo.project,
-        actor=maria,
+        actor=rita,
         title="Leases default to five minutes",
         context="Agents that die keep tasks until their lease runs out.",
         decision="A claim's lease defaults to 300 s, bounded to 1 s…1 h, renewed by heartbeats.",

@@ -132,12 +132,12 @@ def test_an_agent_token_cannot_accept_decisions(flow, api):
 
 @pytest.mark.django_db
 def test_a_reviewer_accepts_and_the_superseded_decision_says_by_whom(flow, api):
-    client = api(flow.reviewer)
-    first = client.post("/api/v1/decisions/", decision_body(project="FM"), format="json").json()[
+    client, proposer = api(flow.reviewer), api(flow.manager)
+    first = proposer.post("/api/v1/decisions/", decision_body(project="FM"), format="json").json()[
         "key"
     ]
     client.post(f"/api/v1/decisions/{first}/accept/", {}, format="json")
-    second = client.post(
+    second = proposer.post(
         "/api/v1/decisions/",
         decision_body(project="FM", title="Order by priority", supersedes=[first]),
         format="json",
@@ -159,9 +159,11 @@ def test_a_reviewer_accepts_and_the_superseded_decision_says_by_whom(flow, api):
 @pytest.mark.django_db
 def test_reject_needs_a_reason(flow, api):
     client = api(flow.reviewer)
-    key = client.post("/api/v1/decisions/", decision_body(project="FM"), format="json").json()[
-        "key"
-    ]
+    key = (
+        api(flow.manager)
+        .post("/api/v1/decisions/", decision_body(project="FM"), format="json")
+        .json()["key"]
+    )
 
     response = client.post(f"/api/v1/decisions/{key}/reject/", {}, format="json")
 

@@ -21,7 +21,12 @@ def propose(flow, actor=None, **kwargs):
     kwargs.setdefault("title", "Claim with SKIP LOCKED")
     kwargs.setdefault("context", "Two agents must never get the same task.")
     kwargs.setdefault("decision", "Use SELECT ... FOR UPDATE SKIP LOCKED.")
-    return services.decision_propose(project=flow.project, actor=actor or flow.reviewer, **kwargs)
+    return services.decision_propose(project=flow.project, actor=actor or proposer(flow), **kwargs)
+
+
+def proposer(flow):
+    """A reviewer who proposes; others decide (nobody decides their own proposal)."""
+    return member(flow.project, Role.REVIEWER, f"{flow.project.slug.lower()}-proposer")
 
 
 def accepted(flow, **kwargs):
@@ -54,7 +59,9 @@ def assert_unchanged(decision, state, events_before):
 
 @pytest.mark.django_db
 def test_a_reviewer_proposes_a_decision(flow):
-    decision = propose(flow, alternatives=[{"option": "Table lock", "reason": "serial"}, "Redis"])
+    decision = propose(
+        flow, flow.reviewer, alternatives=[{"option": "Table lock", "reason": "serial"}, "Redis"]
+    )
 
     assert (decision.key, decision.state, decision.proposed_by) == (
         "FM-D1",

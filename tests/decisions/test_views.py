@@ -7,6 +7,7 @@ import pytest
 from decisions import services
 from decisions.models import Decision
 from tasks.models import Event
+from tasks.roles import Role
 from tests.factories import CRITERIA, member
 
 
@@ -14,7 +15,12 @@ def propose(flow, actor=None, **kwargs):
     kwargs.setdefault("title", "Claim with SKIP LOCKED")
     kwargs.setdefault("context", "Two agents must never get the same task.")
     kwargs.setdefault("decision", "Use SELECT ... FOR UPDATE SKIP LOCKED.")
-    return services.decision_propose(project=flow.project, actor=actor or flow.reviewer, **kwargs)
+    return services.decision_propose(project=flow.project, actor=actor or proposer(flow), **kwargs)
+
+
+def proposer(flow):
+    """A reviewer who proposes; others decide (nobody decides their own proposal)."""
+    return member(flow.project, Role.REVIEWER, f"{flow.project.slug.lower()}-proposer")
 
 
 def accepted(flow, **kwargs):
@@ -182,11 +188,11 @@ def test_decision_page_shows_its_timeline(client, flow):
         r'<span class="badge state-\w+">(\w+)</span></div><div class="when">[^<]* · ([^<]+)</div>',
         page,
     )
-    who = flow.reviewer.username
+    proposed_by, decided_by = proposer(flow).username, flow.reviewer.username
     assert entries == [
-        ("propose", "", "proposed", who),
-        ("accept", "proposed", "accepted", who),
-        ("supersede", "accepted", "superseded", who),
+        ("propose", "", "proposed", proposed_by),
+        ("accept", "proposed", "accepted", decided_by),
+        ("supersede", "accepted", "superseded", decided_by),
     ]
 
 
