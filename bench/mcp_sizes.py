@@ -2,8 +2,9 @@
 
     uv run python bench/mcp_sizes.py
 
-Seeds the demo project into a temporary SQLite database and calls every tool through
-the SDK's in-process client as the demo agent (ada, alan) would. Prints JSON.
+Seeds the demo project into a temporary SQLite database and calls every tool of the
+agent-side server (``factory-mcp``) through the SDK's in-process client as the demo
+agents (ada, alan) would, the server's API calls answered in process. Prints JSON.
 """
 
 import asyncio
@@ -26,11 +27,15 @@ def main():
     import django
 
     django.setup()
+    import httpx
     from django.contrib.auth import get_user_model
+    from django.core.handlers.wsgi import WSGIHandler
     from django.core.management import call_command
+    from factory_client.client import FactoryClient
+    from factory_client.mcp import AgentServer
+    from knox.models import AuthToken
     from mcp import Client
 
-    from tasks.mcp import build_server
     from tasks.models import Task
 
     call_command("migrate", verbosity=0)
@@ -38,9 +43,17 @@ def main():
     users = get_user_model().objects
     alan, ada = users.get(username="alan"), users.get(username="ada")
 
-    async def measure(user, calls):
+    transport = httpx.WSGITransport(app=WSGIHandler())
+
+    def server_for(user):
+        """factory-mcp as the user, its API calls answered by the site in process."""
+        token = AuthToken.objects.create(user=user)[1]
+        client = FactoryClient("http://127.0.0.1", token, transport=transport, retries=0)
+        return AgentServer(lambda: client, workspace=None)
+
+    async def measure(server, calls):
         sizes = {}
-        async with Client(build_server(lambda: user, local_files=True)) as client:
+        async with Client(server) as client:
             state = {}
             for name, arguments in calls:
                 arguments = arguments(state) if callable(arguments) else arguments
@@ -54,7 +67,7 @@ def main():
     held = Task.objects.get(key="FM-3").current_attempt_id  # ada holds FM-3 in the demo
     sizes = asyncio.run(
         measure(
-            ada,
+            server_for(ada),
             [
                 ("get_context", {"task": "FM-3"}),
                 ("get_task", {"task": "FM-1"}),
@@ -75,7 +88,7 @@ def main():
     sizes.update(
         asyncio.run(
             measure(
-                alan,
+                server_for(alan),
                 [
                     ("claim_task", {}),  # FM-6, the demo's one ready task
                     ("release_task", lambda s: {"attempt": s["attempt"], "reason": "measuring"}),

@@ -13,7 +13,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
 django_application = get_asgi_application()
 
-from tasks.mcp import http_app  # noqa: E402  (needs Django set up)
+from factory_site.mcp import http_app  # noqa: E402  (needs Django set up)
 
 mcp_application = http_app()
 

@@ -4,9 +4,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from factory_client import FactoryClient, FactoryError
 from knox.models import AuthToken
 
-from factory_client import FactoryClient, FactoryError
 from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease, member

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -118,19 +118,23 @@ class FactoryClient:
             "PUT", f"/attempts/{attempt}/checkpoint/", json={"data": data, "revision": revision}
         )
 
-    def evidence(self, attempt: int, path: str | Path, kind: str, criteria=()) -> dict:
-        """Upload a file; it is streamed from disk, never read into memory whole."""
-        path = Path(path)
-        with path.open("rb") as handle:
-            data = {"kind": kind}
-            if criteria:
-                data["criteria"] = ",".join(criteria)
-            return self._json(
-                "POST",
-                f"/attempts/{attempt}/evidence/",
-                data=data,
-                files={"file": (path.name, handle, "application/octet-stream")},
-            )
+    def evidence(
+        self, attempt: int, file: str | Path | BinaryIO, kind: str, criteria=(), name: str = ""
+    ) -> dict:
+        """Upload a file (a path, or an open binary file with ``name``); it is streamed,
+        never read into memory whole."""
+        if isinstance(file, str | Path):
+            with Path(file).open("rb") as handle:
+                return self.evidence(attempt, handle, kind, criteria, name or Path(file).name)
+        data = {"kind": kind}
+        if criteria:
+            data["criteria"] = ",".join(criteria)
+        return self._json(
+            "POST",
+            f"/attempts/{attempt}/evidence/",
+            data=data,
+            files={"file": (name or kind, file, "application/octet-stream")},
+        )
 
     def decide(self, attempt: int, title: str, context: str, decision: str, **fields) -> dict:
         body = {"title": title, "context": context, "decision": decision, **fields}
@@ -176,22 +180,32 @@ class FactoryClient:
         return self._json("GET", f"/tasks/{key}/handoff/", retry=True)
 
     def decisions(
-        self, q: str | None = None, state: str | None = None, project: str | None = None
+        self,
+        q: str | None = None,
+        state: str | None = None,
+        project: str | None = None,
+        limit: int = 1000,
     ) -> list[dict]:
+        """Decision records, best match first with ``q``, else newest first."""
         return self._pages(
             "/decisions/",
             {k: v for k, v in {"q": q, "state": state, "project": project}.items() if v},
+            limit=limit,
         )
+
+    def decision(self, key: str) -> dict:
+        return self._json("GET", f"/decisions/{key}/", retry=True)
 
     def _pages(self, path: str, params: dict, limit: int = 1000) -> list[dict]:
         results, url = [], path
+        params = {**params, "page_size": min(limit, 200)}
         while url and len(results) < limit:
             page = self._json("GET", url, params=params, retry=True)
             results.extend(page["results"])
             url, params = page.get("next"), None
             if url:
                 url = url.split("/api/v1", 1)[-1]
-        return results
+        return results[:limit]
 
 
 class LeaseKeeper:

@@ -1,19 +1,26 @@
-"""The MCP server, driven by the SDK's own client: in process, and over stdio as a subprocess."""
+"""The agent-side MCP server (``factory-mcp``), driven by the SDK's own client: in process
+against the site's API, over stdio as a subprocess that holds nothing but a URL and a token,
+and the site's own ``/mcp`` endpoint over streamable HTTP."""
 
 import asyncio
 import json
 import os
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import httpx
 import pytest
+from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection
+from factory_client.client import FactoryClient
+from factory_client.mcp import AgentServer
 from knox.models import AuthToken
 from mcp import Client, StdioServerParameters
 
 from decisions.models import Decision
 from evidence.models import Evidence
-from tasks.mcp import build_server
 from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease
@@ -22,6 +29,7 @@ from tests.factories import expire_lease
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
+FACTORY_MCP = str(Path(sys.executable).parent / "factory-mcp")
 TOOLS = {
     "claim_task",
     "get_context",
@@ -39,8 +47,12 @@ JUNIT = (
 )
 
 
-def as_user(user):
-    return build_server(lambda: user, local_files=True)
+def as_user(user, workspace=None):
+    """The agent-side server, its API calls answered by this site in process."""
+    token = AuthToken.objects.create(user=user)[1]
+    transport = httpx.WSGITransport(app=WSGIHandler())
+    client = FactoryClient("http://testserver", token, transport=transport, retries=0)
+    return AgentServer(lambda: client, workspace=workspace)
 
 
 async def call(client, tool, **arguments):
@@ -51,9 +63,11 @@ async def call(client, tool, **arguments):
     )
 
 
-def run(user, steps):
+def run(user, steps, workspace=None):
+    server = as_user(user, workspace)
+
     async def main():
-        async with Client(as_user(user)) as client:
+        async with Client(server) as client:
             return await steps(client)
 
     return asyncio.run(main())
@@ -114,7 +128,7 @@ def test_an_agent_works_a_task_from_claim_to_review_with_tool_calls(flow, tmp_pa
         out["task"] = await call(client, "get_task", task=task.key)
         return out
 
-    out = run(flow.agent, steps)
+    out = run(flow.agent, steps, workspace=tmp_path)
 
     assert all(not failed for failed, _ in out.values()), out
     assert (out["claim"][1]["task"], out["claim"][1]["number"]) == (task.key, 1)
@@ -166,12 +180,12 @@ def test_another_projects_task_does_not_exist_for_the_caller(flow, other_flow):
     assert run(flow.agent, steps) == (True, "not_found: not found, or not in one of your projects")
 
 
-def test_evidence_by_path_needs_a_file_and_exactly_one_source(flow):
+def test_evidence_by_path_needs_a_file_and_exactly_one_source(flow, tmp_path):
     _, attempt = flow.claimed()
 
     async def steps(client):
         missing = await call(
-            client, "attach_evidence", attempt=attempt.pk, kind="log", path="/no/such/file"
+            client, "attach_evidence", attempt=attempt.pk, kind="log", path="no/such/file"
         )
         both = await call(
             client,
@@ -183,10 +197,113 @@ def test_evidence_by_path_needs_a_file_and_exactly_one_source(flow):
         )
         return missing, both
 
-    missing, both = run(flow.agent, steps)
+    missing, both = run(flow.agent, steps, workspace=tmp_path)
 
-    assert missing == (True, "invalid: no file at /no/such/file")
+    assert missing == (True, "invalid: no file at no/such/file")
     assert both == (True, "invalid: give exactly one of path, content or content_base64")
+    assert Evidence.objects.count() == 0
+
+
+def test_a_file_outside_the_workspace_is_refused_and_nothing_is_stored(flow, tmp_path):
+    _, attempt = flow.claimed()
+    workspace = tmp_path / "checkout"
+    workspace.mkdir()
+
+    async def steps(client):
+        return await call(
+            client, "attach_evidence", attempt=attempt.pk, kind="log", path="/etc/passwd"
+        )
+
+    refused = run(flow.agent, steps, workspace=workspace)
+
+    assert refused == (True, f"invalid: /etc/passwd is outside the workspace {workspace}")
+    assert Evidence.objects.count() == 0
+
+
+@pytest.mark.parametrize("link", ["escape.log", "logs/escape.log"])
+def test_a_symlink_out_of_the_workspace_is_not_followed(flow, tmp_path, link):
+    _, attempt = flow.claimed()
+    workspace, secret = tmp_path / "checkout", tmp_path / "secret.txt"
+    (workspace / "logs").mkdir(parents=True)
+    secret.write_text("the server's secret\n")
+    (workspace / link).symlink_to(secret)
+
+    async def steps(client):
+        return await call(client, "attach_evidence", attempt=attempt.pk, kind="log", path=link)
+
+    refused = run(flow.agent, steps, workspace=workspace)
+
+    assert refused == (True, f"invalid: {link} is outside the workspace {workspace}")
+    assert Evidence.objects.count() == 0
+
+
+def test_a_symlinked_directory_out_of_the_workspace_is_not_followed(flow, tmp_path):
+    _, attempt = flow.claimed()
+    workspace, outside = tmp_path / "checkout", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    (outside / "out.log").write_text("outside\n")
+    (workspace / "reports").symlink_to(outside, target_is_directory=True)
+
+    async def steps(client):
+        return await call(
+            client, "attach_evidence", attempt=attempt.pk, kind="log", path="reports/out.log"
+        )
+
+    refused = run(flow.agent, steps, workspace=workspace)
+
+    assert refused == (True, f"invalid: reports/out.log is outside the workspace {workspace}")
+    assert Evidence.objects.count() == 0
+
+
+def test_a_symlink_that_stays_inside_the_workspace_is_read(flow, tmp_path):
+    _, attempt = flow.claimed()
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "run.log").write_text("ran\n")
+    (tmp_path / "latest.log").symlink_to(tmp_path / "build" / "run.log")
+
+    async def steps(client):
+        return await call(
+            client, "attach_evidence", attempt=attempt.pk, kind="log", path="latest.log"
+        )
+
+    failed, stored = run(flow.agent, steps, workspace=tmp_path)
+
+    assert (failed, stored["size"], stored["provenance"]) == (False, 4, "agent")
+    assert Evidence.objects.get().name == "latest.log"
+
+
+def test_a_fifo_in_the_workspace_is_refused_without_hanging(flow, tmp_path):
+    _, attempt = flow.claimed()
+    os.mkfifo(tmp_path / "pipe")
+
+    async def steps(client):
+        return await call(client, "attach_evidence", attempt=attempt.pk, kind="log", path="pipe")
+
+    assert run(flow.agent, steps, workspace=tmp_path) == (
+        True,
+        "invalid: pipe is not a regular file",
+    )
+
+
+def test_without_a_workspace_no_path_is_read(flow, tmp_path):
+    _, attempt = flow.claimed()
+    (tmp_path / "out.log").write_text("x\n")
+
+    async def steps(client):
+        return await call(
+            client,
+            "attach_evidence",
+            attempt=attempt.pk,
+            kind="log",
+            path=str(tmp_path / "out.log"),
+        )
+
+    assert run(flow.agent, steps) == (
+        True,
+        "invalid: this server reads no local files (start factory-mcp with --workspace DIR);"
+        " send content instead",
+    )
     assert Evidence.objects.count() == 0
 
 
@@ -236,40 +353,71 @@ def test_a_task_context_and_a_decision_are_resources(flow):
     assert (record["key"], record["state"]) == ("FM-D1", "proposed")
 
 
-@postgres_only
-def test_the_stdio_server_runs_as_the_tokens_owner(flow):
-    task = flow.ready(title="over stdio")
+def test_the_stdio_server_needs_only_a_url_and_a_token(live_server, flow, tmp_path):
+    flow.gates({"tests-pass": {}})
+    task = flow.ready(spec=flow.spec(), title="over stdio")
+    (tmp_path / "junit.xml").write_text(JUNIT)
     token = AuthToken.objects.create(user=flow.agent)[1]
-    database = connection.settings_dict
-    env = {
-        **os.environ,
-        "FACTORY_TOKEN": token,
-        "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-    }
+    env = {"FACTORY_URL": live_server.url, "FACTORY_TOKEN": token}
     server = StdioServerParameters(
-        command=sys.executable, args=["manage.py", "mcp"], env=env, cwd=str(ROOT)
+        command=FACTORY_MCP, args=["--workspace", str(tmp_path)], env=env, cwd=str(tmp_path)
     )
 
     async def main():
         async with Client(server) as client:
-            tools = (await client.list_tools()).tools
-            claim = await call(client, "claim_task")
-            refused = await call(client, "release_task", attempt=claim[1]["attempt"], blocked=True)
-            return {tool.name for tool in tools}, claim, refused
+            claim = await call(client, "claim_task", lease_seconds=600)
+            attempt = claim[1]["attempt"]
+            outside = await call(
+                client, "attach_evidence", attempt=attempt, kind="log", path=str(ROOT / "README.md")
+            )
+            report = await call(
+                client,
+                "attach_evidence",
+                attempt=attempt,
+                kind="junit",
+                path="junit.xml",
+                criteria=["AC-1"],
+            )
+            submit = await call(client, "submit_attempt", attempt=attempt, summary="Done")
+            return claim, outside, report, submit, await call(client, "get_task", task=task.key)
 
-    tools, claim, refused = asyncio.run(main())
+    claim, outside, report, submit, after = asyncio.run(main())
 
-    assert tools == TOOLS
-    assert (claim[0], claim[1]["task"]) == (False, task.key)
-    assert refused == (True, "invalid: reason: say what blocks the task, so a manager can clear it")
+    assert set(env) == {"FACTORY_URL", "FACTORY_TOKEN"}  # no DATABASE_URL, no settings module
+    assert (claim[1]["task"], report[1]["provenance"], submit[1]["state"]) == (
+        task.key,
+        "agent",
+        "checking",
+    )
+    assert outside == (True, f"invalid: {ROOT / 'README.md'} is outside the workspace {tmp_path}")
+    assert (after[1]["state"], Task.objects.get(pk=task.pk).state) == ("in_review", "in_review")
     assert Decision.objects.count() == 0
+
+
+def test_the_agent_side_server_does_not_import_django():
+    code = "import sys, factory_client.mcp; print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'tasks', 'evidence', 'decisions', 'factory_site')))"
+    env = {"PATH": os.environ["PATH"]}
+
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd="/", capture_output=True, text=True, timeout=60
+    )
+
+    assert (run.returncode, run.stdout.strip()) == (0, "[]"), run.stderr
+
+
+def test_the_client_distribution_depends_on_nothing_of_the_server():
+    project = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
+
+    assert project["dependencies"] == ["httpx==0.28.1", "mcp==2.3.0"]
+    assert project["scripts"] == {
+        "factory": "factory_client.cli:main",
+        "factory-mcp": "factory_client.mcp:main",
+    }
 
 
 @postgres_only
 def test_the_http_server_at_mcp_takes_the_same_bearer_tokens(flow):
     import socket
-    import subprocess
     import time
 
     import httpx2
@@ -302,7 +450,7 @@ def test_the_http_server_at_mcp_takes_the_same_bearer_tokens(flow):
         env=env,
     )
     try:
-        for _ in range(100):
+        for _ in range(600):  # a loaded machine may take a while to import the site
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", port)) == 0:
                     break
@@ -330,6 +478,7 @@ def test_the_http_server_at_mcp_takes_the_same_bearer_tokens(flow):
     assert (claim[0], claim[1]["task"]) == (False, task.key)
     assert by_path == (
         True,
-        "invalid: paths are read only by the stdio server; send content instead",
+        "invalid: paths are read only by the agent-side server (factory-mcp --workspace DIR);"
+        " send content instead",
     )
     assert site.status_code == 200  # the rest of the site is still Django
