@@ -1,6 +1,6 @@
 from django.urls import path
 
-import factory_site.converters  # noqa: F401  (registers <key:…>)
+import factory_site.converters  # noqa: F401  (registers <key:…> and <id:…>)
 from decisions import api, views
 
 api_patterns = [
@@ -8,12 +8,12 @@ api_patterns = [
     path("specs/<key:key>/", api.SpecDetailApi.as_view(), name="api-spec"),
     path("specs/<key:key>/versions/", api.SpecVersionCreateApi.as_view(), name="api-spec-versions"),
     path(
-        "specs/<key:key>/versions/<int:number>/",
+        "specs/<key:key>/versions/<id:number>/",
         api.SpecVersionDetailApi.as_view(),
         name="api-spec-version",
     ),
     path(
-        "specs/<key:key>/versions/<int:number>/accept/",
+        "specs/<key:key>/versions/<id:number>/accept/",
         api.SpecVersionAcceptApi.as_view(),
         name="api-spec-version-accept",
     ),
@@ -26,7 +26,7 @@ api_patterns = [
         "decisions/<key:key>/reject/", api.DecisionRejectApi.as_view(), name="api-decision-reject"
     ),
     path(
-        "attempts/<int:attempt_id>/decisions/",
+        "attempts/<id:attempt_id>/decisions/",
         api.AttemptDecisionCreateApi.as_view(),
         name="api-attempt-decisions",
     ),

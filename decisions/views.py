@@ -19,6 +19,7 @@ from decisions import services
 from decisions.forms import DecisionFilterForm, VerdictForm
 from decisions.models import Decision, Spec, SpecVersion
 from decisions.selectors import search_decisions, supersession_chain
+from factory_site.numbers import query_number
 from tasks import selectors
 from tasks.errors import ServiceError
 from tasks.fsm import check
@@ -57,7 +58,7 @@ def decision_log(request):
     decisions = decisions.select_related("project", "proposed_by", "decided_by").prefetch_related(
         "supersedes", "superseded_by", "specs", "tasks", "amendments__spec"
     )
-    page = Paginator(decisions, PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(decisions, PAGE_SIZE).get_page(query_number(request, "page"))
     projects = Project.objects.filter(pk__in=selectors.project_ids_for(request.user)).order_by(
         "slug"
     )
@@ -197,8 +198,7 @@ def spec_detail(request, key):
     )
 
     def pick(name, default):
-        value = request.GET.get(name, "")
-        return by_number.get(int(value)) if value.isdigit() and int(value) in by_number else default
+        return by_number.get(query_number(request, name), default)
 
     shown = pick("v", current)
     left = pick("a", versions[-2] if len(versions) > 1 else None)

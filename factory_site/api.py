@@ -7,7 +7,6 @@ DRF's exceptions are translated here, so no view formats an error itself.
 """
 
 import logging
-import re
 
 from django.core.exceptions import (
     ObjectDoesNotExist,
@@ -27,6 +26,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from factory_site.numbers import whole_number
 from tasks.errors import ServiceError
 
 logger = logging.getLogger(__name__)
@@ -286,9 +286,10 @@ def whole_number_param(request, name: str) -> int | None:
     values = request.query_params.getlist(name)
     if not values:
         return None
-    if len(values) > 1 or not re.fullmatch(r"[0-9]+", values[0]) or int(values[0]) < 1:
+    value = whole_number(values[0], minimum=1) if len(values) == 1 else None
+    if value is None:
         raise serializers.ValidationError({name: ["must be a whole number from 1, given once"]})
-    return int(values[0])
+    return value
 
 
 class NewestFirstPagination(IdCursorPagination):

@@ -1,8 +1,11 @@
 """URL converters. ``<key:…>`` matches task, spec and decision keys and project slugs
-(``FM-12``, ``FM-S3``, ``FM-D7``, ``FM``): anything else never reaches a view, so a
-hostile address (a NUL byte, a slash) is a plain 404."""
+(``FM-12``, ``FM-S3``, ``FM-D7``, ``FM``), and ``<id:…>`` ids and version numbers that
+fit the database: anything else never reaches a view, so a hostile address (a NUL
+byte, a slash, a 40-digit id) is a plain 404."""
 
 from django.urls import register_converter
+
+from factory_site.numbers import IdConverter
 
 
 class KeyConverter:
@@ -16,3 +19,5 @@ class KeyConverter:
 
 
 register_converter(KeyConverter, "key")
+
+register_converter(IdConverter, "id")

@@ -2,6 +2,7 @@
 
 from django import forms
 
+from factory_site.numbers import WholeNumberField
 from tasks.models import TaskState
 
 
@@ -27,7 +28,7 @@ class BoardFilterForm(forms.Form):
 
 
 class TokenForm(forms.Form):
-    days = forms.IntegerField(min_value=0, max_value=3650, initial=90, help_text="0: never expires")
+    days = WholeNumberField(min_value=0, max_value=3650, initial=90, help_text="0: never expires")
 
 
 STATE_ORDER = [

@@ -1,6 +1,6 @@
 from django.urls import path
 
-import factory_site.converters  # noqa: F401  (registers <key:…>)
+import factory_site.converters  # noqa: F401  (registers <key:…> and <id:…>)
 from tasks import api, views
 
 api_patterns = [
@@ -17,24 +17,24 @@ api_patterns = [
     path("tasks/<key:key>/unblock/", api.TaskUnblockApi.as_view(), name="api-task-unblock"),
     path("tasks/<key:key>/reopen/", api.TaskReopenApi.as_view(), name="api-task-reopen"),
     path("tasks/<key:key>/cancel/", api.TaskCancelApi.as_view(), name="api-task-cancel"),
-    path("attempts/<int:attempt_id>/", api.AttemptDetailApi.as_view(), name="api-attempt"),
+    path("attempts/<id:attempt_id>/", api.AttemptDetailApi.as_view(), name="api-attempt"),
     path(
-        "attempts/<int:attempt_id>/heartbeat/",
+        "attempts/<id:attempt_id>/heartbeat/",
         api.AttemptHeartbeatApi.as_view(),
         name="api-attempt-heartbeat",
     ),
     path(
-        "attempts/<int:attempt_id>/checkpoint/",
+        "attempts/<id:attempt_id>/checkpoint/",
         api.AttemptCheckpointApi.as_view(),
         name="api-attempt-checkpoint",
     ),
     path(
-        "attempts/<int:attempt_id>/submit/",
+        "attempts/<id:attempt_id>/submit/",
         api.AttemptSubmitApi.as_view(),
         name="api-attempt-submit",
     ),
     path(
-        "attempts/<int:attempt_id>/release/",
+        "attempts/<id:attempt_id>/release/",
         api.AttemptReleaseApi.as_view(),
         name="api-attempt-release",
     ),
@@ -48,8 +48,8 @@ ui_patterns = [
     path("tasks/<key:key>/gates/", views.task_gates, name="task-gates"),
     path("tasks/<key:key>/review/", views.task_review, name="task-review"),
     path("tasks/<key:key>/<str:action>/", views.task_action, name="task-action"),
-    path("evidence/<int:evidence_id>/", views.evidence_detail, name="evidence-detail"),
-    path("evidence/<int:evidence_id>/image/", views.evidence_image, name="evidence-image"),
+    path("evidence/<id:evidence_id>/", views.evidence_detail, name="evidence-detail"),
+    path("evidence/<id:evidence_id>/image/", views.evidence_image, name="evidence-image"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/revoke/", views.token_revoke, name="token-revoke"),
     path("dashboard/", views.dashboard, name="dashboard"),

@@ -24,6 +24,7 @@ from decisions.models import DecisionState, SpecVersion
 from evidence import viewers
 from evidence.models import Evidence, GateRun, GateRunState, Kind
 from evidence.selectors import criteria_status
+from factory_site.numbers import query_number
 from tasks import handoff, selectors, services
 from tasks.errors import ServiceError
 from tasks.forms import (
@@ -260,8 +261,7 @@ def _viewer(item: Evidence) -> dict:
 def task_detail(request, key):
     """The task page: the handoff answers, criteria beside their evidence, gates, timeline."""
     task = _task_or_404(request.user, key)
-    number = request.GET.get("attempt", "")
-    material = handoff.load(task, int(number) if number.isdigit() else None, latest=True)
+    material = handoff.load(task, query_number(request, "attempt"), latest=True)
     attempt = material.attempt
     answers = handoff.answer(material)
     status = criteria_status(

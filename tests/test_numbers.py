@@ -1,0 +1,168 @@
+"""Every number a request carries is read by one helper that takes ASCII digits only.
+
+The walk below requests every page and every API endpoint of the URL configuration (found
+by resolving it, so a new page is walked without being listed) with hostile numbers in
+each numeric query parameter and in each id of the path: "²" (a digit to ``isdigit``, an
+error to ``int``), "٣" and the full-width 3 (which ``int`` reads as 3), signs, spaces,
+fractions and numbers too long for the database. None of it may be a 500.
+"""
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.urls.resolvers import RoutePattern
+from knox.models import AuthToken
+
+from decisions import services as decision_services
+from factory_site.numbers import whole_number
+from tests.factories import CRITERIA
+
+HOSTILE = ["²", "٣", "\uff13", "-1", "+1", " 1", "1.5", "1e3", "", "0x10", "9" * 19, "9" * 40]
+NUMERIC_PARAMS = ["attempt", "v", "a", "b", "page", "page_size", "max_chars"]
+API_STRICT = {"page_size", "max_chars"}  # the API refuses these with 400; pages ignore theirs
+
+
+def routes(resolver=None, prefix=""):
+    """Every route of the site as a template string, e.g. "api/v1/tasks/<key:key>/"."""
+    for entry in (resolver or get_resolver()).url_patterns:
+        pattern = entry.pattern
+        if not isinstance(pattern, RoutePattern):
+            continue  # the admin's regex routes have their own tests
+        if isinstance(entry, URLResolver):
+            if str(pattern) == "admin/":
+                continue
+            yield from routes(entry, prefix + str(pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(pattern)
+
+
+@pytest.fixture
+def world(flow):
+    spec = flow.spec(criteria=CRITERIA)
+    task, attempt = flow.claimed(spec=spec)
+    evidence = flow.attach(attempt, b"log\n")
+    decision_services.decision_propose(
+        project=flow.project, actor=flow.reviewer, title="T", context="C", decision="D"
+    )
+    flow.manager_token = AuthToken.objects.create(user=flow.manager)[1]
+    return {
+        "task": task.key,
+        "spec": spec.key,
+        "decision": "FM-D1",
+        "project": "FM",
+        "attempt": attempt.pk,
+        "evidence": evidence.pk,
+        "flow": flow,
+    }
+
+
+def fill(route: str, world, number=None) -> str:
+    """The route with real keys and ids; ``number`` replaces every id when given."""
+    kind = route.removeprefix("api/v1/").split("/")[0]
+    key = {
+        "tasks": world["task"],
+        "specs": world["spec"],
+        "decisions": world["decision"],
+        "projects": world["project"],
+    }.get(kind, "")
+    ids = {
+        "attempt_id": world["attempt"],
+        "evidence_id": world["evidence"],
+        "number": 1,
+    }
+    path = route.replace("<key:key>", key).replace("<key:slug>", key)
+    for name, value in ids.items():
+        path = path.replace(f"<id:{name}>", str(value if number is None else number))
+    return "/" + path.replace("<str:action>", "publish").replace("<str:verdict>", "accept")
+
+
+@pytest.fixture
+def callers(client, world):
+    from rest_framework.test import APIClient
+
+    flow = world["flow"]
+    client.force_login(flow.manager)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {flow.manager_token}")
+    return {"page": client, "api": api}
+
+
+def get(callers, path, **params):
+    caller = callers["api"] if path.startswith("/api/") else callers["page"]
+    return caller.get(path, params)
+
+
+@pytest.mark.django_db
+def test_every_route_of_the_site_is_walked(world):
+    walked = {fill(route, world) for route in routes()}
+
+    assert {"/tasks/FM-1/", "/specs/FM-S1/", "/api/v1/tasks/FM-1/context/"} <= walked
+    assert not [path for path in walked if "<" in path]
+
+
+@pytest.mark.django_db
+def test_hostile_numbers_in_query_parameters_never_fail_a_page_or_endpoint(world, callers):
+    failures = []
+    for route in routes():
+        path = fill(route, world)
+        baseline = get(callers, path).status_code
+        for name in NUMERIC_PARAMS:
+            for value in HOSTILE:
+                status = get(callers, path, **{name: value}).status_code
+                strict = path.startswith("/api/") and name in API_STRICT
+                # A page ignores a malformed number; the API refuses the ones it reads.
+                expected = {baseline, 400} if strict else {baseline}
+                if status not in expected:
+                    failures.append((path, name, value, baseline, status))
+
+    assert failures == []
+
+
+@pytest.mark.django_db
+def test_hostile_numbers_in_the_path_are_404(world, callers):
+    failures = []
+    for route in [r for r in routes() if "<id:" in r]:
+        for value in ["²", "٣", "\uff13", "-1", "9" * 19, "9" * 40]:
+            path = fill(route, world, number=value)
+            status = get(callers, path).status_code
+            if status != 404:
+                failures.append((path, status))
+
+    assert failures == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["²", "٣", "\uff13"])
+def test_the_task_page_ignores_a_non_ascii_attempt_number(world, callers, value):
+    response = get(callers, f"/tasks/{world['task']}/", attempt=value)
+
+    assert (response.status_code, response.context["material"].attempt.number) == (200, 1)
+
+
+@pytest.mark.django_db
+def test_the_api_names_a_non_ascii_budget_in_its_400(world, callers):
+    response = get(callers, f"/api/v1/tasks/{world['task']}/context/", max_chars="٣")
+
+    assert (response.status_code, response.json()["fields"]) == (
+        400,
+        {"max_chars": ["must be a whole number from 1, given once"]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("7", 7),
+        ("007", 7),
+        ("9" * 18, 10**18 - 1),
+        ("9" * 19, None),
+        ("²", None),
+        ("٣", None),
+        ("\uff13", None),
+        ("-1", None),
+        (" 1", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_whole_number_takes_ascii_digits_only(text, number):
+    assert whole_number(text) == number
