@@ -29,16 +29,15 @@ class SpecVersionInline(admin.TabularInline):
 
 
 @admin.register(Spec)
-class SpecAdmin(admin.ModelAdmin):
+class SpecAdmin(ReadOnlyAdmin):
+    """Specs are written with their versions through the API or UI, which record each
+    change; here they are read."""
+
     list_display = ["key", "title", "project", "created_at"]
     list_filter = ["project"]
     search_fields = ["key", "title"]
     fields = ["key", "project", "title", "created_by", "created_at"]
-    readonly_fields = ["key", "project", "created_by", "created_at"]
     inlines = [SpecVersionInline]
-
-    def has_add_permission(self, request):
-        return False  # specs are written with their first version through the API or UI
 
 
 @admin.register(SpecVersion)

@@ -2,8 +2,8 @@
 
 ``str.isdigit`` and ``int`` accept far more than ASCII digits ("²" is a digit to
 ``isdigit`` and an error to ``int``; "٣" (Arabic-Indic three) and the full-width three are 3 to ``int``), so a number from a
-request is read here and nowhere else: ASCII digits only, no sign, no spaces, at most
-18 digits (every such number fits the database's bigint).
+request is read here and nowhere else: ASCII digits only, no sign, no spaces. An id in
+a URL has at most 18 digits, so every id that reaches a query fits the database's bigint.
 """
 
 import re
@@ -11,7 +11,8 @@ import re
 from django import forms
 from django.core.exceptions import ValidationError
 
-WHOLE = re.compile(r"[0-9]{1,18}")
+WHOLE = re.compile(r"[0-9]+")  # not \d, which takes every script's digits
+ID = re.compile(r"[0-9]{1,18}")
 
 
 def whole_number(text, *, minimum: int = 0) -> int | None:
@@ -35,7 +36,7 @@ class IdConverter:
     """``<id:…>`` in URLs: a database id or a version number, ASCII digits that fit a
     bigint. A longer number never reaches a view, so it is a 404, not a database error."""
 
-    regex = WHOLE.pattern
+    regex = ID.pattern
 
     def to_python(self, value: str) -> int:
         return int(value)

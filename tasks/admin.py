@@ -1,9 +1,8 @@
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
 
 from tasks import services
-from tasks.admin_actions import ReadOnlyAdmin, service_action
+from tasks.admin_actions import ReadOnlyAdmin, ServiceAdmin, service_action
 from tasks.models import Attempt, Event, Label, Membership, Project, Task
 
 
@@ -13,6 +12,27 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class MembershipSaves:
+    """Roles are granted and revoked through the services, so each is in the audit trail."""
+
+    def save_membership(self, request, membership, form, change):
+        if change and "role" not in form.changed_data and "user" not in form.changed_data:
+            return membership
+        if change:
+            old = Membership.objects.select_related("user").get(pk=membership.pk)
+            self.call(services.membership_revoke, membership=old, actor=request.user)
+        return self.call(
+            services.membership_grant,
+            user=membership.user,
+            project=membership.project,
+            role=membership.role,
+            actor=request.user,
+        )
+
+    def revoke(self, request, membership):
+        self.call(services.membership_revoke, membership=membership, actor=request.user)
+
+
 class ProjectAdminForm(forms.ModelForm):
     repository_url = forms.URLField(required=False, assume_scheme="https")
 
@@ -20,17 +40,9 @@ class ProjectAdminForm(forms.ModelForm):
         model = Project
         fields = ["slug", "name", "repository_url", "gate_policy", "max_attempts"]
 
-    def clean_gate_policy(self):
-        from evidence.gates import clean_policy
-
-        try:
-            return clean_policy(self.cleaned_data["gate_policy"])
-        except ValidationError as exc:
-            raise ValidationError(exc.message_dict["gate_policy"]) from None
-
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(MembershipSaves, ServiceAdmin):
     form = ProjectAdminForm
     list_display = ["slug", "name", "max_attempts", "created_at"]
     search_fields = ["slug", "name"]
@@ -40,17 +52,76 @@ class ProjectAdmin(admin.ModelAdmin):
         # The slug is every key's prefix: fixed once the project exists.
         return ["slug"] if obj else []
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # a project's history is kept; its tasks are cancelled instead
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        if change:
+            edited = set(form.changed_data) & services.PROJECT_EDITABLE_FIELDS
+            saved = self.call(
+                services.project_update,
+                project=obj,
+                actor=request.user,
+                **{name: data[name] for name in edited},
+            )
+        else:
+            saved = self.call(
+                services.project_create,
+                slug=data["slug"],
+                name=data["name"],
+                repository_url=data.get("repository_url") or "",
+                max_attempts=data.get("max_attempts"),
+                gate_policy=data.get("gate_policy"),
+                actor=request.user,
+            )
+        copy_saved(obj, saved)
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not Membership:
+            return super().save_formset(request, form, formset, change)
+        formset.save(commit=False)
+        for membership in formset.deleted_objects:
+            self.revoke(request, membership)
+        for inline in formset.forms:
+            membership = inline.instance
+            if inline in formset.deleted_forms or not inline.has_changed():
+                continue
+            membership.project = form.instance
+            self.save_membership(request, membership, inline, change=membership.pk is not None)
+        return None
+
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(MembershipSaves, ServiceAdmin):
     list_display = ["user", "project", "role", "created_at"]
     list_filter = ["role", "project"]
     search_fields = ["user__username", "project__slug"]
     autocomplete_fields = ["user"]
 
+    def save_model(self, request, obj, form, change):
+        copy_saved(obj, self.save_membership(request, obj, form, change))
+
+    def delete_model(self, request, obj):
+        self.revoke(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset.select_related("user"):
+            self.revoke(request, membership)
+
+
+def copy_saved(obj, saved) -> None:
+    """Give the admin's ``obj`` the values of the row a service saved (it logs and links it)."""
+    for field in type(saved)._meta.concrete_fields:
+        if not getattr(field, "protected", False):  # a state field is set by transitions only
+            setattr(obj, field.attname, getattr(saved, field.attname))
+    obj._state.adding = False
+
 
 @admin.register(Label)
-class LabelAdmin(admin.ModelAdmin):
+class LabelAdmin(ReadOnlyAdmin):
+    """Labels come and go with the tasks that carry them (task edits are recorded)."""
+
     list_display = ["name", "project"]
     list_filter = ["project"]
     search_fields = ["name"]
@@ -69,8 +140,6 @@ class AttemptInline(admin.TabularInline):
 
 
 class TaskAdminForm(forms.ModelForm):
-    """Validates with the same rules the services apply, so a refusal is a form error."""
-
     class Meta:
         model = Task
         fields = [
@@ -85,27 +154,9 @@ class TaskAdminForm(forms.ModelForm):
             "max_attempts",
         ]
 
-    def clean(self):
-        data = super().clean()
-        task = self.instance if self.instance.pk else None
-        if task is not None and task.state not in services.EDITABLE_STATES:
-            raise ValidationError(
-                f"{task} is {task.state}; only draft, ready or blocked tasks are edited"
-            )
-        project = data.get("project") or (task.project if task else None)
-        if project is not None:
-            data["allowed_paths"] = services.clean_task_links(
-                project=project,
-                spec=data.get("spec"),
-                depends_on=data.get("depends_on") or (),
-                allowed_paths=data.get("allowed_paths") or [],
-                task=task,
-            )
-        return data
-
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(ServiceAdmin):
     form = TaskAdminForm
     list_display = ["key", "title", "state", "priority", "attempt_count", "updated_at"]
     list_filter = ["state", "project", "labels"]
@@ -129,6 +180,9 @@ class TaskAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, "project"] if obj else self.readonly_fields
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # a task is cancelled, never deleted: its trail stays whole
+
     def save_model(self, request, obj, form, change):
         # Both adding and editing go through the services: keys, counters and the trail.
         data = form.cleaned_data
@@ -144,16 +198,17 @@ class TaskAdmin(admin.ModelAdmin):
         }
         if change:
             changed = set(form.changed_data) & services.EDITABLE_FIELDS
-            saved = services.task_update(
-                task=obj, actor=request.user, **{name: fields[name] for name in changed}
+            saved = self.call(
+                services.task_update,
+                task=obj,
+                actor=request.user,
+                **{name: fields[name] for name in changed},
             )
         else:
-            saved = services.task_create(project=data["project"], actor=request.user, **fields)
-        # The admin logs and links ``obj``: give it the saved row's values.
-        for field in Task._meta.concrete_fields:
-            if field.name != "state":
-                setattr(obj, field.attname, getattr(saved, field.attname))
-        obj._state.adding = False
+            saved = self.call(
+                services.task_create, project=data["project"], actor=request.user, **fields
+            )
+        copy_saved(obj, saved)
 
     def save_related(self, request, form, formsets, change):
         # The services already saved labels and dependencies; only the (read-only)

@@ -1,8 +1,10 @@
-"""Admin actions that change state by calling the services, never by saving fields.
+"""The admin changes nothing by itself: its actions and saves call the services.
 
 django-fsm's own admin mixin saves the instance directly, bypassing permissions,
 locks and the audit trail; these actions go through the same service as the API
-and the review UI, and report each refusal in words.
+and the review UI, and report each refusal in words. ``ServiceAdmin`` does the same
+for the add and change forms: its ``save_model`` calls a service, and a refusal is
+shown as a form error on the page the user filled in, never a 500.
 """
 
 from django.contrib import admin, messages
@@ -12,7 +14,59 @@ from django.template.response import TemplateResponse
 from tasks.errors import ServiceError
 
 
-def _refusal_text(exc: Exception) -> str:
+class ServiceRefused(Exception):
+    """A service refused a save; the admin shows ``error`` on the form and saves nothing."""
+
+    def __init__(self, error: ValidationError):
+        super().__init__(error)
+        self.error = error
+
+
+class ServiceAdmin(admin.ModelAdmin):
+    """A ModelAdmin whose saves are service calls (``self.call``).
+
+    A refusal raised inside ``save_model`` or ``save_related`` rolls back the admin's
+    transaction; the form is then validated once more with the refusal as its error,
+    so the page comes back with what the user typed and why it was refused.
+    """
+
+    def call(self, service, **kwargs):
+        """Call ``service``; its refusal becomes a ``ServiceRefused`` for the form."""
+        try:
+            return service(**kwargs)
+        except ServiceError as exc:
+            raise ServiceRefused(ValidationError(exc.detail, code=exc.code)) from exc
+        except ValidationError as exc:
+            raise ServiceRefused(exc) from exc
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ServiceRefused as refused:
+            # The admin's atomic block has rolled everything back; show the form again.
+            request.service_refusal = refused.error
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        refusal = getattr(request, "service_refusal", None)
+        if refusal is None:
+            return form
+
+        class RefusedForm(form):
+            def clean(self):
+                data = super().clean()
+                fields = getattr(refusal, "error_dict", {})
+                for name, errors in fields.items():
+                    self.add_error(name if name in self.fields else None, errors)
+                if not fields:
+                    raise refusal
+                return data
+
+        return RefusedForm
+
+
+def refusal_text(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         return "; ".join(exc.messages)
     return str(exc)
@@ -43,7 +97,7 @@ def service_action(service, *, name: str, description: str, target: str, needs_r
                 service(**{target: obj}, actor=request.user, reason=reason)
                 done += 1
             except (ServiceError, ValidationError) as exc:
-                modeladmin.message_user(request, f"{obj}: {_refusal_text(exc)}", messages.ERROR)
+                modeladmin.message_user(request, f"{obj}: {refusal_text(exc)}", messages.ERROR)
         if done:
             modeladmin.message_user(request, f"{description}: {done} done.", messages.SUCCESS)
         return None

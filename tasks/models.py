@@ -141,6 +141,9 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} is {self.role} in {self.project}"
 
+    def audit_scope(self) -> tuple[int, None]:
+        return self.project_id, None
+
 
 class Label(models.Model):
     """A tag on tasks; agents may claim only tasks carrying given labels."""
@@ -632,7 +635,7 @@ class Event(AppendOnlyModel):
             task_id=task_id,
             content_type=ContentType.objects.get_for_model(subject),
             object_id=subject.pk,
-            object_key=str(subject),
+            object_key=str(subject)[:64],
             actor=actor,
             transition=transition,
             from_state=from_state or "",

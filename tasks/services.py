@@ -50,8 +50,9 @@ def project_create(
     repository_url: str = "",
     max_attempts: int | None = None,
     gate_policy: dict | None = None,
+    actor=None,
 ) -> Project:
-    """Create a project; ``slug`` becomes the prefix of all its keys."""
+    """Create a project; ``slug`` becomes the prefix of all its keys. Recorded as an Event."""
     from evidence.gates import clean_policy
 
     project = Project(
@@ -63,7 +64,16 @@ def project_create(
     if gate_policy is not None:
         project.gate_policy = clean_policy(gate_policy)
     project.full_clean()
-    project.save()
+    with transaction.atomic():
+        project.save()
+        Event.record(
+            project,
+            actor=actor,
+            transition="create",
+            from_state="",
+            to_state="",
+            extra={"gate_policy": project.gate_policy},
+        )
     return project
 
 
@@ -106,13 +116,40 @@ def project_update(*, project: Project, actor, **changes) -> Project:
     return project
 
 
-def membership_grant(*, user, project: Project, role: str) -> Membership:
-    """Give ``user`` a role in ``project``; granting a role twice changes nothing."""
+def membership_grant(*, user, project: Project, role: str, actor=None) -> Membership:
+    """Give ``user`` a role in ``project``, recorded as an Event; granting twice changes nothing."""
     if role not in Role.values:
         raise ValidationError({"role": f"choose one of {', '.join(Role.values)}"})
-    membership, _ = Membership.objects.get_or_create(user=user, project=project, role=role)
+    with transaction.atomic():
+        membership, created = Membership.objects.get_or_create(
+            user=user, project=project, role=role
+        )
+        if created:
+            Event.record(
+                membership,
+                actor=actor,
+                transition="grant",
+                from_state="",
+                to_state="",
+                extra={"user": user.get_username(), "role": role},
+            )
     forget_roles(user)
     return membership
+
+
+def membership_revoke(*, membership: Membership, actor=None) -> None:
+    """Take a role away, recorded as an Event (who held it stays in the trail)."""
+    with transaction.atomic():
+        Event.record(
+            membership,
+            actor=actor,
+            transition="revoke",
+            from_state="",
+            to_state="",
+            extra={"user": membership.user.get_username(), "role": membership.role},
+        )
+        membership.delete()
+    forget_roles(membership.user)
 
 
 def check_storable(value, field: str) -> None:

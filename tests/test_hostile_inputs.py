@@ -110,8 +110,8 @@ class World:
         self.draft = flow.draft(title="Draft")
         # Claimable: a hostile claim that slipped through would take it.
         self.ready = flow.ready(title="Ready")
-        self.decision = decision_services.decision_propose(
-            project=flow.project, actor=flow.manager, title="t", context="c", decision="d"
+        self.decision = decision_services.decision_propose(  # the manager decides it
+            project=flow.project, actor=flow.reviewer, title="t", context="c", decision="d"
         )
         self.draft_version = decision_services.spec_version_create(
             spec=self.spec, actor=flow.manager, body="v2", criteria=CRITERIA
@@ -1135,7 +1135,8 @@ class XssWorld:
             )
         )
 
-        # Decisions: amended and accepted, rejected, superseded.
+        # Decisions: amended and accepted, rejected, superseded; proposed by the reviewer
+        # and decided by the manager (nobody decides their own).
         record = {
             "project": "FM",
             "title": XSS,
@@ -1147,7 +1148,7 @@ class XssWorld:
             "specs": [self.spec],
         }
         amending = ok(
-            manager.post(
+            reviewer.post(
                 "/api/v1/decisions/",
                 {
                     **record,
@@ -1159,10 +1160,10 @@ class XssWorld:
             )
         )["key"]
         ok(manager.post(f"/api/v1/decisions/{amending}/accept/", {"reason": XSS}, format="json"))
-        rejected = ok(manager.post("/api/v1/decisions/", record, format="json"))["key"]
+        rejected = ok(reviewer.post("/api/v1/decisions/", record, format="json"))["key"]
         ok(manager.post(f"/api/v1/decisions/{rejected}/reject/", {"reason": XSS}, format="json"))
         later = ok(
-            manager.post("/api/v1/decisions/", {**record, "supersedes": [amending]}, format="json")
+            reviewer.post("/api/v1/decisions/", {**record, "supersedes": [amending]}, format="json")
         )["key"]
         ok(manager.post(f"/api/v1/decisions/{later}/accept/", {"reason": XSS}, format="json"))
         self.decisions = [self.agent_decision, amending, rejected, later]

@@ -153,8 +153,7 @@ def test_the_api_names_a_non_ascii_budget_in_its_400(world, callers):
     [
         ("7", 7),
         ("007", 7),
-        ("9" * 18, 10**18 - 1),
-        ("9" * 19, None),
+        ("9" * 19, 10**19 - 1),
         ("²", None),
         ("٣", None),
         ("\uff13", None),

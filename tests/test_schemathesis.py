@@ -87,12 +87,13 @@ def build_world() -> None:
     flow.cancelled(title="dropped", spec=spec)
     flow.draft(title="drafted", spec=spec, labels=["ui"])
     flow.ready(title="waiting", spec=spec, labels=["api"])  # last: the claims above take the first
+    # Proposed by the reviewer, so the manager may decide them (nobody decides their own).
     decisions.decision_propose(
-        project=flow.project, actor=flow.manager, title="Use leases", context="c", decision="d"
+        project=flow.project, actor=flow.reviewer, title="Use leases", context="c", decision="d"
     )
     accepted = decisions.decision_propose(
         project=flow.project,
-        actor=flow.manager,
+        actor=flow.reviewer,
         title="Lock rows",
         context="c",
         decision="d",
