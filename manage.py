@@ -5,17 +5,17 @@ import sys
 
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
-    from django.conf import settings
-    from django.core.exceptions import ImproperlyConfigured
-    from django.core.management import execute_from_command_line
+    from django.core.management import ManagementUtility
 
-    try:
-        # Read the settings now: Django's command runner would keep their error to itself
-        # and fail later with "Models aren't loaded yet", which says nothing of the cause.
-        settings.INSTALLED_APPS  # noqa: B018
-    except ImproperlyConfigured as error:
-        sys.exit(f"Factory Memory cannot start: {error}")
-    execute_from_command_line(sys.argv)
+    class Utility(ManagementUtility):
+        def fetch_command(self, subcommand):
+            # Django keeps the settings' own error (a missing SECRET_KEY…) to itself and
+            # fails later with "Models aren't loaded yet", which says nothing of the cause.
+            if self.settings_exception is not None:
+                sys.exit(f"Factory Memory cannot start: {self.settings_exception}")
+            return super().fetch_command(subcommand)
+
+    Utility(sys.argv).execute()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 # Several gunicorn workers count rate limits in Redis, as in production (docs/deploy.md).
-CACHE_URL = os.environ.get("BENCH_CACHE_URL", "redis://127.0.0.1:6379/15")
+CACHE_URL = os.environ.get("BENCH_CACHE_URL", "redis://127.0.0.1:6379/13")
 
 # The production profile (DEBUG off) needs a key; the benchmark process itself is one process,
 # and its servers speak plain HTTP on 127.0.0.1. Celery workers it starts inherit all three.

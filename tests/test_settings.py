@@ -165,6 +165,21 @@ def test_manage_py_says_why_it_cannot_start_instead_of_a_later_error(tmp_path):
     assert not (tmp_path / "db.sqlite3").exists()
 
 
+def test_manage_py_still_takes_the_settings_option(tmp_path):
+    database = f"sqlite:///{tmp_path / 'db.sqlite3'}"
+
+    run = subprocess.run(
+        [sys.executable, "manage.py", "check", "--settings", "factory_site.settings_test"],
+        cwd=ROOT,
+        env={"DATABASE_URL": database},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert (run.returncode, run.stdout) == (0, "System check identified no issues (0 silenced).\n")
+
+
 def test_check_deploy_is_clean_with_exactly_the_documented_environment(tmp_path):
     environ = documented_environment()
     assert environ["SECRET_KEY"] == "…"  # a placeholder: no real key in the docs
