@@ -10,10 +10,12 @@ bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 	@$(UV) sync --frozen --quiet
 
+# The local demo site is a developer's: DEBUG=1 gives it a built-in key and the memory
+# cache, which the production profile refuses to start without (docs/deploy.md).
 setup: bootstrap
-	$(UV) run python manage.py migrate --no-input
-	$(UV) run python manage.py collectstatic --no-input -v0
-	$(UV) run python manage.py seed_demo
+	DEBUG=1 $(UV) run python manage.py migrate --no-input
+	DEBUG=1 $(UV) run python manage.py collectstatic --no-input -v0
+	DEBUG=1 $(UV) run python manage.py seed_demo
 
 run: setup
 	@echo ""
@@ -29,11 +31,13 @@ browser:
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 	  || echo "chromium is not installed: the browser tests will be skipped"
 
+# The checks before pytest use pytest's settings (factory_site.settings_test): DEBUG off as
+# in production, with a test key, and no environment needed on a fresh machine.
 test: bootstrap browser
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	$(UV) run python manage.py makemigrations --check --dry-run
-	$(UV) run python manage.py spectacular --validate --fail-on-warn --file /dev/null
+	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py makemigrations --check --dry-run
+	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(UV) run pytest
 
 # The proofs (docs/reliability.md): the production profile under load and faults.

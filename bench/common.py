@@ -7,6 +7,7 @@ development or test data, and drops it afterwards.
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import statistics
@@ -19,6 +20,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+# Several gunicorn workers count rate limits in Redis, as in production (docs/deploy.md).
+CACHE_URL = os.environ.get("BENCH_CACHE_URL", "redis://127.0.0.1:6379/13")
+
+# The production profile (DEBUG off) needs a key; the benchmark process itself is one process,
+# and its servers speak plain HTTP on 127.0.0.1. Celery workers it starts inherit all three.
+os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+os.environ.setdefault("FACTORY_SINGLE_PROCESS", "1")
+os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 
 # The whole of a claim, as bench/bare_site.py and bench/floor_urls.py run it: one UPDATE.
 BARE_CLAIM = """
@@ -91,6 +100,9 @@ def gunicorn(
         "FACTORY_RATE_USER": "10000000/min",
         "FACTORY_RATE_ANON": "10000000/min",
         "STATIC_ROOT": tempfile.mkdtemp(prefix="factory-bench-static-"),
+        "SECURE_COOKIES": "0",
+        # One worker may count in its own memory; more share their counts in Redis.
+        **({"CACHE_URL": CACHE_URL} if workers > 1 else {"FACTORY_SINGLE_PROCESS": "1"}),
         **(extra_env or {}),
     }
     command = [

@@ -10,6 +10,7 @@ agents (ada, alan) would, the server's API calls answered in process. Prints JSO
 import asyncio
 import json
 import os
+import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +24,9 @@ def main():
     os.environ.update(
         DATABASE_URL=f"sqlite:///{work}/db.sqlite3", MEDIA_ROOT=f"{work}/media", LOG_LEVEL="WARNING"
     )
+    # The production settings need a key; this one process keeps its own (unused) rate counts.
+    os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    os.environ.setdefault("FACTORY_SINGLE_PROCESS", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
     import django
 

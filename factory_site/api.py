@@ -21,6 +21,8 @@ from django.http import Http404
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
@@ -98,6 +100,13 @@ def exception_handler(exc, context):
         return response
     if isinstance(exc, DatabaseError):
         return None
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        # The rate-limit store (CACHE_URL) is unreachable. Throttles run before the view,
+        # so the request changed nothing; refuse it rather than count no limit at all.
+        logger.warning("rate-limit store unavailable: %s", exc)
+        response = _error("the rate-limit store is unavailable; retry shortly", "unavailable", 503)
+        response["Retry-After"] = "5"
+        return response
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

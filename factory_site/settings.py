@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -34,8 +35,16 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = env_bool("DEBUG", False)
-# The embedded default is for one developer's machine; production sets its own key.
-SECRET_KEY = env("SECRET_KEY", "insecure-development-key-change-me")
+# Only a developer's machine (DEBUG=1, as `make run` sets) has a built-in key: with DEBUG
+# off a key anyone can read would let anyone forge a session cookie, so there is none.
+SECRET_KEY = env("SECRET_KEY") or ("insecure-development-key-change-me" if DEBUG else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set, and with DEBUG off there is no built-in key. Generate one with\n"
+        "    python3 -c 'import secrets; print(secrets.token_urlsafe(50))'\n"
+        "and set SECRET_KEY to it, the same in every process of the site (web, worker, beat). "
+        "On a developer's machine, DEBUG=1 uses a built-in key instead. See docs/deploy.md."
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 SITE_URL = env("SITE_URL", "http://127.0.0.1:8000")
@@ -146,7 +155,17 @@ FILE_UPLOAD_TEMP_DIR = env("FILE_UPLOAD_TEMP_DIR") or None
 FACTORY_UPLOAD_TEMP_DIR = env("FACTORY_UPLOAD_TEMP_DIR", str(BASE_DIR / "var" / "uploads"))
 
 # --- Cache (API rate limits) ---------------------------------------------------------
-# One machine: memory. Several web processes: set CACHE_URL=redis://… so they share counts.
+# Several web processes must share their counts in Redis (CACHE_URL=redis://…): counted in
+# each process's memory, a client would get the limit once per process. Memory is kept only
+# where it is exact: a developer's machine (DEBUG=1) or a site that says it runs one process.
+if not (env("CACHE_URL") or DEBUG or env_bool("FACTORY_SINGLE_PROCESS")):
+    raise ImproperlyConfigured(
+        "CACHE_URL is not set: API rate limits would be counted in each process's memory, and "
+        "with several web processes (gunicorn --workers 4) each would allow the full limit. "
+        "Set CACHE_URL=redis://127.0.0.1:6379/1 (any Redis every process of the site reaches), "
+        "or FACTORY_SINGLE_PROCESS=1 if exactly one process serves the site. "
+        "See docs/deploy.md."
+    )
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env("CACHE_URL")}
@@ -270,7 +289,25 @@ LOGGING = {
 
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Behind a proxy that ends TLS, the header it sets (overwriting any the client sent) to say
+# the request came over HTTPS; without it every request looks like plain HTTP.
+if env("SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + env("SECURE_PROXY_SSL_HEADER").strip().upper().replace("-", "_"),
+        "https",
+    )
 if not DEBUG:
+    # HTTPS only unless the operator turns it off (docs/deploy.md: plain HTTP). HSTS goes
+    # out on HTTPS responses only, so it never locks out a site that has no certificate.
     SESSION_COOKIE_HTTPONLY = True
-    SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
-    CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+    SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        # Preloading writes the whole domain into browsers' built-in HTTPS-only lists, for
+        # months after it is withdrawn: the domain owner's commitment, so opt-in, and its
+        # check (W021) is silenced while it is off.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]

@@ -3,6 +3,13 @@
 import os
 
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
+# Set in the environment, not below, so that the servers and workers tests start as
+# subprocesses with the real settings inherit them: a key no deployment shares, one
+# process's own rate counts (each test's server is one process, or throttles nothing),
+# and plain HTTP (the test client and the live server speak no TLS).
+os.environ.setdefault("SECRET_KEY", "test-only-key-" + "x" * 50)
+os.environ.setdefault("FACTORY_SINGLE_PROCESS", "1")
+os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 
 from factory_site.settings import *  # noqa: F403
 

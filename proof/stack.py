@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -16,6 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PG = os.environ.get("PROOF_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS_DB = int(os.environ.get("PROOF_REDIS_DB", "12"))
 REDIS = f"redis://127.0.0.1:6379/{REDIS_DB}"
+# Each run's database is <prefix><scenario>, dropped and made anew: a prefix of your own
+# keeps two people's runs on one PostgreSQL apart.
+DB_PREFIX = os.environ.get("PROOF_DB_PREFIX", "factory_proof_")
 PG_VERSION = (
     next(iter(sorted(os.listdir("/etc/postgresql"))), "15")
     if os.path.isdir("/etc/postgresql")
@@ -45,7 +49,7 @@ class Stack:
     def __init__(
         self, name: str, *, web_workers: int = 4, gate_workers: int = 2, env: dict | None = None
     ):
-        self.name = f"factory_proof_{name}"
+        self.name = f"{DB_PREFIX}{name}"
         self.url = f"{PG}/{self.name}"
         self.work = Path(tempfile.mkdtemp(prefix=f"factory-proof-{name}-"))
         self.queue = f"fm-proof-{uuid.uuid4().hex[:8]}"
@@ -60,6 +64,12 @@ class Stack:
             "CELERY_BROKER_URL": REDIS,
             "CELERY_TASK_ALWAYS_EAGER": "0",
             "CELERY_QUEUE": self.queue,
+            # The production profile as docs/deploy.md has it, but over plain HTTP: the
+            # agents talk to gunicorn on 127.0.0.1, with no TLS proxy in front.
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "CACHE_URL": REDIS,
+            "SECURE_SSL_REDIRECT": "0",
+            "SECURE_COOKIES": "0",
             "MEDIA_ROOT": str(self.work / "media"),
             "FACTORY_UPLOAD_TEMP_DIR": str(self.work / "uploads"),
             "STATIC_ROOT": str(self.work / "static"),

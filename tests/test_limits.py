@@ -5,7 +5,7 @@ from django.core.cache import cache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import UserRateThrottle
 
-from tasks.models import Attempt, Task
+from tasks.models import Attempt, Event, Task
 
 
 @pytest.fixture
@@ -42,6 +42,30 @@ def test_a_throttled_claim_changes_nothing(flow, api, tight_rate):
 
     assert response.status_code == 429
     assert (Attempt.objects.count(), Task.objects.get().state) == (0, "ready")
+
+
+@pytest.mark.django_db
+def test_a_claim_while_the_rate_limit_store_is_down_is_503_and_changes_nothing(flow, api, settings):
+    flow.ready()
+    client = api(flow.agent)
+    events = Event.objects.count()
+    nothing_listens = "redis://127.0.0.1:1/0"  # port 1: connection refused at once
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": nothing_listens,
+        }
+    }
+
+    response = client.post("/api/v1/tasks/claim/", {}, format="json")
+
+    assert (response.status_code, response["Retry-After"]) == (503, "5")
+    assert response.json() == {
+        "detail": "the rate-limit store is unavailable; retry shortly",
+        "code": "unavailable",
+    }
+    assert (Attempt.objects.count(), Task.objects.get().state) == (0, "ready")
+    assert Event.objects.count() == events
 
 
 @pytest.mark.django_db

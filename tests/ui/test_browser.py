@@ -1,9 +1,11 @@
 """A reviewer and a manager at work in a real browser (Chromium) against a live server."""
 
 import pytest
+from drf_spectacular.generators import SchemaGenerator
 from playwright.sync_api import expect
 
 from decisions import services as decisions
+from factory_site.middleware import CSP
 from tasks import services
 from tasks.models import Task
 from tests.ui.conftest import pytestmark as needs_chromium
@@ -149,3 +151,18 @@ def test_the_main_pages_render_without_console_errors(page, live_server, flow, l
         shoot(page, name)
 
     assert errors == []
+
+
+def test_the_api_docs_list_the_operations_under_the_strict_csp(page, live_server, shoot):
+    paths = SchemaGenerator().get_schema(public=True)["paths"]
+    console = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+
+    response = page.goto(f"{live_server.url}/api/docs/")
+
+    assert response.headers.get("content-security-policy") == CSP
+    claim = page.locator(".opblock-summary-path", has_text="/api/v1/tasks/claim/")
+    expect(claim).to_have_count(1)
+    expect(page.locator(".opblock")).to_have_count(sum(len(methods) for methods in paths.values()))
+    shoot(page, "api-docs")
+    assert console == []
