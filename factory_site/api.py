@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from factory_site.numbers import whole_number
+from factory_site.throttles import refused_authentication
 from tasks.errors import ServiceError
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,14 @@ def exception_handler(exc, context):
         return response
     if isinstance(exc, DatabaseError):
         return None
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        # Authentication is refused before DRF's throttles run: count the refusal here,
+        # so an address that keeps trying is answered 429 instead of 401 forever.
+        request = context.get("request")
+        failed = isinstance(exc, exceptions.AuthenticationFailed)
+        wait = request and refused_authentication(request, credentials=failed)
+        if wait:
+            exc = exceptions.Throttled(wait)
     if isinstance(exc, RedisConnectionError | RedisTimeoutError):
         # The rate-limit store (CACHE_URL) is unreachable. Throttles run before the view,
         # so the request changed nothing; refuse it rather than count no limit at all.
@@ -322,7 +331,7 @@ ERROR_DESCRIPTIONS = {
     404: "Not found, or not in one of your projects (not_found).",
     409: "The current state does not allow this (invalid_state, lease_lost, …).",
     413: "The body or file is larger than the limit (too_large).",
-    429: "Too many requests (throttled); retry after the Retry-After header.",
+    429: "Too many requests, or too many refused tokens from this address (throttled); retry after the Retry-After header.",
     503: "The database is unavailable (unavailable); retry after the Retry-After header.",
 }
 

@@ -7,6 +7,9 @@ the endpoint has no rules of its own: the API's authentication, roles, leases,
 throttles and error codes are the ones that apply. It reads no local files.
 """
 
+import io
+import json
+
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -20,6 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.exceptions import AuthenticationFailed
 
 from factory_site.auth import BearerTokenAuthentication
+from factory_site.throttles import refused_authentication
 
 
 def user_for_token(token: str):
@@ -77,6 +81,66 @@ def http_app():
         allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
         allowed_origins=[site, *settings.CSRF_TRUSTED_ORIGINS],
     )
-    return server.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=security, stateless_http=True
+    return RefusalLimit(
+        server.streamable_http_app(
+            streamable_http_path="/mcp", transport_security=security, stateless_http=True
+        )
     )
+
+
+class RefusalLimit:
+    """ASGI wrapper: /mcp's refused calls count against the caller's address like the API's.
+
+    The SDK answers a missing or bad bearer token with 401 before any tool runs; each
+    such answer is counted (``factory_site.throttles.refused_authentication``, the same
+    counts as the REST API's) and past the limit replaced by 429 ``throttled`` with
+    ``Retry-After``.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refused = False
+
+        async def counted_send(message):
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                wait = await sync_to_async(_count_refusal)(scope)
+                if wait:
+                    refused = True
+                    await _send_throttled(send, wait)
+                    return
+            if not refused:  # the 401's body is dropped with its head
+                await send(message)
+
+        await self.app(scope, receive, counted_send)
+
+
+def _count_refusal(scope) -> int | None:
+    from django.contrib.auth.models import AnonymousUser
+    from django.core.handlers.asgi import ASGIRequest
+
+    request = ASGIRequest(scope, io.BytesIO())  # Django's own META from the scope
+    request.user = AnonymousUser()
+    has_token = "HTTP_AUTHORIZATION" in request.META
+    return refused_authentication(request, credentials=has_token)
+
+
+async def _send_throttled(send, wait: int) -> None:
+    body = json.dumps(
+        {
+            "detail": f"Request was throttled. Expected available in {wait} seconds.",
+            "code": "throttled",
+            "retry_after": wait + 1,  # as the REST API answers
+        }
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(wait).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

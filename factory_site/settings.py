@@ -212,13 +212,16 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "factory_site.api.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # Per user (or per address for anonymous callers); counted in CACHES["default"].
+    # Addresses come from factory_site.throttles.client_address (FACTORY_TRUSTED_PROXIES).
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "factory_site.throttles.AnonThrottle",
+        "factory_site.throttles.UserThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env("FACTORY_RATE_ANON", "120/min"),
         "user": env("FACTORY_RATE_USER", "6000/min"),
+        # Refused bearer tokens per address, API and MCP alike (ADR 0006).
+        "auth_failure": env("FACTORY_RATE_AUTH_FAILURES", "20/min"),
     },
 }
 # JSON and form bodies are read into memory up to this size (413 beyond); evidence
@@ -311,3 +314,45 @@ if not DEBUG:
         # months after it is withdrawn: the domain owner's commitment, so opt-in, and its
         # check (W021) is silenced while it is off.
         SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
+# --- Trust: client addresses, login lockout, API token bounds (ADR 0006) ------------------
+# Kept in one block: the production security settings above change independently.
+
+# Proxies in front of the site that append to X-Forwarded-For. 0: believe only REMOTE_ADDR.
+# Rate limits, refused-token counts and the login lockout all use this one answer.
+FACTORY_TRUSTED_PROXIES = env_int("FACTORY_TRUSTED_PROXIES", 0)
+
+# django-axes: after FACTORY_LOGIN_FAILURE_LIMIT failed logins for one username, or from one
+# address, further logins (/login/ and /admin/login/) are refused until
+# FACTORY_LOGIN_COOLOFF_MINUTES have passed since the last failure; `manage.py unlock` ends it.
+INSTALLED_APPS += ["axes"]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last, as axes asks
+AUTHENTICATION_BACKENDS = [
+    # First: refuses locked-out logins. It needs the request, so tests log in with
+    # force_login, by posting the form, or client.login(request=HttpRequest(), ...).
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("FACTORY_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("FACTORY_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks
+AXES_CLIENT_IP_CALLABLE = "factory_site.throttles.client_address"
+AXES_LOCKOUT_CALLABLE = "factory_site.views.locked_out"
+# A success must not wipe the count: with an account of their own, an attacker could
+# otherwise clear their address's failures between guesses at someone else's password.
+AXES_RESET_ON_SUCCESS = False
+AXES_VERBOSE = False  # no banner on every manage.py command; lockouts still log warnings
+
+# API tokens: the longest lifetime a user may give a token, by their most privileged role
+# in any project (a user with no role counts as an agent), and how many unexpired tokens
+# one user may hold. No token is issued without an expiry.
+FACTORY_TOKEN_MAX_DAYS = {
+    "agent": env_int("FACTORY_TOKEN_MAX_DAYS_AGENT", REST_KNOX["TOKEN_TTL"].days),
+    "verifier": env_int("FACTORY_TOKEN_MAX_DAYS_VERIFIER", 365),
+    "reviewer": env_int("FACTORY_TOKEN_MAX_DAYS_REVIEWER", 365),
+    "manager": env_int("FACTORY_TOKEN_MAX_DAYS_MANAGER", 365),
+    "superuser": env_int("FACTORY_TOKEN_MAX_DAYS_SUPERUSER", 365),
+}
+if min(FACTORY_TOKEN_MAX_DAYS.values()) < 1:
+    raise ImproperlyConfigured("every FACTORY_TOKEN_MAX_DAYS_* must be 1 or more")
+FACTORY_TOKEN_MAX_PER_USER = env_int("FACTORY_TOKEN_MAX_PER_USER", 10)

@@ -23,5 +23,9 @@ STATIC_ROOT = None  # WhiteNoise serves nothing in tests; no collectstatic neede
 # many calls per user and must not trip it.
 REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405
-    "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min"},
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": "100000/min",
+        "user": "100000/min",
+        "auth_failure": "100000/min",
+    },
 }

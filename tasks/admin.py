@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin
+from knox.models import AuthToken
 
 from tasks import services
 from tasks.admin_actions import ReadOnlyAdmin, ServiceAdmin, service_action
@@ -232,3 +233,23 @@ class EventAdmin(ReadOnlyAdmin):
     search_fields = ["object_key", "reason"]
     list_select_related = ["actor"]
     date_hierarchy = "created_at"
+
+
+# knox's own admin issues a token for any user with any expiry, past the bounds of
+# tasks.tokens; here tokens are only listed and revoked (deleted). Issue them on the API
+# tokens page or with `manage.py issue_token`.
+admin.site.unregister(AuthToken)
+
+
+@admin.register(AuthToken)
+class AuthTokenAdmin(admin.ModelAdmin):
+    list_display = ["token_key", "user", "created", "expiry"]
+    search_fields = ["token_key", "user__username"]
+    list_filter = ["expiry"]  # "No date": tokens from before every token had to expire
+    fields = ["token_key", "user", "created", "expiry"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

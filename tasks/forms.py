@@ -28,7 +28,8 @@ class BoardFilterForm(forms.Form):
 
 
 class TokenForm(forms.Form):
-    days = WholeNumberField(min_value=0, max_value=3650, initial=90, help_text="0: never expires")
+    # The bound for this user is the service's to check (tasks.tokens.token_issue).
+    days = WholeNumberField(min_value=1, max_value=3650)
 
 
 STATE_ORDER = [

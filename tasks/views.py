@@ -5,8 +5,7 @@ as a message on the page. Objects are reached through the user's memberships, so
 another project's task is a 404.
 """
 
-from datetime import timedelta
-
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.contenttypes.models import ContentType
@@ -16,9 +15,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from knox.models import AuthToken
-from knox.settings import knox_settings
 
 from decisions.models import DecisionState, SpecVersion
 from evidence import viewers
@@ -38,6 +37,8 @@ from tasks.forms import (
 from tasks.fsm import check
 from tasks.models import AttemptState, Event, Project, Task, TaskState
 from tasks.roles import Role, roles_by_project
+from tasks.tokens import token_default_days, token_issue, token_max_days
+from tasks.tokens import token_revoke as token_revoke_service
 
 MANAGER_ACTIONS = {
     "publish": services.task_publish,
@@ -394,34 +395,45 @@ def evidence_image(request, evidence_id):
 
 
 @login_required
+@never_cache
 def tokens(request):
-    """The user's API tokens: issue one (shown once), or revoke."""
+    """The user's API tokens: issue one (shown once), or revoke.
+
+    Never cached (``no-store``): the answer to an issue shows the token itself.
+    """
     created = None
     if request.method == "POST":
         form = TokenForm(request.POST)
         if form.is_valid():
-            days = form.cleaned_data["days"]
-            _, created = AuthToken.objects.create(
-                user=request.user, expiry=timedelta(days=days) if days else None
-            )
-            messages.success(request, "Token issued. Copy it now: it is not shown again.")
+            try:
+                _, created = token_issue(user=request.user, days=form.cleaned_data["days"])
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                messages.success(request, "Token issued. Copy it now: it is not shown again.")
     else:
-        form = TokenForm(initial={"days": knox_settings.TOKEN_TTL.days})
+        form = TokenForm(initial={"days": token_default_days(request.user)})
     rows = AuthToken.objects.filter(user=request.user).order_by("-created")
-    return render(
+    response = render(
         request,
         "tasks/tokens.html",
-        {"form": form, "rows": rows, "created": created, "nav": "tokens"},
+        {
+            "form": form,
+            "rows": rows,
+            "created": created,
+            "nav": "tokens",
+            "max_days": token_max_days(request.user),
+            "cap": settings.FACTORY_TOKEN_MAX_PER_USER,
+        },
     )
+    response["Pragma"] = "no-cache"  # HTTP/1.0 caches ignore Cache-Control
+    return response
 
 
 @login_required
 @require_POST
 def token_revoke(request):
-    deleted, _ = AuthToken.objects.filter(
-        user=request.user, token_key=request.POST.get("token_key", "")
-    ).delete()
-    if deleted:
+    if token_revoke_service(user=request.user, token_key=request.POST.get("token_key", "")):
         messages.success(request, "Token revoked.")
     else:
         messages.error(request, "No such token.")

@@ -12,15 +12,20 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.cache import cache
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection
 from factory_client.client import FactoryClient
 from factory_client.mcp import AgentServer
 from knox.models import AuthToken
 from mcp import Client, StdioServerParameters
+from rest_framework.settings import api_settings
+from rest_framework.test import APIClient
+from rest_framework.throttling import SimpleRateThrottle
 
 from decisions.models import Decision
 from evidence.models import Evidence
+from factory_site.mcp import http_app
 from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease
@@ -42,6 +47,7 @@ TOOLS = {
     "get_task",
     "search_decisions",
 }
+BAD = {"Authorization": "Bearer fm_" + "0" * 64}
 JUNIT = (
     "<testsuite tests='1'><testcase classname='tests.test_claim' name='test_claim'/></testsuite>"
 )
@@ -53,6 +59,15 @@ def as_user(user, workspace=None):
     transport = httpx.WSGITransport(app=WSGIHandler())
     client = FactoryClient("http://testserver", token, transport=transport, retries=0)
     return AgentServer(lambda: client, workspace=workspace)
+
+
+@pytest.fixture
+def three_failures(monkeypatch):
+    cache.clear()
+    rates = {**api_settings.DEFAULT_THROTTLE_RATES, "auth_failure": "3/min"}
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", rates)
+    yield
+    cache.clear()
 
 
 async def call(client, tool, **arguments):
@@ -482,3 +497,20 @@ def test_the_http_server_at_mcp_takes_the_same_bearer_tokens(flow):
         " send content instead",
     )
     assert site.status_code == 200  # the rest of the site is still Django
+
+
+def test_bad_tokens_at_mcp_count_with_the_apis_and_get_429_past_the_limit(flow, three_failures):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+    async def post_bad_tokens(times):
+        transport = httpx.ASGITransport(app=http_app())  # from 127.0.0.1, as the API client
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            return [await http.post("/mcp", json=body, headers=BAD) for _ in range(times)]
+
+    refused = asyncio.run(post_bad_tokens(2))
+    api = APIClient().get("/api/v1/tasks/", HTTP_AUTHORIZATION=BAD["Authorization"])
+    (throttled,) = asyncio.run(post_bad_tokens(1))
+
+    assert [r.status_code for r in refused] + [api.status_code] == [401, 401, 401]
+    assert (throttled.status_code, throttled.json()["code"]) == (429, "throttled")
+    assert int(throttled.headers["Retry-After"]) > 0

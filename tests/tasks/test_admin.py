@@ -1,9 +1,12 @@
 """The Django admin: every page opens, evidence and events are read-only, actions call services."""
 
 import pytest
+from axes.models import AccessAttempt
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
+from django.test import Client
 from django.urls import reverse
+from knox.models import AuthToken
 
 from decisions import services as decision_services
 from decisions.models import Decision, Spec, SpecVersion
@@ -335,3 +338,26 @@ def test_editing_a_task_in_the_admin_keeps_its_key_state_and_trail(admin_client,
         events_before + 1,
         {"fields": ["priority", "title"]},
     )
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_and_revokes_tokens_but_issues_none(admin_client, flow):
+    row, _ = AuthToken.objects.create(user=flow.agent)
+
+    listed = admin_client.get(admin_url(AuthToken, "changelist"))
+    add = admin_client.post(admin_url(AuthToken, "add"), {"user": flow.agent.pk, "expiry": ""})
+    admin_client.post(admin_url(AuthToken, "delete", row.pk), {"post": "yes"})
+
+    assert row.token_key.encode() in listed.content
+    assert add.status_code == 403
+    assert AuthToken.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_login_lockouts_to_clear(admin_client, flow):
+    Client().post("/login/", {"username": "fm-agent", "password": "wrong"})
+
+    response = admin_client.get(admin_url(AccessAttempt, "changelist"))
+
+    assert response.context["cl"].result_count == 1
+    assert b"fm-agent" in response.content

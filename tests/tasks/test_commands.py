@@ -119,13 +119,63 @@ def test_issue_token_expires_after_the_days_asked_for(args, days):
 
 
 @pytest.mark.django_db
-def test_issue_token_with_zero_days_never_expires():
-    UserFactory(username="ada")
+@pytest.mark.parametrize("days", ["0", "-1", "91"])
+def test_issue_token_refuses_an_agent_a_token_that_never_expires_or_outlives_90_days(flow, days):
+    with pytest.raises(CommandError) as refused:
+        run("issue_token", flow.agent.username, "--days", days)
 
-    _, err = run("issue_token", "ada", "--days", "0")
+    assert str(refused.value) == (
+        "fm-agent's tokens last 1 to 90 days (the agent bound, FACTORY_TOKEN_MAX_DAYS_AGENT); "
+        "none lasts forever"
+    )
+    assert AuthToken.objects.count() == 0
 
-    assert AuthToken.objects.get().expiry is None
-    assert err == "Token for ada (expires never); it is shown only once:\n"
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("role", "longest"),
+    [("agent", 90), ("verifier", 365), ("reviewer", 365), ("manager", 365), ("admin", 365)],
+)
+def test_issue_token_bounds_a_tokens_lifetime_by_the_users_role(flow, role, longest):
+    user = getattr(flow, role, None) or User.objects.create_superuser("admin", password="pw")
+
+    before = timezone.now() + timedelta(days=longest)
+    run("issue_token", user.username, "--days", str(longest))
+    with pytest.raises(CommandError, match=f"tokens last 1 to {longest} days"):
+        run("issue_token", user.username, "--days", str(longest + 1))
+
+    expiry = AuthToken.objects.get().expiry
+    assert before <= expiry <= timezone.now() + timedelta(days=longest)
+
+
+@pytest.mark.django_db
+def test_an_agent_who_reviews_elsewhere_gets_the_reviewer_bound(flow, other_flow, settings):
+    settings.FACTORY_TOKEN_MAX_DAYS = {**settings.FACTORY_TOKEN_MAX_DAYS, "reviewer": 120}
+    Membership.objects.create(user=flow.agent, project=other_flow.project, role="reviewer")
+
+    run("issue_token", flow.agent.username, "--days", "120")
+    with pytest.raises(CommandError, match="the agent bound"):
+        run("issue_token", flow.agent2.username, "--days", "120")
+
+    assert list(AuthToken.objects.values_list("user__username", flat=True)) == ["fm-agent"]
+
+
+@pytest.mark.django_db
+def test_issue_token_refuses_a_token_past_the_cap_and_names_it(settings):
+    settings.FACTORY_TOKEN_MAX_PER_USER = 2
+    user = UserFactory(username="ada")
+    AuthToken.objects.create(user=user, expiry=timedelta(days=-1))  # expired: not counted
+    run("issue_token", "ada")
+    run("issue_token", "ada")
+
+    with pytest.raises(CommandError) as refused:
+        run("issue_token", "ada")
+
+    assert str(refused.value) == (
+        "ada already has 2 unexpired tokens, the most allowed (FACTORY_TOKEN_MAX_PER_USER=2); "
+        "revoke one first, on the API tokens page (/tokens/) or in the admin"
+    )
+    assert AuthToken.objects.filter(user=user).count() == 3
 
 
 @pytest.mark.django_db
@@ -145,16 +195,6 @@ def test_issue_token_refuses_an_unknown_or_inactive_user(who):
 
     with pytest.raises(CommandError, match=f"no active user '{who}'"):
         run("issue_token", who)
-
-    assert AuthToken.objects.count() == 0
-
-
-@pytest.mark.django_db
-def test_issue_token_refuses_negative_days():
-    UserFactory(username="ada")
-
-    with pytest.raises(CommandError, match="--days must be 0 or more"):
-        run("issue_token", "ada", "--days", "-1")
 
     assert AuthToken.objects.count() == 0
 

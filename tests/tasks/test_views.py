@@ -614,6 +614,64 @@ def test_a_new_token_is_shown_once_and_only_its_hash_is_kept(client, flow):
 
 
 @pytest.mark.django_db
+def test_the_answer_that_shows_a_new_token_is_never_cached(client, flow):
+    client.force_login(flow.agent)
+
+    response = client.post("/tokens/", {"days": "7"})
+
+    assert response.context["created"] in html(response)
+    assert "no-store" in response["Cache-Control"].replace(" ", "").split(",")
+    assert response["Pragma"] == "no-cache"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("days", ["0", "91"])
+def test_an_agent_cannot_issue_a_token_that_never_expires_or_outlives_90_days(client, flow, days):
+    client.force_login(flow.agent)
+
+    response = client.post("/tokens/", {"days": days})
+
+    assert response.status_code == 200
+    assert response.context["created"] is None
+    assert response.context["form"].errors["days"] == [
+        "Ensure this value is greater than or equal to 1."
+        if days == "0"
+        else "fm-agent's tokens last 1 to 90 days (the agent bound, "
+        "FACTORY_TOKEN_MAX_DAYS_AGENT); none lasts forever"
+    ]
+    assert AuthToken.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_manager_may_issue_a_token_for_a_year(client, flow):
+    client.force_login(flow.manager)
+
+    page = client.get("/tokens/")
+    client.post("/tokens/", {"days": "365"})
+
+    assert "Days until it expires (1 to 365)" in html(page)
+    assert AuthToken.objects.get().expiry - timezone.now() > timedelta(days=364)
+
+
+@pytest.mark.django_db
+def test_a_token_past_the_cap_is_a_form_error_naming_it(client, flow, settings):
+    settings.FACTORY_TOKEN_MAX_PER_USER = 2
+    for _ in range(2):
+        AuthToken.objects.create(user=flow.agent)
+    client.force_login(flow.agent)
+
+    response = client.post("/tokens/", {"days": "7"})
+
+    assert response.context["created"] is None
+    assert response.context["form"].non_field_errors() == [
+        "fm-agent already has 2 unexpired tokens, the most allowed "
+        "(FACTORY_TOKEN_MAX_PER_USER=2); revoke one first, on the API tokens page (/tokens/) "
+        "or in the admin"
+    ]
+    assert AuthToken.objects.filter(user=flow.agent).count() == 2
+
+
+@pytest.mark.django_db
 def test_revoking_a_token_deletes_it(client, flow):
     row, _ = AuthToken.objects.create(user=flow.agent)
     client.force_login(flow.agent)

@@ -1,20 +1,23 @@
-from datetime import timedelta
-
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from knox.models import AuthToken
-from knox.settings import knox_settings
+
+from tasks.tokens import token_issue
 
 
 class Command(BaseCommand):
-    help = "Issue an API token for a user and print it once; only its hash is stored."
+    help = (
+        "Issue an API token for a user and print it once; only its hash is stored. "
+        "Its lifetime is bounded by the user's role (FACTORY_TOKEN_MAX_DAYS_*) and a user "
+        "holds at most FACTORY_TOKEN_MAX_PER_USER unexpired tokens."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument(
             "--days",
             type=int,
-            help=f"days until it expires (default {knox_settings.TOKEN_TTL.days}); 0 never expires",
+            help="days until it expires (default FACTORY_TOKEN_TTL_DAYS, within the role's bound)",
         )
 
     def handle(self, *args, username, days, **options):
@@ -23,12 +26,10 @@ class Command(BaseCommand):
             user = User.objects.get(username=username, is_active=True)
         except User.DoesNotExist as exc:
             raise CommandError(f"no active user {username!r}") from exc
-        if days is not None and days < 0:
-            raise CommandError("--days must be 0 or more")
-        expiry = (
-            knox_settings.TOKEN_TTL if days is None else (timedelta(days=days) if days else None)
-        )
-        token_row, token = AuthToken.objects.create(user=user, expiry=expiry)
-        when = token_row.expiry.strftime("%Y-%m-%d %H:%M UTC") if token_row.expiry else "never"
+        try:
+            token_row, token = token_issue(user=user, days=days)
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from exc
+        when = token_row.expiry.strftime("%Y-%m-%d %H:%M UTC")
         self.stderr.write(f"Token for {username} (expires {when}); it is shown only once:")
         self.stdout.write(token)
