@@ -110,7 +110,7 @@ def test_a_manager_searches_the_decision_log_and_follows_the_supersession_chain(
         alternatives=[{"option": "Keep the table lock", "reason": "flat at two agents"}],
         supersedes=[first],
     )
-    decisions.decision_accept(decision=second, actor=flow.manager)
+    decisions.decision_accept(decision=second, actor=flow.reviewer)  # never its proposer
 
     login(page, flow.manager)
     page.goto(f"{live_server.url}/decisions/")
