@@ -333,3 +333,22 @@ def test_the_http_server_at_mcp_takes_the_same_bearer_tokens(flow):
         "invalid: paths are read only by the stdio server; send content instead",
     )
     assert site.status_code == 200  # the rest of the site is still Django
+
+
+def test_an_attachment_past_a_quota_is_a_quota_exceeded_tool_error(flow, settings):
+    settings.FACTORY_QUOTA_ATTEMPT_FILES = 1
+    _, attempt = flow.claimed()
+
+    async def steps(client):
+        first = await call(client, "attach_evidence", attempt=attempt.pk, kind="note", content="1")
+        second = await call(client, "attach_evidence", attempt=attempt.pk, kind="note", content="2")
+        return first, second
+
+    (first_failed, _), (second_failed, text) = run(flow.agent, steps)
+
+    assert (first_failed, second_failed) == (False, True)
+    assert (
+        text
+        == f"quota_exceeded: with this file, the agent evidence of {attempt} would reach 2 files, past its quota of 1"
+    )
+    assert Evidence.objects.count() == 1
