@@ -50,6 +50,7 @@ def grow(project, spec, agent, start: int, stop: int) -> None:
             [
                 Evidence(
                     attempt=a,
+                    project_id=a.task.project_id,
                     kind="log",
                     file="evidence/00/00/old",
                     sha256="0" * 64,

@@ -1,7 +1,6 @@
 """Evidence in the agent contract: upload to an attempt, read metadata, stream content."""
 
 from django.conf import settings
-from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -10,8 +9,9 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evidence import services, storage
+from evidence import services
 from evidence.models import Evidence, Kind
+from evidence.responses import evidence_response
 from evidence.uploads import HashingUploadHandler
 from factory_site.api import errors
 from tasks import selectors
@@ -134,7 +134,11 @@ class EvidenceDetailApi(APIView):
 
 
 class EvidenceContentApi(APIView):
-    """The file itself, streamed, with its SHA-256 in the ``X-Content-SHA256`` and ``ETag`` headers."""
+    """The file itself, streamed, with its SHA-256 in the ``X-Content-SHA256`` and ``ETag`` headers.
+
+    ``Range: bytes=a-b`` (one range) answers 206 with those bytes; a range that starts
+    past the end answers 416 ``range_not_satisfiable``.
+    """
 
     @extend_schema(
         responses={
@@ -142,21 +146,16 @@ class EvidenceContentApi(APIView):
                 OpenApiTypes.BINARY,
                 description="The file's bytes, as the media type it was uploaded with.",
             ),
-            **errors(404),
+            (206, "*/*"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The range asked for in the Range header."
+            ),
+            **errors(404, 416),
         }
     )
     def get(self, request, evidence_id):
         evidence = evidence_for(request.user, evidence_id)
-        response = FileResponse(
-            storage.open_blob(evidence.file.name),
-            content_type=evidence.media_type,
-            as_attachment=True,
-            filename=evidence.name,
+        response = evidence_response(
+            request, evidence, content_type=evidence.media_type, as_attachment=True
         )
         response["X-Content-SHA256"] = evidence.sha256
-        response["ETag"] = f'"{evidence.sha256}"'
-        response["Cache-Control"] = "private, max-age=31536000, immutable"
-        # Evidence is hostile until proven otherwise: never let a browser render it inline.
-        response["X-Content-Type-Options"] = "nosniff"
-        response["Content-Security-Policy"] = "default-src 'none'; sandbox"
         return response

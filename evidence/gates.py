@@ -13,7 +13,7 @@ import abc
 import difflib
 import fnmatch
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -22,14 +22,7 @@ from django.utils.module_loading import import_string
 from decisions.models import Check, SpecVersionState
 from evidence import storage
 from evidence.models import Evidence, Kind, Provenance, decisive
-from evidence.parsers import (
-    case_outcome,
-    diff_paths,
-    junit_cases,
-    parse_diff,
-    parse_junit,
-    parse_xml,
-)
+from evidence.parsers import coverage_root, diff_files, diff_paths, junit_cases
 from evidence.selectors import proof_kind, proof_of
 from tasks.paths import UnsafePath, path_allowed, repo_path
 
@@ -95,9 +88,22 @@ class Gate(abc.ABC):
         return Reports(deciding, [row for row in rows if row not in deciding])
 
     @staticmethod
-    def read(evidence: Evidence) -> bytes:
-        with storage.open_blob(evidence.file.name) as handle:
-            return handle.read()
+    def open(evidence: Evidence):
+        """The evidence file, open for reading: gates stream reports, never read them whole."""
+        return storage.open_blob(evidence.file.name)
+
+
+FAILED_LISTED = 200  # failing tests named in a verdict; the rest are counted
+FILES_LISTED = 1000  # paths named in a diff-scope verdict; the rest are counted
+
+
+def _listed(details: dict) -> dict:
+    """A verdict's path lists cut to ``FILES_LISTED``, with their full length beside them."""
+    for key in ("files", "outside"):
+        if len(details.get(key, ())) > FILES_LISTED:
+            details[f"{key}_count"] = len(details[key])
+            details[key] = details[key][:FILES_LISTED]
+    return details
 
 
 @dataclass
@@ -174,19 +180,22 @@ def test_ids(case) -> list[str]:
     first id is ``tests/test_claim.py::TestX::name``. The others are other readings.
     """
     classname, name = case.classname or "", case.name or ""
-    parts = classname.split(".")
-    readings = []
-    file = case._elem.get("file")
-    if file:
-        readings.append(f"{file}::{name}")
-    splits = list(range(len(parts), 0, -1))
-    splits.sort(
-        key=lambda n: not (parts[n - 1].startswith("test_") or parts[n - 1].endswith("_test"))
-    )
-    for split in splits:
-        readings.append("::".join(["/".join(parts[:split]) + ".py", *parts[split:], name]))
+    readings = [f"{case.file}::{name}"] if case.file else []
+    readings += [f"{module}::{name}" for module in _module_readings(classname)]
     readings += [f"{classname}::{name}", f"{classname}.{name}"]
     return list(dict.fromkeys(readings))
+
+
+@lru_cache(maxsize=1024)
+def _module_readings(classname: str) -> tuple[str, ...]:
+    """``path.py::Class`` readings of a classname, likeliest first; reports repeat a few
+    classnames over millions of cases, so each is worked out once."""
+    parts = classname.split(".")
+    splits = sorted(
+        range(len(parts), 0, -1),
+        key=lambda n: not (parts[n - 1].startswith("test_") or parts[n - 1].endswith("_test")),
+    )
+    return tuple("::".join(["/".join(parts[:split]) + ".py", *parts[split:]]) for split in splits)
 
 
 class TestsPass(Gate):
@@ -208,10 +217,41 @@ class TestsPass(Gate):
                 chosen.details(),
                 "\n".join([f"No {which} was attached.", *chosen.lines()]),
             )
-        passed_ids, failed, total, skipped, empty = set(), [], 0, 0, []
+        # Selectors are matched while the cases stream by: the passing tests of a large
+        # report are never all held at once.
+        selects = {}
+        if attempt.spec_version_id:
+            for criterion in attempt.spec_version.criteria.all():
+                if criterion.proof.get("check") == Check.TESTS:
+                    selects[criterion.key] = criterion.proof.get("select")
+        matched, failed, failures, total, skipped, empty = set(), [], 0, 0, 0, []
         for report in reports:
+            cases = 0
             try:
-                xml = parse_junit(self.read(report))
+                with self.open(report) as handle:
+                    for case in junit_cases(handle):
+                        cases += 1
+                        if case.outcome == "passed":
+                            unmatched_keys = [key for key in selects if key not in matched]
+                            if unmatched_keys:
+                                ids = test_ids(case)
+                                matched.update(
+                                    key
+                                    for key in unmatched_keys
+                                    if any(fnmatch.fnmatchcase(i, selects[key]) for i in ids)
+                                )
+                        elif case.outcome == "skipped":
+                            skipped += 1
+                        else:
+                            failures += 1
+                            if len(failed) < FAILED_LISTED:
+                                failed.append(
+                                    {
+                                        "test": test_ids(case)[0],
+                                        "outcome": case.outcome,
+                                        "message": case.reason,
+                                    }
+                                )
             except ValidationError as exc:
                 return Verdict(
                     False,
@@ -219,28 +259,14 @@ class TestsPass(Gate):
                     {"unparseable": report.pk},
                     "; ".join(exc.messages),
                 )
-            cases = 0
-            for _suite, case in junit_cases(xml):
-                cases += 1
-                outcome, message = case_outcome(case)
-                ids = test_ids(case)
-                if outcome == "passed":
-                    passed_ids.update(ids)
-                elif outcome == "skipped":
-                    skipped += 1
-                else:
-                    failed.append({"test": ids[0], "outcome": outcome, "message": message})
             total += cases
             if cases == 0:
                 empty.append(f"{report.name} (evidence {report.pk})")
-        unmatched = []
-        if attempt.spec_version_id:
-            for criterion in attempt.spec_version.criteria.all():
-                select = criterion.proof.get("select")
-                if criterion.proof.get("check") == Check.TESTS and not any(
-                    fnmatch.fnmatchcase(i, select) for i in passed_ids
-                ):
-                    unmatched.append({"criterion": criterion.key, "select": select})
+        unmatched = [
+            {"criterion": key, "select": select}
+            for key, select in selects.items()
+            if key not in matched
+        ]
         details = {
             **chosen.details(),
             "tests": total,
@@ -257,12 +283,15 @@ class TestsPass(Gate):
                 "",
                 "Failed:",
                 _lines(f"{f['test']} ({f['outcome']}): {f['message'][:200]}" for f in failed),
+                *([f"… and {failures - len(failed)} more"] if failures > len(failed) else []),
                 "",
                 "Criteria without a passing test:",
                 _lines(f"{u['criterion']}: {u['select']}" for u in unmatched),
             ]
         )
         details["skipped"] = skipped
+        if failures > len(failed):
+            details["failed_count"] = failures
         if empty:
             return Verdict(
                 False, f"a JUnit report ran no test: {', '.join(empty)}", details, report
@@ -271,9 +300,7 @@ class TestsPass(Gate):
             return Verdict(False, f"all {total} tests were skipped; none passed", details, report)
         if failed:
             names = ", ".join(f["test"] for f in failed[:5])
-            return Verdict(
-                False, f"{len(failed)} of {total} tests failed: {names}", details, report
-            )
+            return Verdict(False, f"{failures} of {total} tests failed: {names}", details, report)
         if unmatched:
             keys = ", ".join(f"{u['criterion']} ({u['select']})" for u in unmatched)
             return Verdict(False, f"no passing test matches {keys}", details, report)
@@ -309,8 +336,10 @@ class CoverageGate(Gate):
             )
         report = chosen.deciding[-1]  # the newest of the deciding reports
         try:
-            root = parse_xml(self.read(report), "coverage").getroot()
-            rate = float(root.get("line-rate"))
+            with self.open(report) as handle:
+                rate = float(coverage_root(handle)["line-rate"])
+            if not 0 <= rate <= 1:
+                raise ValueError(rate)
         except (ValidationError, TypeError, ValueError):
             return Verdict(
                 False,
@@ -350,10 +379,20 @@ class DiffScope(Gate):
                 "no diff evidence to check",
                 {"allowed_paths": allowed, **chosen.details()},
             )
-        paths, unsafe = [], []
+        paths, unsafe = {}, []
         for diff in chosen.deciding:
             try:
-                raw = diff_paths(parse_diff(self.read(diff)))
+                with self.open(diff) as handle:
+                    for changed in diff_files(handle):
+                        for path in diff_paths([changed]):
+                            # A path is matched only once it is known to name a file inside
+                            # the repository: "templates/../x.py" must not pass as templates/**.
+                            try:
+                                paths[repo_path(path)] = None
+                            except UnsafePath as exc:
+                                entry = {"path": path, "reason": str(exc)}
+                                if entry not in unsafe and len(unsafe) < FILES_LISTED:
+                                    unsafe.append(entry)
             except ValidationError as exc:
                 return Verdict(
                     False,
@@ -361,26 +400,17 @@ class DiffScope(Gate):
                     {"unparseable": diff.pk, **chosen.details()},
                     "; ".join(exc.messages),
                 )
-            for path in raw:
-                # A path is matched only once it is known to name a file inside the
-                # repository: "templates/../settings.py" must not pass as templates/**.
-                try:
-                    path = repo_path(path)
-                except UnsafePath as exc:
-                    entry = {"path": path, "reason": str(exc)}
-                    if entry not in unsafe:
-                        unsafe.append(entry)
-                    continue
-                if path not in paths:
-                    paths.append(path)
+        paths = list(paths)
         outside = [p for p in paths if allowed and not path_allowed(p, allowed)]
-        details = {
-            "files": paths,
-            "outside": outside,
-            "unsafe": unsafe,
-            "allowed_paths": allowed,
-            **chosen.details(),
-        }
+        details = _listed(
+            {
+                "files": paths,
+                "outside": outside,
+                "unsafe": unsafe,
+                "allowed_paths": allowed,
+                **chosen.details(),
+            }
+        )
         report = "\n".join(
             [
                 f"# diff-scope for {attempt}",
@@ -394,7 +424,12 @@ class DiffScope(Gate):
                 _lines(f"{u['path']!r}: {u['reason']}" for u in unsafe),
                 "",
                 "Outside the allowed paths:",
-                _lines(outside),
+                _lines(details["outside"]),
+                *(
+                    [f"… and {len(outside) - FILES_LISTED} more"]
+                    if "outside_count" in details
+                    else []
+                ),
             ]
         )
         if unsafe:

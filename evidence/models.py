@@ -7,7 +7,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from tasks.models import AppendOnlyError, AppendOnlyModel
+from tasks.models import AppendOnlyError, AppendOnlyModel, Attempt
 from tasks.roles import SYSTEM
 
 
@@ -64,6 +64,13 @@ class Evidence(AppendOnlyModel):
     """
 
     attempt = models.ForeignKey("tasks.Attempt", on_delete=models.PROTECT, related_name="evidence")
+    project = models.ForeignKey(
+        "tasks.Project",
+        on_delete=models.PROTECT,
+        related_name="+",
+        editable=False,
+        help_text="The attempt's project, kept on the row so a project's quota is one indexed sum.",
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     file = models.FileField(max_length=255)
     sha256 = models.CharField(max_length=64, db_index=True)
@@ -88,9 +95,21 @@ class Evidence(AppendOnlyModel):
     class Meta:
         ordering = ["attempt", "created_at", "id"]
         verbose_name_plural = "evidence"
+        indexes = [
+            # evidence_attach sums a project's usage per provenance from this index alone
+            # (size is a key column, not INCLUDE, so SQLite can use it too).
+            models.Index(fields=["project", "provenance", "size"], name="evidence_project_usage"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.sha256[:12]} ({self.provenance})"
+
+    def save(self, *args, **kwargs):
+        if self.project_id is None and self.attempt_id is not None:
+            self.project_id = Attempt.objects.values_list("task__project_id", flat=True).get(
+                pk=self.attempt_id
+            )
+        super().save(*args, **kwargs)
 
     @property
     def authoritative(self) -> bool:

@@ -3,7 +3,8 @@
 Evidence is written once: its bytes go to content-addressed storage *outside* the
 database transaction (slow I/O never holds row locks), then the row is written in a
 transaction that re-checks the uploader's right to write — for an agent, the live
-lease. If that transaction fails, a blob this call added is removed again.
+lease — and the quotas. If that transaction fails, a blob this call added is removed
+again.
 """
 
 import mimetypes
@@ -14,7 +15,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile, File
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evidence import storage
@@ -28,7 +30,7 @@ from evidence.models import (
 )
 from tasks.errors import Conflict, PermissionDenied, ServiceError, TooLarge
 from tasks.fsm import check, fire
-from tasks.models import LIVE_ATTEMPT_STATES, Attempt, AttemptState, Event
+from tasks.models import LIVE_ATTEMPT_STATES, Attempt, AttemptState, Event, Project
 from tasks.roles import Role, has_role
 from tasks.services import (
     attempt_fence,
@@ -80,6 +82,62 @@ def _criteria_for(attempt: Attempt, keys: Iterable[str]):
     return found
 
 
+QUOTAS = {
+    ("attempt", "bytes"): "FACTORY_QUOTA_ATTEMPT_BYTES",
+    ("attempt", "files"): "FACTORY_QUOTA_ATTEMPT_FILES",
+    ("project", "bytes"): "FACTORY_QUOTA_PROJECT_BYTES",
+    ("project", "files"): "FACTORY_QUOTA_PROJECT_FILES",
+}
+
+
+def _quotas() -> dict:
+    return {key: getattr(settings, name) for key, name in QUOTAS.items()}
+
+
+def _check_quotas(attempt: Attempt, provenance: str, size: int) -> None:
+    """Refuse (413 ``quota_exceeded``, with the figures) a file that would take the
+    attempt's or the project's evidence of this provenance past a quota.
+
+    Counted over the uploader's provenance only, so an agent filling its room never
+    keeps out a verifier's authoritative report; gate reports are never counted. Each
+    file counts its full size, even when its bytes were already stored once.
+    """
+    quotas = _quotas()
+    scopes = {
+        "attempt": Evidence.objects.filter(attempt_id=attempt.pk),
+        "project": Evidence.objects.filter(project_id=attempt.task.project_id),
+    }
+    for scope, rows in scopes.items():
+        if not (quotas[scope, "bytes"] or quotas[scope, "files"]):
+            continue
+        used = rows.filter(provenance=provenance).aggregate(
+            files=Count("*"), bytes=Coalesce(Sum("size"), 0)
+        )
+        for what, adding in (("files", 1), ("bytes", size)):
+            limit = quotas[scope, what]
+            if limit and used[what] + adding > limit:
+                owner = attempt if scope == "attempt" else f"project {attempt.task.project.slug}"
+                raise TooLarge(
+                    f"with this file, the {provenance} evidence of {owner} would reach"
+                    f" {used[what] + adding} {what}, past its quota of {limit}",
+                    code="quota_exceeded",
+                    extra={"used": used[what], "limit": limit, "scope": scope, "what": what},
+                )
+
+
+def _lock_quotas(attempt: Attempt) -> None:
+    """Serialise the quota checks of one project until the transaction ends.
+
+    Two uploads at once must not both fit under a quota that has room for one. The
+    project row is locked after the attempt row (the order decision_propose takes too:
+    attempt_fence, then next_number), ``FOR NO KEY UPDATE`` as ADR 0002 says.
+    """
+    if any(_quotas().values()):
+        Project.objects.select_for_update(no_key=True).values_list("pk").get(
+            pk=attempt.task.project_id
+        )
+
+
 def _summarize(kind: str, fileobj: File) -> dict:
     from evidence.parsers import summarize
 
@@ -102,8 +160,11 @@ def evidence_attach(
     Provenance follows the actor: the lease holder writes ``agent`` evidence (and
     needs a live lease: 409 ``lease_lost``); a verifier of the project writes
     ``verifier`` evidence, which is authoritative; reviewers and managers write
-    ``human`` evidence, both only to a live attempt (409 ``invalid_state``). The file is validated and summarised by its kind
-    (400 for a malformed or hostile file) and refused past the size limit (413).
+    ``human`` evidence, both only to a live attempt (409 ``invalid_state``). The file is
+    validated and summarised by its kind (400 for a malformed or hostile file), refused
+    past the size limit (413 ``too_large``) and past the attempt's and the project's
+    quotas (413 ``quota_exceeded``; see ``_check_quotas``). A refused file leaves no row
+    and no blob.
     """
     if kind not in Kind.values:
         raise ValidationError({"kind": f"choose one of {', '.join(Kind.values)}"})
@@ -123,6 +184,8 @@ def evidence_attach(
     if provenance == Provenance.AGENT:
         with transaction.atomic():
             attempt_fence(attempt, actor)  # fail fast before storing anything
+    if size is not None:
+        _check_quotas(attempt, provenance, size)  # again under the lock, once stored
     summary = _summarize(kind, file)
     name = (name or getattr(file, "name", "") or kind).rsplit("/", 1)[-1][:255]
     media_type = (
@@ -137,8 +200,11 @@ def evidence_attach(
         with transaction.atomic():
             if provenance == Provenance.AGENT:
                 attempt_fence(attempt, actor)  # the lease may have run out while we stored
+            _lock_quotas(attempt)
+            _check_quotas(attempt, provenance, size)
             evidence = Evidence.objects.create(
                 attempt=attempt,
+                project_id=attempt.task.project_id,
                 kind=kind,
                 file=blob,
                 sha256=sha256,
@@ -163,6 +229,7 @@ def _gate_evidence_row(*, run: GateRun, blob, kind: str, name: str, media_type: 
     name_in_store, sha256, size = blob
     return Evidence.objects.create(
         attempt_id=run.attempt_id,
+        project_id=run.attempt.task.project_id,
         kind=kind,
         file=name_in_store,
         sha256=sha256,

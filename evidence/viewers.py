@@ -2,7 +2,10 @@
 
 Evidence is hostile until proven otherwise: every string that reaches a page is
 escaped here or by the template engine, XML is parsed with defusedxml, and only the
-first ``LIMIT_BYTES`` of a file are rendered (the rest is a download away).
+first (or, for logs, last) ``LIMIT_BYTES`` of a file are read and rendered; a JUnit
+table lists at most ``JUNIT_ROWS`` tests. A file larger than
+``FACTORY_INLINE_MAX_BYTES`` is not rendered at all (``inline``): the page links to
+its download instead.
 """
 
 import functools
@@ -10,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
@@ -19,13 +23,20 @@ from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from evidence import storage
-from evidence.parsers import case_outcome, junit_cases, parse_diff, parse_junit
+from evidence.gates import test_ids
+from evidence.parsers import junit_cases, parse_diff
 
 LIMIT_BYTES = 512 * 1024
 LOG_TAIL_LINES = 400
+JUNIT_ROWS = 500  # tests listed in a JUnit table, failures first; the rest are counted
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
 OTHER_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-ln-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
+
+
+def inline(evidence) -> bool:
+    """Whether a page may render this file; past ``FACTORY_INLINE_MAX_BYTES`` it links to it."""
+    return evidence.size <= settings.FACTORY_INLINE_MAX_BYTES
 
 
 def read_head(evidence, limit: int = LIMIT_BYTES) -> tuple[bytes, bool]:
@@ -134,39 +145,40 @@ class JUnitView:
     rows: list = field(default_factory=list)
     totals: dict = field(default_factory=dict)
     error: str = ""
+    hidden: int = 0  # tests counted in the totals but not listed
 
 
-def _seconds(case) -> float:
-    """A test's time; a report may say anything there ("soon"), which reads as 0."""
-    try:
-        return float(case._elem.get("time") or 0)
-    except ValueError:
-        return 0.0
+ORDER = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
 
 
 def junit_view(evidence) -> JUnitView:
-    """Every test case, failures and errors first, with their messages (plain text)."""
-    data, cut = read_head(evidence, limit=8 * LIMIT_BYTES)
-    if cut:
-        return JUnitView(error="This report is too large to show here; download it.")
+    """The report's tests, failures and errors first, with their messages (plain text).
+
+    The report is streamed; of each outcome the first ``JUNIT_ROWS`` tests (in report
+    order) are kept, so a large report costs no more memory than a small one.
+    """
+    kept = {outcome: [] for outcome in ORDER}
+    counts = dict.fromkeys(ORDER, 0)
     try:
-        xml = parse_junit(data)
+        with storage.open_blob(evidence.file.name) as handle:
+            for case in junit_cases(handle):
+                counts[case.outcome] += 1
+                if len(kept[case.outcome]) < JUNIT_ROWS:
+                    kept[case.outcome].append(case)
     except ValidationError as exc:
         return JUnitView(error="; ".join(exc.messages))
-    from evidence.gates import test_ids
-
     rows = []
-    for _suite, case in junit_cases(xml):
-        outcome, _ = case_outcome(case)
-        message, details = "", ""
-        for result in case.result:
-            message = strip_ansi((result.message or "").strip())
-            details = strip_ansi((result.text or "").strip())[:20_000]
-        rows.append(JUnitRow(test_ids(case)[0], outcome, _seconds(case), message, details))
-    order = {"failed": 0, "error": 1, "skipped": 2, "passed": 3}
-    rows.sort(key=lambda row: (order[row.outcome], row.test))
-    totals = {key: sum(1 for r in rows if r.outcome == key) for key in order}
-    return JUnitView(rows=rows, totals={"tests": len(rows), **totals})
+    for outcome in ORDER:
+        for case in kept[outcome]:
+            message, details = strip_ansi(case.message), strip_ansi(case.details)
+            rows.append(JUnitRow(test_ids(case)[0], outcome, case.time, message, details))
+    rows.sort(key=lambda row: (ORDER[row.outcome], row.test))
+    total = sum(counts.values())
+    return JUnitView(
+        rows=rows[:JUNIT_ROWS],
+        totals={"tests": total, **counts},
+        hidden=total - len(rows[:JUNIT_ROWS]),
+    )
 
 
 # --- Diffs ----------------------------------------------------------------------------------

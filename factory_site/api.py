@@ -330,7 +330,9 @@ ERROR_DESCRIPTIONS = {
     403: "Your role does not allow this (permission_denied, not_lease_holder, own_work).",
     404: "Not found, or not in one of your projects (not_found).",
     409: "The current state does not allow this (invalid_state, lease_lost, …).",
-    413: "The body or file is larger than the limit (too_large).",
+    413: "The body or file is larger than the limit (too_large), or the upload would pass"
+    " a quota (quota_exceeded, with used, limit, scope and what).",
+    416: "The Range asked for starts past the end of the file (range_not_satisfiable).",
     429: "Too many requests, or too many refused tokens from this address (throttled); retry after the Retry-After header.",
     503: "The database is unavailable (unavailable); retry after the Retry-After header.",
 }

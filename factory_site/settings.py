@@ -259,8 +259,21 @@ FACTORY_LEASE_SECONDS_MIN = env_int("FACTORY_LEASE_SECONDS_MIN", 1)
 FACTORY_LEASE_SECONDS_MAX = env_int("FACTORY_LEASE_SECONDS_MAX", 3600)
 FACTORY_MAX_ATTEMPTS_DEFAULT = env_int("FACTORY_MAX_ATTEMPTS_DEFAULT", 3)
 FACTORY_MAX_UPLOAD_BYTES = env_int("FACTORY_MAX_UPLOAD_BYTES", 2 * 1024**3)
-# Structured evidence (JUnit, coverage, diffs, JSON) is parsed in memory up to this size.
-FACTORY_MAX_PARSED_BYTES = env_int("FACTORY_MAX_PARSED_BYTES", 64 * 1024**2)
+# JUnit, Cobertura and diffs are parsed as they stream, in bounded memory, up to the upload
+# limit. JSON and link files are still parsed whole, up to this size (a JSON document takes
+# about five times its size once loaded).
+FACTORY_MAX_PARSED_BYTES = env_int("FACTORY_MAX_PARSED_BYTES", 8 * 1024**2)
+# Pages render a file inline (image, log tail, diff head, JUnit table) up to this size;
+# past it they link to the download instead.
+FACTORY_INLINE_MAX_BYTES = env_int("FACTORY_INLINE_MAX_BYTES", 20 * 1024**2)
+# Evidence quotas (413 quota_exceeded), per attempt and per project, each counted over the
+# uploader's provenance only (an agent's files never use up a verifier's room); gate
+# reports are not counted. Every attached file counts its full size, even when the same
+# bytes are stored once. 0 switches a quota off.
+FACTORY_QUOTA_ATTEMPT_BYTES = env_int("FACTORY_QUOTA_ATTEMPT_BYTES", 4 * 1024**3)
+FACTORY_QUOTA_ATTEMPT_FILES = env_int("FACTORY_QUOTA_ATTEMPT_FILES", 500)
+FACTORY_QUOTA_PROJECT_BYTES = env_int("FACTORY_QUOTA_PROJECT_BYTES", 200 * 1024**3)
+FACTORY_QUOTA_PROJECT_FILES = env_int("FACTORY_QUOTA_PROJECT_FILES", 200_000)
 
 # Gates by name (a project's gate_policy picks which run). More can be added without
 # editing this file: FACTORY_EXTRA_GATES="name=dotted.path.Class,other=...".

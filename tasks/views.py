@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -22,6 +22,7 @@ from knox.models import AuthToken
 from decisions.models import DecisionState, SpecVersion
 from evidence import viewers
 from evidence.models import Evidence, GateRun, GateRunState, Kind
+from evidence.responses import evidence_response
 from evidence.selectors import criteria_status
 from factory_site.numbers import query_number
 from tasks import handoff, selectors, services
@@ -245,7 +246,10 @@ def _viewer(item: Evidence) -> dict:
     failing = item.kind == Kind.JUNIT and (item.summary.get("failed") or item.summary.get("error"))
     opened = item.kind in (Kind.DIFF, Kind.SCREENSHOT) or failing
     view = {"evidence": item, "kind": item.kind, "open": "open" if opened else ""}
-    if item.kind == Kind.JUNIT:
+    if not viewers.inline(item):
+        # Past FACTORY_INLINE_MAX_BYTES nothing is read for the page: it links to the file.
+        view["too_large"] = True
+    elif item.kind == Kind.JUNIT:
         view["junit"] = viewers.junit_view(item)
     elif item.kind == Kind.DIFF:
         view["diff"] = viewers.diff_view(item)
@@ -382,16 +386,12 @@ def evidence_detail(request, evidence_id):
 
 @login_required
 def evidence_image(request, evidence_id):
-    """A screenshot's bytes, served as the image type its magic bytes proved, never as HTML."""
+    """A screenshot's bytes, streamed as the image type its magic bytes proved, never as HTML."""
     item = _evidence_or_404(request.user, evidence_id)
     media_type = viewers.image_type(item)
     if media_type is None:
         raise Http404("Not an image")
-    data, _ = viewers.read_head(item, limit=item.size)
-    response = HttpResponse(data, content_type=media_type)
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["Cache-Control"] = "private, max-age=31536000, immutable"
-    return response
+    return evidence_response(request, item, content_type=media_type, as_attachment=False)
 
 
 @login_required

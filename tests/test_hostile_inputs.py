@@ -809,7 +809,7 @@ UPLOAD_ROWS = [
     # sizes
     ("one-byte-over-the-upload-limit", typed("log", b"x" * 1_001), 413, "too_large", None, {"settings": _SMALL_UPLOADS}),
     ("far-over-the-upload-limit", typed("log", b"x\n" * 50_000), 413, "too_large", None, {"settings": _SMALL_UPLOADS}),
-    ("over-the-parse-limit", xml_upload(b"<testsuite>" + b" " * 500 + b"</testsuite>"), 413, "too_large", None, {"settings": {"FACTORY_MAX_PARSED_BYTES": 100}}),
+    ("json-over-the-parse-limit", typed("json", b'{"a": "' + b"x" * 500 + b'"}', "r.json"), 413, "too_large", None, {"settings": {"FACTORY_MAX_PARSED_BYTES": 100}}),
     ("field-over-the-body-limit", upload_body(criteria="A" * 5_000), 413, "too_large", None, {"settings": {"DATA_UPLOAD_MAX_MEMORY_SIZE": 2_000}}),
     # the form
     ("kind-video", upload_body("video"), 400, "invalid", "kind", {}),

@@ -514,3 +514,22 @@ def test_bad_tokens_at_mcp_count_with_the_apis_and_get_429_past_the_limit(flow, 
     assert [r.status_code for r in refused] + [api.status_code] == [401, 401, 401]
     assert (throttled.status_code, throttled.json()["code"]) == (429, "throttled")
     assert int(throttled.headers["Retry-After"]) > 0
+
+
+def test_an_attachment_past_a_quota_is_a_quota_exceeded_tool_error(flow, settings):
+    settings.FACTORY_QUOTA_ATTEMPT_FILES = 1
+    _, attempt = flow.claimed()
+
+    async def steps(client):
+        first = await call(client, "attach_evidence", attempt=attempt.pk, kind="note", content="1")
+        second = await call(client, "attach_evidence", attempt=attempt.pk, kind="note", content="2")
+        return first, second
+
+    (first_failed, _), (second_failed, text) = run(flow.agent, steps)
+
+    assert (first_failed, second_failed) == (False, True)
+    assert (
+        text
+        == f"quota_exceeded: with this file, the agent evidence of {attempt} would reach 2 files, past its quota of 1"
+    )
+    assert Evidence.objects.count() == 1

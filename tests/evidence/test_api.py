@@ -178,6 +178,68 @@ def test_content_streams_back_with_its_sha256(flow, api):
     assert response["Content-Disposition"] == 'attachment; filename="report.xml"'
 
 
+@pytest.mark.parametrize(
+    ("header", "first", "last"),
+    [
+        ("bytes=10-19", 10, 19),
+        ("bytes=120-", 120, len(JUNIT) - 1),
+        ("bytes=-5", len(JUNIT) - 5, len(JUNIT) - 1),
+        ("bytes=100-99999", 100, len(JUNIT) - 1),
+    ],
+)
+@pytest.mark.django_db
+def test_content_answers_one_range_with_206_and_those_bytes(flow, api, header, first, last):
+    _, attempt = flow.claimed()
+    evidence_id = upload(api(flow.agent), attempt, JUNIT).json()["id"]
+
+    response = api(flow.reviewer).get(f"/api/v1/evidence/{evidence_id}/content/", HTTP_RANGE=header)
+
+    assert response.status_code == 206
+    assert b"".join(response.streaming_content) == JUNIT[first : last + 1]
+    assert response["Content-Range"] == f"bytes {first}-{last}/{len(JUNIT)}"
+    assert response["Content-Length"] == str(last - first + 1)
+    assert response["X-Content-SHA256"] == hashlib.sha256(JUNIT).hexdigest()
+    assert response["Content-Disposition"] == 'attachment; filename="report.xml"'
+    assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
+    assert response["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_RANGE": "bytes=0-1,5-6"},
+        {"HTTP_RANGE": "items=0-1"},
+        {"HTTP_RANGE": "bytes=9-2"},
+        {"HTTP_RANGE": "bytes=1e2-"},
+        {"HTTP_RANGE": "bytes=0-1", "HTTP_IF_RANGE": '"another-etag"'},
+    ],
+    ids=["several-ranges", "other-unit", "backwards", "not-digits", "if-range-mismatch"],
+)
+@pytest.mark.django_db
+def test_content_ignores_a_range_it_does_not_serve_and_sends_the_whole_file(flow, api, headers):
+    _, attempt = flow.claimed()
+    evidence_id = upload(api(flow.agent), attempt, JUNIT).json()["id"]
+
+    response = api(flow.reviewer).get(f"/api/v1/evidence/{evidence_id}/content/", **headers)
+
+    assert (response.status_code, response["Accept-Ranges"]) == (200, "bytes")
+    assert b"".join(response.streaming_content) == JUNIT
+    assert not response.has_header("Content-Range")
+
+
+@pytest.mark.parametrize("header", ["bytes=99999-", "bytes=-0"])
+@pytest.mark.django_db
+def test_content_range_outside_the_file_is_416(flow, api, header):
+    _, attempt = flow.claimed()
+    evidence_id = upload(api(flow.agent), attempt, JUNIT).json()["id"]
+
+    response = api(flow.reviewer).get(f"/api/v1/evidence/{evidence_id}/content/", HTTP_RANGE=header)
+
+    assert response.status_code == 416
+    assert response.json()["code"] == "range_not_satisfiable"
+    assert response["Content-Range"] == f"bytes */{len(JUNIT)}"
+
+
 @pytest.mark.django_db
 def test_same_bytes_uploaded_twice_are_stored_once(flow, api, settings):
     _, attempt = flow.claimed()

@@ -10,6 +10,7 @@ from xml.etree import ElementTree
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
 
 from decisions import services as decision_services
 from evidence import gates
@@ -303,6 +304,42 @@ def test_with_authoritative_tests_the_verifiers_junit_counts(flow, reports):
     )
 
 
+def test_tests_pass_names_at_most_failed_listed_tests_and_counts_them_all(flow, monkeypatch):
+    monkeypatch.setattr(gates, "FAILED_LISTED", 2)
+    _, attempt = flow.claimed()
+    failing = "".join(
+        f'<testcase classname="tests.test_f" name="test_{n}"><failure message="no"/></testcase>'
+        for n in range(3)
+    )
+    junit(flow, attempt, f"<testsuite>{failing}</testsuite>".encode())
+
+    verdict = check("tests-pass", attempt)
+
+    assert [f["test"] for f in verdict.details["failed"]] == [
+        "tests/test_f.py::test_0",
+        "tests/test_f.py::test_1",
+    ]
+    assert (verdict.details["failed_count"], verdict.details["tests"]) == (3, 3)
+    assert (
+        verdict.summary == "3 of 3 tests failed: tests/test_f.py::test_0, tests/test_f.py::test_1"
+    )
+    assert "… and 1 more" in verdict.report
+
+
+def test_a_coverage_report_whose_rate_is_not_a_fraction_is_not_cobertura(flow, monkeypatch):
+    _, attempt = flow.claimed()
+    report = flow.attach(attempt, b'<coverage line-rate="0.9"/>', kind="coverage", name="c.xml")
+    infinite = ContentFile(b'<coverage line-rate="inf"/>')
+    monkeypatch.setattr(gates.Gate, "open", staticmethod(lambda evidence: infinite))
+
+    verdict = check("coverage", attempt)
+
+    assert (verdict.passed, verdict.summary) == (
+        False,
+        f"coverage report {report.pk} is not a Cobertura report",
+    )
+
+
 # --- coverage ---------------------------------------------------------------------------------
 
 
@@ -432,6 +469,27 @@ def test_diff_scope_checks_every_diff_attached(flow, diffs):
     verdict = check("diff-scope", attempt)
 
     assert (verdict.passed, verdict.details["outside"]) == (False, ["factory_site/settings.py"])
+
+
+def test_diff_scope_names_at_most_files_listed_paths_and_counts_them_all(flow, diffs, monkeypatch):
+    monkeypatch.setattr(gates, "FILES_LISTED", 1)
+    _, attempt = flow.claimed(allowed_paths=["docs/**"])
+    diff = flow.attach(attempt, diffs["outside"], kind="diff", name="change.diff")
+
+    verdict = check("diff-scope", attempt)
+
+    assert verdict.details == {
+        "files": ["factory_site/settings.py"],
+        "files_count": 3,
+        "outside": ["factory_site/settings.py"],
+        "outside_count": 3,
+        "unsafe": [],
+        "allowed_paths": ["docs/**"],
+        "decided_on": [diff.pk],
+        "set_aside": [],
+    }
+    assert verdict.summary.startswith("3 file(s) outside the allowed paths: ")
+    assert "… and 2 more" in verdict.report
 
 
 def test_diff_scope_passes_a_task_without_a_path_boundary(flow, diffs):

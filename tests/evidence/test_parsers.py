@@ -13,7 +13,17 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 
-from evidence.parsers import summarize
+from evidence.parsers import (
+    CHUNK,
+    DETAILS_CHARS,
+    MAX_XML_DEPTH,
+    MAX_XML_TOKEN,
+    Case,
+    diff_files,
+    junit_cases,
+    summarize,
+)
+from tasks.demo.artifacts import _difflib_diff
 from tasks.errors import TooLarge
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"
@@ -204,13 +214,17 @@ def test_a_junit_report_is_not_a_coverage_report_and_back(suite):
         summarize("junit", file_of(suite["coverage"]))
 
 
-def test_structured_files_over_the_parse_limit_are_refused(suite, settings):
+def test_json_over_the_parse_limit_is_refused_while_reports_stream_past_it(
+    suite, git_diff, settings
+):
     settings.FACTORY_MAX_PARSED_BYTES = 100
+    big_json = b'{"tests": [' + b"1, " * 100 + b"1]}"
 
     with pytest.raises(TooLarge):
-        summarize("junit", file_of(suite["junit"]))
-    with pytest.raises(TooLarge):
-        summarize("coverage", file_of(suite["coverage"]))
+        summarize("json", file_of(big_json))
+    assert summarize("junit", file_of(suite["junit"]))["tests"] == 3
+    assert 0 < summarize("coverage", file_of(suite["coverage"]))["line_rate"] < 1
+    assert summarize("diff", file_of(git_diff))["files_changed"] == 4
     assert summarize("log", file_of(suite["log"])) == {"lines": suite["log"].count(b"\n")}
 
 
@@ -329,3 +343,209 @@ def test_a_coverage_report_with_malformed_counts_is_refused(attribute):
     outcome = summarize_within("coverage", content)
 
     assert isinstance(outcome.get("error"), ValidationError), outcome
+
+
+# --- Streaming: one parser, bounded memory ------------------------------------------------------
+
+TRICKY_JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>
+<testsuites>
+  <testcase classname="not.in.a.suite" name="ignored"/>
+  <testsuite name="outer">
+    <testcase classname="tests.test_a" name="test_one" file="tests/test_a.py" time="0.25"/>
+    <testsuite name="inner">
+      <testcase classname="tests.test_b" name="test_two" time="soon">
+        <failure message="first">#x1B[31mboom#x1B[0m</failure><error message="second"/>
+      </testcase>
+    </testsuite>
+    <testcase classname="tests.test_a" name="test_three"><skipped/></testcase>
+    <testcase classname="tests.test_a" name="test_four">
+      <system-out>noise</system-out><error>  only text  </error>
+    </testcase>
+  </testsuite>
+  <testsuites><testsuite><testcase classname="nested.testsuites" name="ignored"/></testsuite></testsuites>
+</testsuites>
+"""
+
+
+def junitparser_cases(content: bytes) -> list[tuple]:
+    """What the parser before streaming found: junitparser over a whole ElementTree."""
+    from junitparser import JUnitXml
+
+    xml = JUnitXml.fromroot(ElementTree.fromstring(content))
+    found = []
+    for suite in xml:
+        for case in suite:
+            outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}
+            first = case.result[0] if case.result else None
+            found.append(
+                (case.classname, case.name, outcome[first._tag] if first is not None else "passed")
+            )
+    return found
+
+
+@pytest.mark.parametrize("report", ["tricky", "real"])
+def test_streamed_junit_cases_are_the_cases_junitparser_found(report, suite):
+    content = TRICKY_JUNIT if report == "tricky" else suite["junit"]
+
+    streamed = list(junit_cases(file_of(content)))
+
+    assert sorted((c.classname, c.name, c.outcome) for c in streamed) == sorted(
+        junitparser_cases(content)
+    )
+
+
+def test_a_streamed_case_keeps_its_first_result_file_and_time():
+    cases = {case.name: case for case in junit_cases(file_of(TRICKY_JUNIT))}
+
+    assert cases["test_one"] == Case(
+        "tests.test_a", "test_one", "tests/test_a.py", "passed", time=0.25
+    )
+    assert cases["test_two"] == Case("tests.test_b", "test_two", "", "failed", "first", "boom")
+    assert (cases["test_four"].outcome, cases["test_four"].reason) == ("error", "only text")
+    assert [c.name for c in junit_cases(file_of(TRICKY_JUNIT))] == [
+        "test_one",
+        "test_two",
+        "test_three",
+        "test_four",
+    ]
+
+
+def test_a_failures_text_is_kept_only_to_its_cap():
+    body = b"x" * (5 * DETAILS_CHARS)
+    report = (
+        b'<testsuite><testcase name="t"><failure message="m">'
+        + body
+        + b"</failure></testcase></testsuite>"
+    )
+
+    (case,) = junit_cases(file_of(report))
+
+    assert (case.outcome, case.message, len(case.details)) == ("failed", "m", DETAILS_CHARS)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (
+            b'<testsuite><testcase name="' + b"x" * (2 * MAX_XML_TOKEN) + b'"/></testsuite>',
+            "longer than",
+        ),
+        (b"<testsuite><!--" + b"x" * (2 * MAX_XML_TOKEN) + b"--></testsuite>", "longer than"),
+        (
+            b"<testsuite>"
+            + b"<a>" * (MAX_XML_DEPTH + 1)
+            + b"</a>" * (MAX_XML_DEPTH + 1)
+            + b"</testsuite>",
+            "deeper than",
+        ),
+    ],
+    ids=["huge-attribute", "huge-comment", "deep-nesting"],
+)
+def test_xml_that_expat_would_hold_whole_is_refused(content, problem):
+    outcome = summarize_within("junit", content)
+
+    assert isinstance(outcome.get("error"), ValidationError), outcome
+    assert problem in outcome["error"].message_dict["file"][0]
+
+
+def test_a_coverage_report_is_read_no_further_than_its_root():
+    content = (
+        b'<coverage line-rate="0.75" lines-valid="4" lines-covered="3"><packages>'
+        + b"<broken" * 1000
+    )
+
+    summary = summarize("coverage", file_of(content))
+
+    assert summary == {"line_rate": 0.75, "branch_rate": 0, "lines_valid": 4, "lines_covered": 3}
+
+
+FORMAT_PATCH = b"""From 3f1c2a7 Mon Sep 17 00:00:00 2001
+Subject: [PATCH] Change things
+
+A commit message line --- that looks odd
+---
+ a.py | 2 +-
+
+diff --git a/a.py b/a.py
+index 1111111..2222222 100644
+--- a/a.py
++++ b/a.py
+@@ -1,2 +1,2 @@
+ keep
+-old
++new
+\\ No newline at end of file
+--- a/gone.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-bye
+--- a/crlf.txt\t2026-01-01 00:00:00
++++ b/crlf.txt\t2026-01-02 00:00:00
+@@ -1 +1,2 @@
+-a\r
++b\r
++c\r
+diff --git a/logo.png b/logo.png
+new file mode 100644
+index 0000000..3333333
+Binary files /dev/null and b/logo.png differ
+diff --git a/old name.txt b/new name.txt
+similarity index 100%
+rename from old name.txt
+rename to new name.txt
+--
+2.43.0
+"""
+
+
+def unidiff_files(content: bytes) -> list[tuple]:
+    from unidiff import PatchSet
+
+    return [
+        (
+            f.source_file,
+            f.target_file,
+            f.path,
+            f.added,
+            f.removed,
+            f.is_added_file,
+            f.is_removed_file,
+        )
+        for f in PatchSet(content.decode())
+    ]
+
+
+@pytest.mark.parametrize("diff", ["format-patch", "git", "difflib"])
+def test_streamed_diff_files_are_the_files_unidiff_found(diff, git_diff):
+    content = {
+        "format-patch": FORMAT_PATCH,
+        "git": git_diff,
+        "difflib": _difflib_diff(
+            {"a.py": "x\ny\n", "b.py": "1\n"}, {"a.py": "x\nz\n", "c.py": "2\n"}
+        ),
+    }[diff]
+
+    streamed = list(diff_files(file_of(content)))
+
+    assert [
+        (
+            f.source_file,
+            f.target_file,
+            f.path,
+            f.added,
+            f.removed,
+            f.is_added_file,
+            f.is_removed_file,
+        )
+        for f in streamed
+    ] == unidiff_files(content)
+
+
+def test_a_diff_line_longer_than_a_chunk_counts_once():
+    minified = b"+" + b"var a=1;" * (CHUNK // 4) + b"\n"
+    content = b"--- a/app.min.js\n+++ b/app.min.js\n@@ -1 +1,2 @@\n-old\n" + minified + b"+end\n"
+
+    summary = summarize("diff", file_of(content))
+
+    assert (summary["files_changed"], summary["added"], summary["removed"]) == (1, 2, 1)
+    assert summary["paths"] == ["app.min.js"]

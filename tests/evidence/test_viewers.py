@@ -134,6 +134,28 @@ def test_junit_view_strips_colour_codes_from_real_pytest_messages(flow, pytest_r
     assert "- FM-3\n" in row.message
 
 
+@pytest.mark.django_db
+def test_junit_view_lists_at_most_junit_rows_and_counts_the_rest(flow, monkeypatch):
+    monkeypatch.setattr(viewers, "JUNIT_ROWS", 3)
+    _, attempt = flow.claimed()
+    passing = "".join(f'<testcase classname="tests.test_p" name="test_{n}"/>' for n in range(5))
+    failing = (
+        '<testcase classname="tests.test_f" name="test_bad"><failure message="no"/></testcase>'
+    )
+    report = f"<testsuite>{passing}{failing}</testsuite>".encode()
+    evidence = flow.attach(attempt, report, kind="junit", name="junit.xml")
+
+    view = viewers.junit_view(evidence)
+
+    assert [(r.test, r.outcome) for r in view.rows] == [
+        ("tests/test_f.py::test_bad", "failed"),
+        ("tests/test_p.py::test_0", "passed"),
+        ("tests/test_p.py::test_1", "passed"),
+    ]
+    assert view.totals == {"tests": 6, "failed": 1, "error": 0, "skipped": 0, "passed": 5}
+    assert view.hidden == 3
+
+
 # --- diff_view -------------------------------------------------------------------------------
 
 

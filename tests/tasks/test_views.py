@@ -12,6 +12,7 @@ from knox.settings import CONSTANTS
 
 from decisions import services as decision_services
 from evidence import services as evidence_services
+from evidence import storage
 from tasks import services
 from tasks.demo.artifacts import git_diff, screenshot
 from tasks.models import Attempt, Event, Task
@@ -554,8 +555,88 @@ def test_a_screenshot_is_served_as_a_sandboxed_png(client, flow):
     assert (response.status_code, response["Content-Type"]) == (200, "image/png")
     assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
     assert response["X-Content-Type-Options"] == "nosniff"
-    assert response.content == screenshot()
+    assert b"".join(response.streaming_content) == screenshot()
     assert f'<img src="/evidence/{shot.pk}/image/" alt="queue.png"' in page
+
+
+@pytest.mark.django_db
+def test_the_image_view_streams_a_byte_range(client, flow):
+    _, attempt = flow.claimed()
+    shot = flow.attach(attempt, screenshot(), kind="screenshot", name="queue.png")
+    client.force_login(flow.reviewer)
+
+    response = client.get(f"/evidence/{shot.pk}/image/", HTTP_RANGE="bytes=0-7")
+
+    assert response.status_code == 206
+    assert b"".join(response.streaming_content) == screenshot()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert response["Content-Range"] == f"bytes 0-7/{len(screenshot())}"
+    assert (response["Content-Length"], response["Accept-Ranges"]) == ("8", "bytes")
+    assert (response["Content-Type"], response["X-Content-Type-Options"]) == (
+        "image/png",
+        "nosniff",
+    )
+    assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
+
+
+@pytest.mark.django_db
+def test_an_image_range_past_its_end_is_416(client, flow):
+    _, attempt = flow.claimed()
+    shot = flow.attach(attempt, screenshot(), kind="screenshot", name="queue.png")
+    client.force_login(flow.reviewer)
+
+    response = client.get(f"/evidence/{shot.pk}/image/", HTTP_RANGE=f"bytes={shot.size}-")
+
+    assert (response.status_code, response.json()["code"]) == (416, "range_not_satisfiable")
+    assert response["Content-Range"] == f"bytes */{shot.size}"
+
+
+INLINE_KINDS = {
+    "junit": (JUNIT_PASSED, "junit.xml"),
+    "diff": (git_diff({"a.py": "x = 1\n"}, {"a.py": "x = 2\n"}), "change.diff"),
+    "log": (b"\x1b[32mok\x1b[0m\n", "run.log"),
+    "screenshot": (screenshot(), "queue.png"),
+    "note": (b"# Notes\n", "notes.md"),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", INLINE_KINDS)
+def test_a_file_over_the_inline_limit_is_linked_not_read(client, flow, settings, monkeypatch, kind):
+    content, name = INLINE_KINDS[kind]
+    task, attempt = flow.claimed()
+    item = flow.attach(attempt, content, kind=kind, name=name)
+    settings.FACTORY_INLINE_MAX_BYTES = item.size - 1
+    monkeypatch.setattr(storage, "open_blob", lambda name: pytest.fail("a page read the file"))
+    client.force_login(flow.reviewer)
+
+    pages = [html(client.get(f"/tasks/{task.key}/")), html(client.get(f"/evidence/{item.pk}/"))]
+
+    link = f'too large to show here: <a href="/api/v1/evidence/{item.pk}/content/">download it</a>'
+    assert [link in page for page in pages] == [True, True]
+    assert not any(
+        marker in page
+        for page in pages
+        for marker in (
+            "<img",
+            '<table class="junit',
+            '<pre class="log',
+            '<pre class="note',
+            'class="diff"',
+        )
+    )
+
+
+@pytest.mark.django_db
+def test_a_file_at_the_inline_limit_is_rendered(client, flow, settings):
+    task, attempt = flow.claimed()
+    item = flow.attach(attempt, JUNIT_PASSED, kind="junit", name="junit.xml")
+    settings.FACTORY_INLINE_MAX_BYTES = item.size
+    client.force_login(flow.reviewer)
+
+    page = html(client.get(f"/tasks/{task.key}/"))
+
+    assert '<td class="mono">tests/test_claim.py::test_ok</td>' in page
+    assert "too large to show here" not in page
 
 
 @pytest.mark.django_db

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evidence', '0004_gate_run_finished_index'),
+        ('evidence', '0006_evidence_project_required'),
     ]
 
     operations = [
