@@ -56,7 +56,7 @@ def make_tasks(project, count: int) -> None:
 
 
 def new_project(slug: str, agent, tasks: int):
-    from tasks.services import membership_grant, project_create
+    from projects.services import membership_grant, project_create
 
     project = project_create(slug=slug, name=slug)
     membership_grant(user=agent, project=project, role="agent")

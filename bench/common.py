@@ -162,13 +162,13 @@ def team_project(slug: str, *, spec_body: str):
     Returns ``(project, manager, agent, reviewer, spec)``.
     """
     from decisions import services as decisions
-    from tasks import services
+    from projects import services as project_services
     from tests.factories import CRITERIA, UserFactory
 
-    project = services.project_create(slug=slug, name=f"{slug} bench", gate_policy={})
+    project = project_services.project_create(slug=slug, name=f"{slug} bench", gate_policy={})
     manager, agent, reviewer = (UserFactory(username=name) for name in ("m", "a", "r"))
     for user, role in ((manager, "manager"), (agent, "agent"), (reviewer, "reviewer")):
-        services.membership_grant(user=user, project=project, role=role)
+        project_services.membership_grant(user=user, project=project, role=role)
     spec = decisions.spec_create(
         project=project, actor=manager, title="spec", body=spec_body, criteria=CRITERIA
     )

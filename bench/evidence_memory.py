@@ -83,15 +83,18 @@ def main():
 
     from decisions import services as decisions
     from evidence.models import Evidence, GateRun
+    from projects import services as project_services
     from tasks import services
     from tests.factories import CRITERIA, UserFactory
 
     settings.MEDIA_ROOT = str(media)
     gate = "tests-pass" if args.kind == "junit" else "diff-scope"
-    project = services.project_create(slug="EM", name="evidence bench", gate_policy={gate: {}})
+    project = project_services.project_create(
+        slug="EM", name="evidence bench", gate_policy={gate: {}}
+    )
     manager, agent, reviewer = (UserFactory(username=name) for name in ("m", "a", "r"))
     for user, role in ((manager, "manager"), (agent, "agent"), (reviewer, "reviewer")):
-        services.membership_grant(user=user, project=project, role=role)
+        project_services.membership_grant(user=user, project=project, role=role)
     spec = decisions.spec_create(
         project=project, actor=manager, title="spec", body="# Spec\n", criteria=CRITERIA
     )

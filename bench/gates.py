@@ -128,7 +128,7 @@ def prepare(demo, count: int, label: str):
 
 
 def latency_ms(attempt) -> float | None:
-    from tasks.models import Event
+    from projects.models import Event
 
     events = {
         e.transition: e.created_at
@@ -217,16 +217,18 @@ def main():
     settings.MEDIA_ROOT = media
 
     from decisions import services as decisions
-    from tasks import services
+    from projects import services as project_services
     from tasks.demo import artifacts
     from tasks.demo.seed import CLAIM_QUEUE_AFTER, CLAIM_QUEUE_BEFORE
     from tests.factories import CRITERIA, UserFactory
 
     demo = Demo()
-    demo.project = services.project_create(slug="GB", name="gates bench", gate_policy=POLICY)
+    demo.project = project_services.project_create(
+        slug="GB", name="gates bench", gate_policy=POLICY
+    )
     demo.manager, demo.agent = UserFactory(username="m"), UserFactory(username="a")
-    services.membership_grant(user=demo.manager, project=demo.project, role="manager")
-    services.membership_grant(user=demo.agent, project=demo.project, role="agent")
+    project_services.membership_grant(user=demo.manager, project=demo.project, role="manager")
+    project_services.membership_grant(user=demo.agent, project=demo.project, role="agent")
     criteria = [
         {**CRITERIA[0], "proof": {"check": "tests", "select": "tests/test_claim_demo.py::*"}},
         *CRITERIA[1:],

@@ -57,14 +57,15 @@ def main():
     from django.conf import settings
     from knox.models import AuthToken
 
+    from projects import services as project_services
     from tasks import services
     from tests.factories import UserFactory
 
     settings.MEDIA_ROOT = str(media)
-    project = services.project_create(slug="UB", name="upload bench", gate_policy={})
+    project = project_services.project_create(slug="UB", name="upload bench", gate_policy={})
     manager, agent = UserFactory(username="m"), UserFactory(username="a")
-    services.membership_grant(user=manager, project=project, role="manager")
-    services.membership_grant(user=agent, project=project, role="agent")
+    project_services.membership_grant(user=manager, project=project, role="manager")
+    project_services.membership_grant(user=agent, project=project, role="agent")
     services.task_publish(
         task=services.task_create(project=project, actor=manager, title="upload"), actor=manager
     )

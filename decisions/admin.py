@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from decisions import services
 from decisions.models import Criterion, Decision, Spec, SpecAmendment, SpecVersion
-from tasks.admin_actions import ReadOnlyAdmin, service_action
+from projects.admin_tools import ReadOnlyAdmin, service_action
 
 
 class CriterionInline(admin.TabularInline):

@@ -17,6 +17,7 @@ from factory_site.api import (
     NewestFirstPagination,
     errors,
 )
+from projects.selectors import project_ids_for
 from tasks import selectors
 from tasks.api import ReasonSerializer, RequiredReasonSerializer, visible_project
 from tasks.models import Task
@@ -273,7 +274,7 @@ class SpecListCreateApi(generics.ListAPIView):
 
     def get_queryset(self):
         return (
-            Spec.objects.filter(project_id__in=selectors.project_ids_for(self.request.user))
+            Spec.objects.filter(project_id__in=project_ids_for(self.request.user))
             .select_related("project")
             .prefetch_related("versions")
         )
@@ -302,7 +303,7 @@ class SpecListCreateApi(generics.ListAPIView):
 
 def spec_for(user, key) -> Spec:
     return (
-        Spec.objects.filter(project_id__in=selectors.project_ids_for(user))
+        Spec.objects.filter(project_id__in=project_ids_for(user))
         .select_related("project")
         .get(key=key)
     )
@@ -396,9 +397,7 @@ class DecisionListCreateApi(generics.ListAPIView):
         project = serializers.CharField(help_text="Project slug.")
 
     def get_queryset(self):
-        return decisions_queryset().filter(
-            project_id__in=selectors.project_ids_for(self.request.user)
-        )
+        return decisions_queryset().filter(project_id__in=project_ids_for(self.request.user))
 
     @extend_schema(responses={200: DecisionSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
@@ -419,7 +418,7 @@ class DecisionListCreateApi(generics.ListAPIView):
 
 
 def decision_for(user, key) -> Decision:
-    return decisions_queryset().filter(project_id__in=selectors.project_ids_for(user)).get(key=key)
+    return decisions_queryset().filter(project_id__in=project_ids_for(user)).get(key=key)
 
 
 class DecisionDetailApi(APIView):

@@ -13,8 +13,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from tasks.models import Attempt, Project
-from tasks.roles import Role, Rule, has_role, role_rule
+from projects.models import Project
+from projects.roles import Role, Rule, has_role, role_rule
+from tasks.models import Attempt
 
 MANAGER = role_rule(Role.MANAGER)
 

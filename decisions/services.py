@@ -1,7 +1,7 @@
 """Every write to specs, spec versions and decisions; one service per state change.
 
 Same shape as ``tasks.services``: atomic, row-locked, transition fired through
-``tasks.fsm.fire`` (which checks permission and writes the Event).
+``projects.fsm.fire`` (which checks permission and writes the Event).
 """
 
 import re
@@ -22,11 +22,13 @@ from decisions.models import (
     SpecVersionState,
 )
 from evidence.models import Kind
-from tasks.errors import Conflict
-from tasks.fsm import check, fire
-from tasks.models import Attempt, Event, Project, Task
-from tasks.roles import Role
-from tasks.services import attempt_fence, check_storable, require_role
+from projects.errors import Conflict
+from projects.fsm import check, fire
+from projects.models import Event, Project
+from projects.roles import Role
+from projects.services import check_storable, require_role
+from tasks.models import Attempt, Task
+from tasks.services import attempt_fence
 
 CRITERION_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
 

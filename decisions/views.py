@@ -20,17 +20,17 @@ from decisions.forms import DecisionFilterForm, VerdictForm
 from decisions.models import Decision, Spec, SpecVersion
 from decisions.selectors import search_decisions, supersession_chain
 from factory_site.numbers import query_number
-from tasks import selectors
-from tasks.errors import ServiceError
-from tasks.fsm import check
-from tasks.models import Event, Project
+from projects.errors import ServiceError
+from projects.fsm import check
+from projects.models import Event, Project
+from projects.selectors import project_ids_for
 from tasks.views import is_htmx, refusal_text
 
 PAGE_SIZE = 50
 
 
 def _visible(user):
-    return Decision.objects.filter(project_id__in=selectors.project_ids_for(user))
+    return Decision.objects.filter(project_id__in=project_ids_for(user))
 
 
 @login_required
@@ -59,9 +59,7 @@ def decision_log(request):
         "supersedes", "superseded_by", "specs", "tasks", "amendments__spec"
     )
     page = Paginator(decisions, PAGE_SIZE).get_page(query_number(request, "page"))
-    projects = Project.objects.filter(pk__in=selectors.project_ids_for(request.user)).order_by(
-        "slug"
-    )
+    projects = Project.objects.filter(pk__in=project_ids_for(request.user)).order_by("slug")
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -180,7 +178,7 @@ def spec_detail(request, key):
     """A spec with every version, and the difference between any two."""
     try:
         spec = (
-            Spec.objects.filter(project_id__in=selectors.project_ids_for(request.user))
+            Spec.objects.filter(project_id__in=project_ids_for(request.user))
             .select_related("project")
             .get(key=key)
         )

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from evidence.models import Evidence, GateRun
-from tasks.admin_actions import ReadOnlyAdmin
+from projects.admin_tools import ReadOnlyAdmin
 
 
 @admin.register(Evidence)

@@ -14,8 +14,9 @@ from evidence.models import Evidence, Kind
 from evidence.responses import evidence_response
 from evidence.uploads import HashingUploadHandler
 from factory_site.api import errors
+from projects.errors import TooLarge
+from projects.selectors import project_ids_for
 from tasks import selectors
-from tasks.errors import TooLarge
 
 
 class EvidenceSerializer(serializers.ModelSerializer):
@@ -122,9 +123,9 @@ class AttemptEvidenceApi(APIView):
 
 
 def evidence_for(user, evidence_id) -> Evidence:
-    return Evidence.objects.filter(
-        attempt__task__project_id__in=selectors.project_ids_for(user)
-    ).get(pk=evidence_id)
+    return Evidence.objects.filter(attempt__task__project_id__in=project_ids_for(user)).get(
+        pk=evidence_id
+    )
 
 
 class EvidenceDetailApi(APIView):

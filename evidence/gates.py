@@ -13,18 +13,16 @@ import abc
 import difflib
 import fnmatch
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import lru_cache
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.utils.module_loading import import_string
 
 from decisions.models import Check, SpecVersionState
 from evidence import storage
 from evidence.models import Evidence, Kind, Provenance, decisive
 from evidence.parsers import coverage_root, diff_files, diff_paths, junit_cases
 from evidence.selectors import proof_kind, proof_of
-from tasks.paths import UnsafePath, path_allowed, repo_path
+from projects.paths import UnsafePath, path_allowed, repo_path
 
 
 @dataclass
@@ -529,32 +527,3 @@ class AuthoritativeTests(Gate):
                 details,
             )
         return Verdict(True, f"{len(trusted)} JUnit report(s) from a verifier", details)
-
-
-@cache
-def registry() -> dict[str, Gate]:
-    """The gates known to this site: ``FACTORY_GATES`` plus ``FACTORY_EXTRA_GATES``."""
-    gates = {}
-    for name, path in {**settings.FACTORY_GATES, **settings.FACTORY_EXTRA_GATES}.items():
-        gate = import_string(path)()
-        gate.name = name
-        gates[name] = gate
-    return gates
-
-
-def clean_policy(policy) -> dict:
-    """Validate a gate policy ``{gate name: {params}}`` against the registry."""
-    if not isinstance(policy, dict):
-        raise ValidationError({"gate_policy": 'must be an object: {"gate name": {parameters}}'})
-    gates, cleaned, errors = registry(), {}, []
-    for name, params in policy.items():
-        if name not in gates:
-            errors.append(f"unknown gate {name!r} (known: {', '.join(sorted(gates))})")
-            continue
-        try:
-            cleaned[name] = gates[name].clean_params(params)
-        except ValidationError as exc:
-            errors.extend(exc.messages)
-    if errors:
-        raise ValidationError({"gate_policy": errors})
-    return cleaned

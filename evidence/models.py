@@ -7,8 +7,9 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from tasks.models import AppendOnlyError, AppendOnlyModel, Attempt
-from tasks.roles import SYSTEM
+from projects.models import AppendOnlyError, AppendOnlyModel
+from projects.roles import SYSTEM
+from tasks.models import Attempt
 
 
 class Kind(models.TextChoices):
@@ -65,7 +66,7 @@ class Evidence(AppendOnlyModel):
 
     attempt = models.ForeignKey("tasks.Attempt", on_delete=models.PROTECT, related_name="evidence")
     project = models.ForeignKey(
-        "tasks.Project",
+        "projects.Project",
         on_delete=models.PROTECT,
         related_name="+",
         editable=False,

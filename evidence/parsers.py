@@ -50,7 +50,7 @@ from unidiff.constants import (
 )
 from unidiff.errors import UnidiffParseError
 
-from tasks.errors import TooLarge
+from projects.errors import TooLarge
 
 MAX_LISTED = 50  # failing tests or changed files listed in a summary
 MESSAGE_CHARS = 500

@@ -28,10 +28,11 @@ from evidence.models import (
     Kind,
     Provenance,
 )
-from tasks.errors import Conflict, PermissionDenied, ServiceError, TooLarge
-from tasks.fsm import check, fire
-from tasks.models import LIVE_ATTEMPT_STATES, Attempt, AttemptState, Event, Project
-from tasks.roles import Role, has_role
+from projects.errors import Conflict, PermissionDenied, ServiceError, TooLarge
+from projects.fsm import check, fire
+from projects.models import Event, Project
+from projects.roles import Role, has_role
+from tasks.models import LIVE_ATTEMPT_STATES, Attempt, AttemptState
 from tasks.services import (
     attempt_fence,
     attempt_gates_failed,
@@ -424,7 +425,7 @@ def gate_run_execute(*, run: GateRun) -> GateRun:
     """
     from celery.exceptions import SoftTimeLimitExceeded
 
-    from evidence.gates import registry
+    from projects.policy import registry
 
     run = GateRun.objects.select_related("attempt__task", "attempt__spec_version__spec").get(
         pk=run.pk

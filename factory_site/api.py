@@ -2,7 +2,7 @@
 
 Every error the API gives is JSON ``{"detail": "...", "code": "..."}`` with a
 stable ``code``; a validation error also has ``fields`` naming each bad field.
-Service errors carry their own status and code (``tasks.errors``); Django's and
+Service errors carry their own status and code (``projects.errors``); Django's and
 DRF's exceptions are translated here, so no view formats an error itself.
 """
 
@@ -30,7 +30,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from factory_site.numbers import whole_number
 from factory_site.throttles import refused_authentication
-from tasks.errors import ServiceError
+from projects.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 

@@ -63,9 +63,12 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "tasks",
+    # The layers, lowest first: each of these apps imports only the ones listed before it
+    # (tests/test_layers.py keeps it so; docs/architecture.md says why).
+    "projects",
     "decisions",
     "evidence",
+    "tasks",
 ]
 
 MIDDLEWARE = [

@@ -26,20 +26,21 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 
+    from projects import services as project_services
     from tasks import services
 
     User = get_user_model()
-    project = services.project_create(
+    project = project_services.project_create(
         slug="PF", name="proof", gate_policy=json.loads(args.gates), max_attempts=50
     )
     manager = User.objects.create_user("proof-manager")
     reviewer = User.objects.create_user("proof-reviewer")
-    services.membership_grant(user=manager, project=project, role="manager")
-    services.membership_grant(user=reviewer, project=project, role="reviewer")
+    project_services.membership_grant(user=manager, project=project, role="manager")
+    project_services.membership_grant(user=reviewer, project=project, role="reviewer")
     agents = []
     for n in range(args.agents):
         agent = User.objects.create_user(f"proof-agent-{n}")
-        services.membership_grant(user=agent, project=project, role="agent")
+        project_services.membership_grant(user=agent, project=project, role="agent")
         agents.append(AuthToken.objects.create(user=agent, expiry=None)[1])
     for n in range(args.tasks):
         task = services.task_create(

@@ -23,10 +23,13 @@ from factory_site.api import (
     errors,
     whole_number_param,
 )
+from projects import services as project_services
+from projects.models import Event, Project
+from projects.roles import roles_in
+from projects.selectors import project_ids_for
 from tasks import selectors, services
 from tasks.handoff import handoff
-from tasks.models import AttemptState, Event, Label, Project, Task, TaskState
-from tasks.roles import roles_in
+from tasks.models import AttemptState, Label, Task, TaskState
 
 # --- Output ---------------------------------------------------------------------------------
 
@@ -167,7 +170,7 @@ class EventSerializer(serializers.ModelSerializer):
 
 def visible_project(user, slug: str) -> Project:
     """The project ``slug`` if ``user`` is a member (404 otherwise, so projects don't leak)."""
-    return Project.objects.get(pk__in=selectors.project_ids_for(user), slug=slug)
+    return Project.objects.get(pk__in=project_ids_for(user), slug=slug)
 
 
 class ChangeSerializer(JSONInputSerializer):
@@ -796,7 +799,7 @@ class ProjectListApi(generics.ListAPIView):
     pagination_class = IdCursorPagination
 
     def get_queryset(self):
-        return Project.objects.filter(pk__in=selectors.project_ids_for(self.request.user))
+        return Project.objects.filter(pk__in=project_ids_for(self.request.user))
 
     @extend_schema(responses={200: ProjectSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
@@ -805,7 +808,7 @@ class ProjectListApi(generics.ListAPIView):
 
 def _gate_policy_schema() -> dict:
     """The registered gates (``FACTORY_GATES``, ``FACTORY_EXTRA_GATES``) and their parameters."""
-    from evidence.gates import registry
+    from projects.policy import registry
 
     types = {bool: "boolean", int: "integer", float: "number", str: "string"}
     bounds = {("coverage", "threshold"): {"minimum": 0, "maximum": 1}}
@@ -859,7 +862,7 @@ class ProjectDetailApi(APIView):
         project = visible_project(request.user, slug)
         data = self.InputSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        project = services.project_update(
+        project = project_services.project_update(
             project=project, actor=request.user, **data.validated_data
         )
         return Response(ProjectSerializer(project, context={"request": request}).data)

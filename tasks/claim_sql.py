@@ -27,7 +27,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 
 from decisions.models import Spec, SpecVersion, SpecVersionState
-from tasks.models import Attempt, AttemptState, Project, Task, TaskState
+from projects.models import Project
+from tasks.models import Attempt, AttemptState, Task, TaskState
 
 OVERDUE = object()  # a lease ran out: the ORM path must expire it first
 

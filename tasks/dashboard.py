@@ -23,7 +23,8 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from evidence.models import GateRun, GateRunState
-from tasks.models import Attempt, AttemptState, Event, Task
+from projects.models import Event
+from tasks.models import Attempt, AttemptState, Task
 
 REVIEW_TRANSITIONS = ("approve", "reject")
 FAILED_GATE_STATES = (GateRunState.FAILED, GateRunState.ERROR)

@@ -1,148 +1,27 @@
-"""Projects, memberships, tasks, attempts and the audit trail.
+"""Tasks, their attempts and their labels.
 
 State fields are ``FSMField(protected=True)``: nothing assigns them; the
 ``@transition`` methods below only set fields, and the services in
-``tasks/services.py`` are the only callers (through ``tasks.fsm.fire``), so every
+``tasks/services.py`` are the only callers (through ``projects.fsm.fire``), so every
 change of state is permission-checked, row-locked and written with its ``Event``.
 """
 
 from django.conf import settings
-from django.contrib.contenttypes.fields import GenericForeignKey
-from django.contrib.contenttypes.models import ContentType
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
-from tasks.fsm import Condition
-from tasks.roles import HOLDER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
+from projects.fsm import Condition
+from projects.models import Project
+from projects.roles import HOLDER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
 
 MANAGER = role_rule(Role.MANAGER)
 AGENT = role_rule(Role.AGENT)
 
 
-# --- Append-only storage ----------------------------------------------------------
-
-
-class AppendOnlyError(Exception):
-    """Raised when code tries to change or delete a row that must never change."""
-
-
-class AppendOnlyQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise AppendOnlyError(f"{self.model.__name__} rows are never updated")
-
-    def delete(self):
-        raise AppendOnlyError(f"{self.model.__name__} rows are never deleted")
-
-
-class AppendOnlyModel(models.Model):
-    """A row that is written once: saving an existing row or deleting one raises."""
-
-    objects = AppendOnlyQuerySet.as_manager()
-
-    class Meta:
-        abstract = True
-
-    def save(self, *args, **kwargs):
-        if not self._state.adding:
-            raise AppendOnlyError(f"{type(self).__name__} {self.pk} is immutable")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise AppendOnlyError(f"{type(self).__name__} {self.pk} is never deleted")
-
-
-# --- Projects -------------------------------------------------------------------------
-
-
-def default_gate_policy() -> dict:
-    return {
-        "required-evidence": {},
-        "tests-pass": {},
-        "diff-scope": {},
-        "spec-current": {},
-    }
-
-
-class Project(models.Model):
-    """A body of work with its own keys (``FM-12``), members, gate policy and attempt budget.
-
-    ``slug`` is the prefix of every key in the project, so it never changes once set.
-    The ``*_seq`` counters hand out key numbers; they only grow (see ``next_number``).
-    """
-
-    slug = models.CharField(
-        max_length=12,
-        unique=True,
-        validators=[
-            RegexValidator(
-                r"^[A-Z][A-Z0-9]{0,11}$",
-                "Use 1-12 capital letters or digits, starting with a letter.",
-            )
-        ],
-        help_text="Key prefix, e.g. FM gives tasks FM-1, specs FM-S1, decisions FM-D1.",
-    )
-    name = models.CharField(max_length=200)
-    repository_url = models.URLField(blank=True)
-    gate_policy = models.JSONField(
-        default=default_gate_policy,
-        blank=True,
-        help_text='Gates to run on each submission, with parameters: {"coverage": {"threshold": 0.8}}.',
-    )
-    max_attempts = models.PositiveSmallIntegerField(
-        default=3, help_text="Default for new tasks: failed attempts allowed before a task fails."
-    )
-    task_seq = models.PositiveIntegerField(default=0, editable=False)
-    spec_seq = models.PositiveIntegerField(default=0, editable=False)
-    decision_seq = models.PositiveIntegerField(default=0, editable=False)
-    members = models.ManyToManyField(
-        settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
-    )
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return self.slug
-
-    def audit_scope(self) -> tuple[int, None]:
-        return self.pk, None
-
-    def next_number(self, counter: str) -> int:
-        """Allocate the next number of ``counter`` ("task_seq", ...) inside the caller's transaction.
-
-        The UPDATE locks the project row until commit, so two writers never get the same
-        number; a rolled-back transaction gives its number back.
-        """
-        Project.objects.filter(pk=self.pk).update(**{counter: models.F(counter) + 1})
-        return Project.objects.values_list(counter, flat=True).get(pk=self.pk)
-
-
-class Membership(models.Model):
-    """A user's role in a project. A user may hold several roles in one project."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=16, choices=Role.choices)
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["user", "project", "role"], name="membership_unique_role"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} is {self.role} in {self.project}"
-
-    def audit_scope(self) -> tuple[int, None]:
-        return self.project_id, None
+# --- Labels ---------------------------------------------------------------------------
 
 
 class Label(models.Model):
@@ -579,71 +458,3 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
     def reject(self, reviewer, end_reason: str):
         self.reviewed_by = reviewer
         self._end(end_reason)
-
-
-# --- Audit trail ------------------------------------------------------------------------
-
-
-class Event(AppendOnlyModel):
-    """One transition of one state machine: who, when, from, to, why. Never changed or deleted.
-
-    ``task`` is set for everything that happens to a task or its attempts and gate
-    runs, so a task's timeline is one indexed query.
-    """
-
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="events")
-    task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
-    )
-    content_type = models.ForeignKey(ContentType, on_delete=models.PROTECT)
-    object_id = models.PositiveBigIntegerField()
-    subject = GenericForeignKey("content_type", "object_id")
-    object_key = models.CharField(max_length=64, help_text="The object's key when it happened.")
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        help_text="Empty when the system acted (a gate worker or the reconciler).",
-    )
-    transition = models.CharField(max_length=50)
-    from_state = models.CharField(max_length=20, blank=True)
-    to_state = models.CharField(max_length=20, blank=True)
-    reason = models.TextField(blank=True)
-    extra = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
-
-    class Meta:
-        ordering = ["created_at", "id"]
-        indexes = [
-            models.Index(fields=["content_type", "object_id"], name="event_subject"),
-            models.Index(fields=["task", "created_at"], name="event_task_timeline"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.object_key} {self.transition}: {self.from_state or '∅'} → {self.to_state}"
-
-    @classmethod
-    def record(
-        cls, subject, *, actor, transition, from_state, to_state, reason="", extra=None
-    ) -> "Event":
-        """Write the event for ``subject`` in the caller's transaction."""
-        project_id, task_id = subject.audit_scope()
-        return cls.objects.create(
-            project_id=project_id,
-            task_id=task_id,
-            content_type=ContentType.objects.get_for_model(subject),
-            object_id=subject.pk,
-            object_key=str(subject)[:64],
-            actor=actor,
-            transition=transition,
-            from_state=from_state or "",
-            to_state=to_state,
-            reason=reason or "",
-            extra=extra or {},
-        )
-
-    @property
-    def actor_label(self) -> str:
-        return self.actor.get_username() if self.actor_id else "system"

@@ -5,20 +5,8 @@ from datetime import datetime
 
 from django.db.models import Exists, F, OuterRef, QuerySet
 
-from tasks.models import Attempt, AttemptState, Label, Project, Task, TaskState
-from tasks.roles import SUPERUSER_ROLES, roles_by_project
-
-
-def project_ids_for(user, *roles: str) -> list[int]:
-    """Projects where ``user`` holds one of ``roles`` (any role if none given)."""
-    if user is None or not user.is_authenticated:
-        return []
-    if user.is_superuser and (not roles or SUPERUSER_ROLES & set(roles)):
-        return list(Project.objects.values_list("pk", flat=True))
-    wanted = set(roles)
-    return sorted(
-        pid for pid, held in roles_by_project(user).items() if not wanted or held & wanted
-    )
+from projects.selectors import project_ids_for
+from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
 
 def claimable_tasks(*, project_ids: Iterable[int], labels: Iterable[str] = ()) -> QuerySet[Task]:

@@ -4,7 +4,7 @@ One service per state change. Each opens ``transaction.atomic()``, locks the row
 it changes (task before attempt, always, so two services never deadlock; and with
 ``FOR NO KEY UPDATE``, which does not block the foreign-key checks of rows that
 merely refer to them, such as events and evidence), fires
-the transition through ``tasks.fsm.fire`` — which checks state, permission and
+the transition through ``projects.fsm.fire`` — which checks state, permission and
 conditions and writes the ``Event`` — and queues side effects with
 ``transaction.on_commit``. The REST API, the review UI, the admin and the Celery
 jobs all call these; none of them repeats a check.
@@ -20,168 +20,17 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from projects.errors import Conflict, PermissionDenied
+from projects.fsm import check, fire
+from projects.models import Event, Project
+from projects.paths import clean_allowed_paths
+from projects.roles import HOLDER, Role, has_role
+from projects.selectors import project_ids_for
+from projects.services import check_storable, require_role
 from tasks import claim_sql, selectors
-from tasks.errors import Conflict, PermissionDenied
-from tasks.fsm import check, fire
-from tasks.models import (
-    LEASE_LIVE,
-    Attempt,
-    AttemptState,
-    Event,
-    Label,
-    Membership,
-    Project,
-    Task,
-    TaskState,
-)
-from tasks.paths import clean_allowed_paths
-from tasks.roles import HOLDER, Role, forget_roles, has_role
+from tasks.models import LEASE_LIVE, Attempt, AttemptState, Label, Task, TaskState
 
 logger = logging.getLogger(__name__)
-
-
-# --- Projects and members ----------------------------------------------------------------
-
-
-def project_create(
-    *,
-    slug: str,
-    name: str,
-    repository_url: str = "",
-    max_attempts: int | None = None,
-    gate_policy: dict | None = None,
-    actor=None,
-) -> Project:
-    """Create a project; ``slug`` becomes the prefix of all its keys. Recorded as an Event."""
-    from evidence.gates import clean_policy
-
-    project = Project(
-        slug=slug,
-        name=name,
-        repository_url=repository_url,
-        max_attempts=max_attempts or settings.FACTORY_MAX_ATTEMPTS_DEFAULT,
-    )
-    if gate_policy is not None:
-        project.gate_policy = clean_policy(gate_policy)
-    project.full_clean()
-    with transaction.atomic():
-        project.save()
-        Event.record(
-            project,
-            actor=actor,
-            transition="create",
-            from_state="",
-            to_state="",
-            extra={"gate_policy": project.gate_policy},
-        )
-    return project
-
-
-PROJECT_EDITABLE_FIELDS = {"name", "repository_url", "max_attempts", "gate_policy"}
-
-
-def project_update(*, project: Project, actor, **changes) -> Project:
-    """Change a project's name, repository, attempt budget or gate policy (managers).
-
-    The gate policy is checked against the registered gates; the change is recorded as
-    an Event, so the audit trail says which gates applied when.
-    """
-    from evidence.gates import clean_policy
-
-    unknown = set(changes) - PROJECT_EDITABLE_FIELDS
-    if unknown:
-        raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
-    require_role(actor, project.pk, Role.MANAGER)
-    if "gate_policy" in changes:
-        changes["gate_policy"] = clean_policy(changes["gate_policy"])
-    with transaction.atomic():
-        project = Project.objects.select_for_update(no_key=True).get(pk=project.pk)
-        changes = {k: v for k, v in changes.items() if getattr(project, k) != v}
-        for name, value in changes.items():
-            setattr(project, name, value)
-        project.full_clean()
-        project.save(update_fields=list(changes))
-        if changes:
-            Event.record(
-                project,
-                actor=actor,
-                transition="edit",
-                from_state="",
-                to_state="",
-                extra={
-                    "fields": sorted(changes),
-                    **({"gate_policy": changes["gate_policy"]} if "gate_policy" in changes else {}),
-                },
-            )
-    return project
-
-
-def membership_grant(*, user, project: Project, role: str, actor=None) -> Membership:
-    """Give ``user`` a role in ``project``, recorded as an Event; granting twice changes nothing."""
-    if role not in Role.values:
-        raise ValidationError({"role": f"choose one of {', '.join(Role.values)}"})
-    with transaction.atomic():
-        membership, created = Membership.objects.get_or_create(
-            user=user, project=project, role=role
-        )
-        if created:
-            Event.record(
-                membership,
-                actor=actor,
-                transition="grant",
-                from_state="",
-                to_state="",
-                extra={"user": user.get_username(), "role": role},
-            )
-    forget_roles(user)
-    return membership
-
-
-def membership_revoke(*, membership: Membership, actor=None) -> None:
-    """Take a role away, recorded as an Event (who held it stays in the trail)."""
-    with transaction.atomic():
-        Event.record(
-            membership,
-            actor=actor,
-            transition="revoke",
-            from_state="",
-            to_state="",
-            extra={"user": membership.user.get_username(), "role": membership.role},
-        )
-        membership.delete()
-    forget_roles(membership.user)
-
-
-def check_storable(value, field: str) -> None:
-    """Refuse (400) JSON that no database stores faithfully: NUL characters, which
-    PostgreSQL's jsonb rejects, and lone surrogates, which are not UTF-8 at all."""
-
-    def walk(item):
-        if isinstance(item, str):
-            if "\x00" in item:
-                raise ValidationError({field: "text may not contain NUL characters"})
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValidationError(
-                    {field: "text must be valid Unicode (a lone surrogate was sent)"}
-                ) from None
-        elif isinstance(item, dict):
-            for key, inner in item.items():
-                walk(key)
-                walk(inner)
-        elif isinstance(item, list | tuple):
-            for inner in item:
-                walk(inner)
-
-    walk(value)
-
-
-def require_role(actor, project_id: int, *roles: str) -> None:
-    """Refuse (403) unless ``actor`` holds one of ``roles`` in the project."""
-    if not has_role(actor, project_id, *roles):
-        names = " or ".join(roles)
-        raise PermissionDenied(f"this needs the {names} role in the project")
 
 
 # --- Tasks ----------------------------------------------------------------------------------
@@ -353,7 +202,7 @@ def task_claim(
     expired first and on SQLite.
     """
     lease = lease_duration(lease_seconds)
-    project_ids = selectors.project_ids_for(agent, Role.AGENT)
+    project_ids = project_ids_for(agent, Role.AGENT)
     if project is not None:
         if project.pk not in project_ids:
             raise PermissionDenied(f"you are not an agent in project {project.slug}")

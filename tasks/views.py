@@ -25,8 +25,14 @@ from evidence.models import Evidence, GateRun, GateRunState, Kind
 from evidence.responses import evidence_response
 from evidence.selectors import criteria_status
 from factory_site.numbers import query_number
+from projects.errors import ServiceError
+from projects.fsm import check
+from projects.models import Event, Project
+from projects.roles import Role, roles_by_project
+from projects.selectors import project_ids_for
+from projects.tokens import token_default_days, token_issue, token_max_days
+from projects.tokens import token_revoke as token_revoke_service
 from tasks import handoff, selectors, services
-from tasks.errors import ServiceError
 from tasks.forms import (
     STATE_ORDER,
     BoardFilterForm,
@@ -35,11 +41,7 @@ from tasks.forms import (
     ReviewForm,
     TokenForm,
 )
-from tasks.fsm import check
-from tasks.models import AttemptState, Event, Project, Task, TaskState
-from tasks.roles import Role, roles_by_project
-from tasks.tokens import token_default_days, token_issue, token_max_days
-from tasks.tokens import token_revoke as token_revoke_service
+from tasks.models import AttemptState, Task, TaskState
 
 MANAGER_ACTIONS = {
     "publish": services.task_publish,
@@ -72,7 +74,7 @@ def navigation(request):
 
 
 def _projects(user):
-    return list(Project.objects.filter(pk__in=selectors.project_ids_for(user)).order_by("slug"))
+    return list(Project.objects.filter(pk__in=project_ids_for(user)).order_by("slug"))
 
 
 def _in_project(queryset, projects, slug):
@@ -367,7 +369,7 @@ def task_action(request, key, action):
 def _evidence_or_404(user, evidence_id) -> Evidence:
     try:
         return (
-            Evidence.objects.filter(attempt__task__project_id__in=selectors.project_ids_for(user))
+            Evidence.objects.filter(attempt__task__project_id__in=project_ids_for(user))
             .select_related("attempt__task", "uploaded_by")
             .prefetch_related("criteria")
             .get(pk=evidence_id)

@@ -14,9 +14,10 @@ from django.utils import timezone
 
 from decisions import services as decision_services
 from evidence import services as evidence_services
+from projects.models import Membership, Project
+from projects.roles import Role
 from tasks import services
-from tasks.models import Attempt, Membership, Project
-from tasks.roles import Role
+from tasks.models import Attempt
 
 CRITERIA = [
     {

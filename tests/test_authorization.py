@@ -13,9 +13,9 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from decisions import services as decisions
-from tasks.models import Event
-from tasks.roles import Role
-from tasks.services import membership_grant
+from projects.models import Event
+from projects.roles import Role
+from projects.services import membership_grant
 from tests.factories import CRITERIA, Flow, ProjectFactory, member
 
 MATRIX = Path(__file__).with_name("authz_matrix.tsv")

@@ -48,8 +48,9 @@ def test_a_verdict_whose_answer_cannot_be_read_is_rolled_back_with_the_503(
 ):
     # Found by the restart-postgres proof: the approval committed, the answer's reads
     # failed, the 503 said "retry", and the retry got 409 because the task was done.
+    from projects.models import Event
     from tasks import api as task_api
-    from tasks.models import Event, Task
+    from tasks.models import Task
 
     task, _ = flow.in_review()
     events_before = Event.objects.count()

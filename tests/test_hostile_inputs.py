@@ -25,7 +25,8 @@ from drf_spectacular.generators import SchemaGenerator
 from decisions import services as decision_services
 from decisions.models import Decision, Spec, SpecVersion
 from evidence.models import Evidence, blob_name
-from tasks.models import Attempt, Event, Task
+from projects.models import Event
+from tasks.models import Attempt, Task
 from tests.factories import CRITERIA, Flow, ProjectFactory
 
 JSON = "application/json"

@@ -7,7 +7,8 @@ from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle, UserRateThrottle
 
 from factory_site.throttles import client_address
-from tasks.models import Attempt, Event, Task
+from projects.models import Event
+from tasks.models import Attempt, Task
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ from rest_framework.test import APIClient
 
 from decisions.models import Decision, Spec, SpecVersion
 from evidence.models import Evidence
-from tasks.models import Attempt, Membership, Project, Task
-from tasks.roles import Role
+from projects.models import Membership, Project
+from projects.roles import Role
+from tasks.models import Attempt, Task
 from tests.factories import CRITERIA
 from tests.test_hostile_inputs import (
     Snapshot,

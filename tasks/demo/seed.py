@@ -11,10 +11,11 @@ from django.db import transaction
 
 from decisions import services as decisions
 from evidence import services as evidence
+from projects import services as project_services
+from projects.models import Project
+from projects.roles import Role
 from tasks import services
 from tasks.demo import artifacts
-from tasks.models import Project
-from tasks.roles import Role
 
 SLUG = "FM"
 PASSWORD = "factory-demo"
@@ -115,7 +116,7 @@ class Demo:
                 user.is_staff = Role.MANAGER in roles
                 user.save()
             for role in roles:
-                services.membership_grant(user=user, project=self.project, role=role)
+                project_services.membership_grant(user=user, project=self.project, role=role)
             setattr(self, username, user)
 
     def attach(self, attempt, actor, content: bytes, kind: str, name: str, criteria=()):
@@ -154,7 +155,7 @@ def seed(out) -> bool:
         return False
     demo = Demo(out)
     with transaction.atomic():
-        demo.project = services.project_create(
+        demo.project = project_services.project_create(
             slug=SLUG,
             name="Factory Memory (demo)",
             repository_url="https://git.example.invalid/factory-memory.git",

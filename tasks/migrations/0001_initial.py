@@ -4,7 +4,7 @@ import django.core.validators
 import django.db.models.deletion
 import django.utils.timezone
 import django_fsm
-import tasks.models
+import projects.models  # default_gate_policy lives with Project now
 from django.conf import settings
 from django.db import migrations, models
 
@@ -66,7 +66,7 @@ class Migration(migrations.Migration):
                 ('slug', models.CharField(help_text='Key prefix, e.g. FM gives tasks FM-1, specs FM-S1, decisions FM-D1.', max_length=12, unique=True, validators=[django.core.validators.RegexValidator('^[A-Z][A-Z0-9]{0,11}$', 'Use 1-12 capital letters or digits, starting with a letter.')])),
                 ('name', models.CharField(max_length=200)),
                 ('repository_url', models.URLField(blank=True)),
-                ('gate_policy', models.JSONField(blank=True, default=tasks.models.default_gate_policy, help_text='Gates to run on each submission, with parameters: {"coverage": {"threshold": 0.8}}.')),
+                ('gate_policy', models.JSONField(blank=True, default=projects.models.default_gate_policy, help_text='Gates to run on each submission, with parameters: {"coverage": {"threshold": 0.8}}.')),
                 ('max_attempts', models.PositiveSmallIntegerField(default=3, help_text='Default for new tasks: failed attempts allowed before a task fails.')),
                 ('task_seq', models.PositiveIntegerField(default=0, editable=False)),
                 ('spec_seq', models.PositiveIntegerField(default=0, editable=False)),

@@ -5,10 +5,10 @@ from django.core.exceptions import ValidationError
 
 from decisions import services
 from decisions.models import Decision, SpecAmendment, SpecVersion
+from projects.errors import Conflict, PermissionDenied
+from projects.models import Event, Project
+from projects.roles import Role
 from tasks import services as task_services
-from tasks.errors import Conflict, PermissionDenied
-from tasks.models import Event, Project
-from tasks.roles import Role
 from tests.factories import expire_lease, member
 
 AMENDED_CRITERIA = [

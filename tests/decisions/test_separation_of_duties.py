@@ -8,10 +8,10 @@ from django.urls import reverse
 
 from decisions import services
 from decisions.models import Decision
-from tasks.errors import PermissionDenied
-from tasks.models import Event
-from tasks.roles import Role
-from tasks.services import membership_grant
+from projects.errors import PermissionDenied
+from projects.models import Event
+from projects.roles import Role
+from projects.services import membership_grant
 
 pytestmark = pytest.mark.django_db
 

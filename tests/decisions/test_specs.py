@@ -6,9 +6,9 @@ from django.db import IntegrityError, transaction
 
 from decisions import services
 from decisions.models import Criterion, Spec, SpecVersion
-from tasks.errors import Conflict, PermissionDenied
-from tasks.models import Event, Project
-from tasks.roles import Role
+from projects.errors import Conflict, PermissionDenied
+from projects.models import Event, Project
+from projects.roles import Role
 from tests.factories import CRITERIA, member
 
 V2_CRITERIA = [

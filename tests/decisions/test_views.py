@@ -6,8 +6,8 @@ import pytest
 
 from decisions import services
 from decisions.models import Decision
-from tasks.models import Event
-from tasks.roles import Role
+from projects.models import Event
+from projects.roles import Role
 from tests.factories import CRITERIA, member
 
 

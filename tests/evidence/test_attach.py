@@ -11,10 +11,10 @@ from django.core.files.base import ContentFile
 from decisions import services as decision_services
 from evidence import services, storage
 from evidence.models import Evidence, blob_name
+from projects.errors import Conflict, PermissionDenied, TooLarge
+from projects.models import Event
+from projects.roles import Role
 from tasks import services as task_services
-from tasks.errors import Conflict, PermissionDenied, TooLarge
-from tasks.models import Event
-from tasks.roles import Role
 from tests.factories import UserFactory, expire_lease, member
 
 LOG = b"5 passed in 0.02s\n"

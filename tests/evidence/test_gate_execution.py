@@ -15,10 +15,12 @@ from django.utils import timezone
 from knox.models import AuthToken
 
 from evidence import jobs, services, storage
-from evidence.gates import Gate, Verdict, registry
+from evidence.gates import Gate, Verdict
 from evidence.models import Evidence, GateRun
+from projects.models import Event
+from projects.policy import registry
 from tasks import services as task_services
-from tasks.models import Event, Task
+from tasks.models import Task
 from tests.conftest import postgres_only
 from tests.evidence.test_gates import ALLOWED, git_diffs, run_suites
 from tests.factories import expire_lease

@@ -8,10 +8,10 @@ from django.db import IntegrityError, transaction
 
 from evidence import services
 from evidence.models import Evidence, GateRun
+from projects.errors import Conflict, PermissionDenied
+from projects.fsm import fire
+from projects.models import Event
 from tasks import services as task_services
-from tasks.errors import Conflict, PermissionDenied
-from tasks.fsm import fire
-from tasks.models import Event
 
 POLICY_GATES = ["diff-scope", "required-evidence", "spec-current", "tests-pass"]
 

@@ -14,7 +14,8 @@ from django.core.files.base import ContentFile
 
 from decisions import services as decision_services
 from evidence import gates
-from evidence.gates import Verdict, clean_policy, registry
+from evidence.gates import Verdict
+from projects.policy import clean_policy, registry
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"
 ALLOWED = ["tasks/**", "tests/**"]

@@ -14,8 +14,8 @@ import pytest
 from django.core.files import File
 
 from evidence import services, storage
-from evidence.gates import registry
 from evidence.models import Evidence, blob_name
+from projects.policy import registry
 
 SIZE = 500 * 1000 * 1000  # 500 MB
 LIMIT_MIB = 64

@@ -23,8 +23,8 @@ from evidence.parsers import (
     junit_cases,
     summarize,
 )
+from projects.errors import TooLarge
 from tasks.demo.artifacts import _difflib_diff
-from tasks.errors import TooLarge
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"
 

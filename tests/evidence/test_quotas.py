@@ -12,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from evidence import services, storage
 from evidence.models import Evidence, Provenance
-from tasks.errors import TooLarge
+from projects.errors import TooLarge
 from tests.conftest import postgres_only
 
 LINE = b"x" * 19 + b"\n"  # 20 bytes

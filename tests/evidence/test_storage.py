@@ -10,7 +10,7 @@ from django.db import transaction
 
 from evidence import storage
 from evidence.models import Evidence, blob_name
-from tasks.models import AppendOnlyError, Event
+from projects.models import AppendOnlyError, Event
 
 LOG = b"collected 5 items\n5 passed in 0.02s\n"
 

@@ -7,10 +7,11 @@ Each test is an attack an agent that wants to pass without doing the work would 
 import pytest
 
 from evidence import services as evidence_services
-from evidence.gates import Gate, Verdict, registry
+from evidence.gates import Gate, Verdict
 from evidence.models import GateRun, Kind, decisive
 from evidence.selectors import criteria_status
-from tasks.paths import UnsafePath, repo_path
+from projects.paths import UnsafePath, repo_path
+from projects.policy import registry
 
 
 def cobertura(rate: float) -> bytes:

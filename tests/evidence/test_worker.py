@@ -19,8 +19,9 @@ from kombu import pools as kombu_pools
 from evidence import services as evidence
 from evidence.models import GateRun
 from factory_site.celery import app as celery_app
+from projects.models import Event
 from tasks import services
-from tasks.models import Event, Task
+from tasks.models import Task
 from tests.conftest import postgres_only
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]

@@ -12,8 +12,9 @@ from decisions import services as decision_services
 from decisions.models import Decision, Spec, SpecVersion
 from evidence import services as evidence_services
 from evidence.models import Evidence, GateRun
+from projects.models import Event, Membership, Project
 from tasks import services as task_services
-from tasks.models import Attempt, Event, Label, Membership, Project, Task
+from tasks.models import Attempt, Label, Task
 
 ADMIN_MODELS = [Project, Membership, Label, Task, Attempt, Event]
 ADMIN_MODELS += [Spec, SpecVersion, Decision, Evidence, GateRun]

@@ -6,8 +6,9 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from decisions.models import Spec
-from tasks.models import Event, Membership, Project, Task
-from tasks.roles import Role
+from projects.models import Event, Membership, Project
+from projects.roles import Role
+from tasks.models import Task
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

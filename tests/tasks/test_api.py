@@ -3,8 +3,9 @@
 import pytest
 from django.utils import timezone
 
+from projects.models import Event
 from tasks import services
-from tasks.models import Attempt, Event, Task
+from tasks.models import Attempt, Task
 from tests.factories import expire_lease
 
 

@@ -8,9 +8,10 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from projects.errors import Conflict, PermissionDenied
+from projects.models import Event
 from tasks import services
-from tasks.errors import Conflict, PermissionDenied
-from tasks.models import Attempt, Event, Task
+from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease, member
 

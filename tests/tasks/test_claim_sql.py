@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from projects.models import Event
 from tasks import claim_sql, services
-from tasks.models import Attempt, Event, Task
+from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease
 

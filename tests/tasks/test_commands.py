@@ -14,7 +14,8 @@ from knox.models import AuthToken
 
 from decisions.models import Decision, Spec, SpecVersion
 from evidence.models import Evidence, GateRun
-from tasks.models import Attempt, Event, Membership, Task
+from projects.models import Event, Membership
+from tasks.models import Attempt, Task
 from tests.factories import UserFactory
 
 User = get_user_model()

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from tasks.models import Event, Project
+from projects.models import Event, Project
 
 
 @pytest.mark.django_db
@@ -63,7 +63,7 @@ def test_only_managers_change_projects(flow, api):
 @pytest.mark.django_db
 def test_the_admin_refuses_an_unknown_gate_on_the_form(admin_client, flow):
     project = flow.project
-    url = reverse("admin:tasks_project_change", args=[project.pk])
+    url = reverse("admin:projects_project_change", args=[project.pk])
     form = {
         "name": project.name,
         "repository_url": "",

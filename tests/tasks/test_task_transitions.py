@@ -4,11 +4,12 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from projects.errors import Conflict, PermissionDenied
+from projects.fsm import fire
+from projects.models import Event
+from projects.roles import Role
 from tasks import services
-from tasks.errors import Conflict, PermissionDenied
-from tasks.fsm import fire
-from tasks.models import Attempt, Event, Task
-from tasks.roles import Role
+from tasks.models import Attempt, Task
 from tests.factories import expire_lease, member
 
 ALL_STATES = [

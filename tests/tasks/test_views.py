@@ -13,9 +13,10 @@ from knox.settings import CONSTANTS
 from decisions import services as decision_services
 from evidence import services as evidence_services
 from evidence import storage
+from projects.models import Event
 from tasks import services
 from tasks.demo.artifacts import git_diff, screenshot
-from tasks.models import Attempt, Event, Task
+from tasks.models import Attempt, Task
 from tests.factories import member
 
 HANDOFF_HEADINGS = ["What changed?", "Why?", "What remains open?", "Authoritative evidence"]

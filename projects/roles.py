@@ -32,10 +32,8 @@ def roles_by_project(user) -> dict[int, set[str]]:
         return {}
     cache = getattr(user, "_factory_roles", None)
     if cache is None:
-        from tasks.models import Membership
-
         cache = {}
-        for pid, role in Membership.objects.filter(user=user).values_list("project_id", "role"):
+        for pid, role in user.memberships.values_list("project_id", "role"):
             cache.setdefault(pid, set()).add(role)
         user._factory_roles = cache
     return cache

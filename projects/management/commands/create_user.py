@@ -5,9 +5,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from tasks.models import Project
-from tasks.roles import Role
-from tasks.services import membership_grant
+from projects.models import Project
+from projects.roles import Role
+from projects.services import membership_grant
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.template.response import TemplateResponse
 
-from tasks.errors import ServiceError
+from projects.errors import ServiceError
 
 
 class ServiceRefused(Exception):
@@ -119,3 +119,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def copy_saved(obj, saved) -> None:
+    """Give the admin's ``obj`` the values of the row a service saved (it logs and links it)."""
+    for field in type(saved)._meta.concrete_fields:
+        if not getattr(field, "protected", False):  # a state field is set by transitions only
+            setattr(obj, field.attname, getattr(saved, field.attname))
+    obj._state.adding = False

@@ -2,7 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from tasks.tokens import token_issue
+from projects.tokens import token_issue
 
 
 class Command(BaseCommand):

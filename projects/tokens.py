@@ -12,7 +12,7 @@ from django.utils import timezone
 from knox.models import AuthToken
 from knox.settings import knox_settings
 
-from tasks.roles import Role, roles_by_project
+from projects.roles import Role, roles_by_project
 
 # Least to most privileged: a user's token bound is that of the highest role they hold.
 ROLE_ORDER = [Role.AGENT, Role.VERIFIER, Role.REVIEWER, Role.MANAGER]

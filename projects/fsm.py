@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 from django_fsm import ConcurrentTransition
 
-from tasks.errors import Conflict, PermissionDenied
-from tasks.roles import Rule
+from projects.errors import Conflict, PermissionDenied
+from projects.models import Event
+from projects.roles import Rule
 
 
 class Condition:
@@ -62,8 +63,6 @@ def check(instance, name: str, *, actor) -> None:
 
 def fire(instance, name: str, *, actor, reason: str = "", extra: dict | None = None, **kwargs):
     """Fire transition ``name`` on a locked ``instance`` and record its Event; return the Event."""
-    from tasks.models import Event
-
     check(instance, name, actor=actor)
     meta = getattr(instance, name)._django_fsm
     source = meta.field.get_state(instance)

@@ -1,0 +1,148 @@
+"""The admin for projects, memberships, API tokens and the audit trail.
+
+Saves go through the services (``ServiceAdmin``): a role granted or revoked here is
+recorded like any other, and a refusal is a form error.
+"""
+
+from django import forms
+from django.contrib import admin
+from knox.models import AuthToken
+
+from projects import services
+from projects.admin_tools import ReadOnlyAdmin, ServiceAdmin, copy_saved
+from projects.models import Event, Membership, Project
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+class MembershipSaves:
+    """Roles are granted and revoked through the services, so each is in the audit trail."""
+
+    def save_membership(self, request, membership, form, change):
+        if change and "role" not in form.changed_data and "user" not in form.changed_data:
+            return membership
+        if change:
+            old = Membership.objects.select_related("user").get(pk=membership.pk)
+            self.call(services.membership_revoke, membership=old, actor=request.user)
+        return self.call(
+            services.membership_grant,
+            user=membership.user,
+            project=membership.project,
+            role=membership.role,
+            actor=request.user,
+        )
+
+    def revoke(self, request, membership):
+        self.call(services.membership_revoke, membership=membership, actor=request.user)
+
+
+class ProjectAdminForm(forms.ModelForm):
+    repository_url = forms.URLField(required=False, assume_scheme="https")
+
+    class Meta:
+        model = Project
+        fields = ["slug", "name", "repository_url", "gate_policy", "max_attempts"]
+
+
+@admin.register(Project)
+class ProjectAdmin(MembershipSaves, ServiceAdmin):
+    form = ProjectAdminForm
+    list_display = ["slug", "name", "max_attempts", "created_at"]
+    search_fields = ["slug", "name"]
+    inlines = [MembershipInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        # The slug is every key's prefix: fixed once the project exists.
+        return ["slug"] if obj else []
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a project's history is kept; its tasks are cancelled instead
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        if change:
+            edited = set(form.changed_data) & services.PROJECT_EDITABLE_FIELDS
+            saved = self.call(
+                services.project_update,
+                project=obj,
+                actor=request.user,
+                **{name: data[name] for name in edited},
+            )
+        else:
+            saved = self.call(
+                services.project_create,
+                slug=data["slug"],
+                name=data["name"],
+                repository_url=data.get("repository_url") or "",
+                max_attempts=data.get("max_attempts"),
+                gate_policy=data.get("gate_policy"),
+                actor=request.user,
+            )
+        copy_saved(obj, saved)
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not Membership:
+            return super().save_formset(request, form, formset, change)
+        formset.save(commit=False)
+        for membership in formset.deleted_objects:
+            self.revoke(request, membership)
+        for inline in formset.forms:
+            membership = inline.instance
+            if inline in formset.deleted_forms or not inline.has_changed():
+                continue
+            membership.project = form.instance
+            self.save_membership(request, membership, inline, change=membership.pk is not None)
+        return None
+
+
+@admin.register(Membership)
+class MembershipAdmin(MembershipSaves, ServiceAdmin):
+    list_display = ["user", "project", "role", "created_at"]
+    list_filter = ["role", "project"]
+    search_fields = ["user__username", "project__slug"]
+    autocomplete_fields = ["user"]
+
+    def save_model(self, request, obj, form, change):
+        copy_saved(obj, self.save_membership(request, obj, form, change))
+
+    def delete_model(self, request, obj):
+        self.revoke(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset.select_related("user"):
+            self.revoke(request, membership)
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "object_key", "transition", "from_state", "to_state", "actor"]
+    list_filter = ["transition", "project"]
+    search_fields = ["object_key", "reason"]
+    list_select_related = ["actor"]
+    date_hierarchy = "created_at"
+
+
+# knox's own admin issues a token for any user with any expiry, past the bounds of
+# tasks.tokens; here tokens are only listed and revoked (deleted). Issue them on the API
+# tokens page or with `manage.py issue_token`.
+
+
+admin.site.unregister(AuthToken)
+
+
+@admin.register(AuthToken)
+class AuthTokenAdmin(admin.ModelAdmin):
+    list_display = ["token_key", "user", "created", "expiry"]
+    search_fields = ["token_key", "user__username"]
+    list_filter = ["expiry"]  # "No date": tokens from before every token had to expire
+    fields = ["token_key", "user", "created", "expiry"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
