@@ -10,16 +10,17 @@ from decisions import services
 from decisions.models import Check, Decision, DecisionState, Spec, SpecVersion
 from decisions.services import CRITERION_KEY
 from evidence.models import Kind
-from factory_site.api import (
+from projects.rest import (
     NON_BLANK_TEXT,
     IdCursorPagination,
     JSONInputSerializer,
     NewestFirstPagination,
+    ReasonSerializer,
+    RequiredReasonSerializer,
     errors,
 )
-from projects.selectors import project_ids_for
+from projects.selectors import project_ids_for, visible_project
 from tasks import selectors
-from tasks.api import ReasonSerializer, RequiredReasonSerializer, visible_project
 from tasks.models import Task
 
 # --- Output ---------------------------------------------------------------------------------

@@ -1,6 +1,5 @@
 from django.urls import path
 
-import factory_site.converters  # noqa: F401  (registers <key:…> and <id:…>)
 from decisions import api, views
 
 api_patterns = [

@@ -19,12 +19,11 @@ from decisions import services
 from decisions.forms import DecisionFilterForm, VerdictForm
 from decisions.models import Decision, Spec, SpecVersion
 from decisions.selectors import search_decisions, supersession_chain
-from factory_site.numbers import query_number
-from projects.errors import ServiceError
-from projects.fsm import check
+from projects.errors import ServiceError, refusal_text
 from projects.models import Event, Project
+from projects.numbers import query_number
+from projects.pages import is_htmx, may
 from projects.selectors import project_ids_for
-from tasks.views import is_htmx, refusal_text
 
 PAGE_SIZE = 50
 
@@ -94,14 +93,6 @@ def _decision_or_404(user, key) -> Decision:
         raise Http404(f"No decision {key} in your projects") from None
 
 
-def _may(decision, name, user) -> bool:
-    try:
-        check(decision, name, actor=user)
-    except ServiceError:
-        return False
-    return True
-
-
 @login_required
 def decision_detail(request, key):
     decision = _decision_or_404(request.user, key)
@@ -117,8 +108,8 @@ def decision_detail(request, key):
             "earlier": earlier,
             "later": later,
             "events": events,
-            "can_accept": _may(decision, "accept", request.user),
-            "can_reject": _may(decision, "reject", request.user),
+            "can_accept": may(decision, "accept", request.user),
+            "can_reject": may(decision, "reject", request.user),
             "nav": "decisions",
         },
     )

@@ -13,8 +13,8 @@ from evidence import services
 from evidence.models import Evidence, Kind
 from evidence.responses import evidence_response
 from evidence.uploads import HashingUploadHandler
-from factory_site.api import errors
 from projects.errors import TooLarge
+from projects.rest import errors
 from projects.selectors import project_ids_for
 from tasks import selectors
 

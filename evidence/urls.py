@@ -1,7 +1,6 @@
 from django.urls import path
 
-import factory_site.converters  # noqa: F401  (registers <id:…>)
-from evidence import api
+from evidence import api, views
 
 api_patterns = [
     path(
@@ -15,4 +14,9 @@ api_patterns = [
         api.EvidenceContentApi.as_view(),
         name="api-evidence-content",
     ),
+]
+
+ui_patterns = [
+    path("evidence/<id:evidence_id>/", views.evidence_detail, name="evidence-detail"),
+    path("evidence/<id:evidence_id>/image/", views.evidence_image, name="evidence-image"),
 ]

@@ -24,6 +24,7 @@ from pygments.util import ClassNotFound
 
 from evidence import storage
 from evidence.gates import test_ids
+from evidence.models import Evidence, Kind
 from evidence.parsers import junit_cases, parse_diff
 
 LIMIT_BYTES = 512 * 1024
@@ -307,3 +308,42 @@ def image_type(evidence) -> str | None:
     return (
         IMAGE_TYPES.get(evidence.summary.get("format")) if evidence.kind == "screenshot" else None
     )
+
+
+# --- What a page shows of each item ------------------------------------------------------
+
+# How many items of each kind a task page renders inline; the rest are links.
+INLINE_VIEWERS = {Kind.JUNIT: 3, Kind.DIFF: 2, Kind.LOG: 2, Kind.SCREENSHOT: 6, Kind.NOTE: 6}
+
+
+def page_viewers(evidence: list[Evidence]) -> list[dict]:
+    """Inline viewers for the first few items of each kind; the rest are links."""
+    shown, out = {}, []
+    for item in evidence:
+        cap = INLINE_VIEWERS.get(item.kind, 0)
+        if shown.get(item.kind, 0) >= cap:
+            continue
+        shown[item.kind] = shown.get(item.kind, 0) + 1
+        out.append(page_viewer(item))
+    return out
+
+
+def page_viewer(item: Evidence) -> dict:
+    # Open what a reviewer reads first: the change, the pictures, failing tests.
+    failing = item.kind == Kind.JUNIT and (item.summary.get("failed") or item.summary.get("error"))
+    opened = item.kind in (Kind.DIFF, Kind.SCREENSHOT) or failing
+    view = {"evidence": item, "kind": item.kind, "open": "open" if opened else ""}
+    if not inline(item):
+        # Past FACTORY_INLINE_MAX_BYTES nothing is read for the page: it links to the file.
+        view["too_large"] = True
+    elif item.kind == Kind.JUNIT:
+        view["junit"] = junit_view(item)
+    elif item.kind == Kind.DIFF:
+        view["diff"] = diff_view(item)
+    elif item.kind == Kind.LOG:
+        view["log"] = log_view(item)
+    elif item.kind == Kind.SCREENSHOT:
+        view["image"] = image_type(item) is not None
+    else:
+        view["text"], view["cut"] = text_view(item)
+    return view

@@ -22,8 +22,8 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.exceptions import AuthenticationFailed
 
-from factory_site.auth import BearerTokenAuthentication
-from factory_site.throttles import refused_authentication
+from projects.auth import BearerTokenAuthentication
+from projects.throttles import refused_authentication
 
 
 def user_for_token(token: str):
@@ -92,7 +92,7 @@ class RefusalLimit:
     """ASGI wrapper: /mcp's refused calls count against the caller's address like the API's.
 
     The SDK answers a missing or bad bearer token with 401 before any tool runs; each
-    such answer is counted (``factory_site.throttles.refused_authentication``, the same
+    such answer is counted (``projects.throttles.refused_authentication``, the same
     counts as the REST API's) and past the limit replaced by 429 ``throttled`` with
     ``Retry-After``.
     """

@@ -36,7 +36,7 @@ class SecurityHeadersMiddleware:
 class DatabaseUnavailableMiddleware:
     """While the database is unreachable (restarting, failing over), answer 503 with a
     retry hint instead of a 500. The request changed nothing: its transaction never
-    committed. (API views answer the same through factory_site.api's handler.)"""
+    committed. (API views answer the same through projects.rest's handler.)"""
 
     def __init__(self, get_response):
         self.get_response = get_response

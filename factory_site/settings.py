@@ -97,7 +97,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "tasks.views.navigation",
+                "projects.pages.navigation",
             ],
         },
     },
@@ -206,19 +206,19 @@ CELERY_BEAT_SCHEDULE = {
 # --- REST API -------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "factory_site.auth.BearerTokenAuthentication",
+        "projects.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["factory_site.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "factory_site.api.FactoryAutoSchema",
-    "EXCEPTION_HANDLER": "factory_site.api.exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["projects.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "projects.rest.FactoryAutoSchema",
+    "EXCEPTION_HANDLER": "projects.rest.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # Per user (or per address for anonymous callers); counted in CACHES["default"].
-    # Addresses come from factory_site.throttles.client_address (FACTORY_TRUSTED_PROXIES).
+    # Addresses come from projects.throttles.client_address (FACTORY_TRUSTED_PROXIES).
     "DEFAULT_THROTTLE_CLASSES": [
-        "factory_site.throttles.AnonThrottle",
-        "factory_site.throttles.UserThrottle",
+        "projects.throttles.AnonThrottle",
+        "projects.throttles.UserThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env("FACTORY_RATE_ANON", "120/min"),
@@ -352,8 +352,8 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env_int("FACTORY_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("FACTORY_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks
-AXES_CLIENT_IP_CALLABLE = "factory_site.throttles.client_address"
-AXES_LOCKOUT_CALLABLE = "factory_site.views.locked_out"
+AXES_CLIENT_IP_CALLABLE = "projects.throttles.client_address"
+AXES_LOCKOUT_CALLABLE = "projects.views.locked_out"
 # A success must not wipe the count: with an account of their own, an attacker could
 # otherwise clear their address's failures between guesses at someone else's password.
 AXES_RESET_ON_SUCCESS = False

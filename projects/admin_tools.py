@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.template.response import TemplateResponse
 
-from projects.errors import ServiceError
+from projects.errors import ServiceError, refusal_text
 
 
 class ServiceRefused(Exception):
@@ -64,12 +64,6 @@ class ServiceAdmin(admin.ModelAdmin):
                 return data
 
         return RefusedForm
-
-
-def refusal_text(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(exc.messages)
-    return str(exc)
 
 
 def service_action(service, *, name: str, description: str, target: str, needs_reason=False):

@@ -4,3 +4,7 @@ from django.apps import AppConfig
 class ProjectsConfig(AppConfig):
     name = "projects"
     verbose_name = "Projects, members and the audit trail"
+
+    def ready(self):
+        # <key:…> and <id:…> for every app's URLs, registered before any URLconf loads.
+        from projects import converters  # noqa: F401

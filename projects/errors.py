@@ -45,3 +45,12 @@ class TooLarge(ServiceError):
 
     status = 413
     default_code = "too_large"
+
+
+def refusal_text(exc: Exception) -> str:
+    """A refusal (``ServiceError`` or Django's ``ValidationError``) as one line for a person:
+    what the pages, the admin and the tools show."""
+    messages = getattr(exc, "messages", None)
+    if messages is not None:
+        return "; ".join(messages)
+    return getattr(exc, "detail", None) or str(exc)

@@ -14,3 +14,8 @@ def project_ids_for(user, *roles: str) -> list[int]:
     return sorted(
         pid for pid, held in roles_by_project(user).items() if not wanted or held & wanted
     )
+
+
+def visible_project(user, slug: str) -> Project:
+    """The project ``slug`` if ``user`` is a member (404 otherwise, so projects don't leak)."""
+    return Project.objects.get(pk__in=project_ids_for(user), slug=slug)

@@ -15,18 +15,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from decisions.models import Spec
-from factory_site.api import (
+from projects.models import Event
+from projects.rest import (
     NON_BLANK_TEXT,
     TEXT,
     IdCursorPagination,
     JSONInputSerializer,
+    ReasonSerializer,
     errors,
     whole_number_param,
 )
-from projects import services as project_services
-from projects.models import Event, Project
-from projects.roles import roles_in
-from projects.selectors import project_ids_for
+from projects.selectors import visible_project
 from tasks import selectors, services
 from tasks.handoff import handoff
 from tasks.models import AttemptState, Label, Task, TaskState
@@ -168,11 +167,6 @@ class EventSerializer(serializers.ModelSerializer):
 # --- Input helpers ------------------------------------------------------------------------
 
 
-def visible_project(user, slug: str) -> Project:
-    """The project ``slug`` if ``user`` is a member (404 otherwise, so projects don't leak)."""
-    return Project.objects.get(pk__in=project_ids_for(user), slug=slug)
-
-
 class ChangeSerializer(JSONInputSerializer):
     reject_unknown_fields = True
 
@@ -181,16 +175,6 @@ class ChangeSerializer(JSONInputSerializer):
     )
     branch = serializers.CharField(max_length=255, required=False)
     url = serializers.URLField(max_length=2000, required=False)
-
-
-class ReasonSerializer(JSONInputSerializer):
-    reason = serializers.CharField(max_length=10_000, required=False, allow_blank=True, default="")
-
-
-# Documents a call whose service refuses it without a reason; the view reads it with
-# ReasonSerializer, so a refusal for role or state still comes before the missing reason.
-class RequiredReasonSerializer(JSONInputSerializer):
-    reason = serializers.CharField(max_length=10_000)
 
 
 @extend_schema_field(
@@ -775,94 +759,3 @@ class AttemptReleaseApi(APIView):
             attempt=attempt, actor=request.user, **data.validated_data
         )
         return Response(AttemptSerializer(attempt).data)
-
-
-# --- Projects ---------------------------------------------------------------------------------
-
-
-class ProjectSerializer(serializers.Serializer):
-    slug = serializers.CharField(read_only=True)
-    name = serializers.CharField(read_only=True)
-    repository_url = serializers.CharField(read_only=True)
-    max_attempts = serializers.IntegerField(read_only=True)
-    gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
-    my_roles = serializers.SerializerMethodField()
-
-    def get_my_roles(self, project) -> list[str]:
-        return sorted(roles_in(self.context["request"].user, project.pk))
-
-
-class ProjectListApi(generics.ListAPIView):
-    """Your projects, with your roles in each."""
-
-    serializer_class = ProjectSerializer
-    pagination_class = IdCursorPagination
-
-    def get_queryset(self):
-        return Project.objects.filter(pk__in=project_ids_for(self.request.user))
-
-    @extend_schema(responses={200: ProjectSerializer(many=True), **errors(400, 404)})
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
-
-
-def _gate_policy_schema() -> dict:
-    """The registered gates (``FACTORY_GATES``, ``FACTORY_EXTRA_GATES``) and their parameters."""
-    from projects.policy import registry
-
-    types = {bool: "boolean", int: "integer", float: "number", str: "string"}
-    bounds = {("coverage", "threshold"): {"minimum": 0, "maximum": 1}}
-    gates = {}
-    for name, gate in sorted(registry().items()):
-        params = {
-            param: {
-                **({"type": types[kind]} if kind in types else {}),
-                "default": default,
-                **bounds.get((name, param), {}),
-            }
-            for param, (kind, default) in gate.params.items()
-        }
-        gates[name] = {
-            "type": "object",
-            "nullable": True,
-            "properties": params,
-            "additionalProperties": False,
-            "description": gate.description,
-        }
-    return {"type": "object", "properties": gates, "additionalProperties": False}
-
-
-@extend_schema_field(_gate_policy_schema())
-class GatePolicyField(serializers.DictField):
-    """``evidence.gates.clean_policy`` checks the names and parameters."""
-
-
-class ProjectDetailApi(APIView):
-    """Read a project, or change its name, repository, attempt budget or gate policy (managers)."""
-
-    class InputSerializer(JSONInputSerializer):
-        name = serializers.CharField(max_length=200, required=False)
-        repository_url = serializers.URLField(max_length=200, required=False, allow_blank=True)
-        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        gate_policy = GatePolicyField(
-            child=serializers.DictField(allow_null=True),
-            required=False,
-            help_text='Gates to run, with parameters: {"coverage": {"threshold": 0.8}}.',
-        )
-
-    @extend_schema(responses={200: ProjectSerializer, **errors(404)})
-    def get(self, request, slug):
-        project = visible_project(request.user, slug)
-        return Response(ProjectSerializer(project, context={"request": request}).data)
-
-    @extend_schema(
-        request=InputSerializer, responses={200: ProjectSerializer, **errors(400, 403, 404)}
-    )
-    def patch(self, request, slug):
-        project = visible_project(request.user, slug)
-        data = self.InputSerializer(data=request.data, partial=True)
-        data.is_valid(raise_exception=True)
-        project = project_services.project_update(
-            project=project, actor=request.user, **data.validated_data
-        )
-        return Response(ProjectSerializer(project, context={"request": request}).data)

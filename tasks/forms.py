@@ -2,7 +2,6 @@
 
 from django import forms
 
-from factory_site.numbers import WholeNumberField
 from tasks.models import TaskState
 
 
@@ -17,19 +16,10 @@ class ReasonForm(forms.Form):
     reason = forms.CharField(required=False, max_length=10_000)
 
 
-class ProjectFilterForm(forms.Form):
-    project = forms.CharField(required=False)
-
-
 class BoardFilterForm(forms.Form):
     project = forms.CharField(required=False)
     label = forms.CharField(required=False)
     q = forms.CharField(required=False, max_length=200)
-
-
-class TokenForm(forms.Form):
-    # The bound for this user is the service's to check (tasks.tokens.token_issue).
-    days = WholeNumberField(min_value=1, max_value=3650)
 
 
 STATE_ORDER = [

@@ -1,11 +1,8 @@
 from django.urls import path
 
-import factory_site.converters  # noqa: F401  (registers <key:…> and <id:…>)
 from tasks import api, views
 
 api_patterns = [
-    path("projects/", api.ProjectListApi.as_view(), name="api-projects"),
-    path("projects/<key:slug>/", api.ProjectDetailApi.as_view(), name="api-project"),
     path("tasks/", api.TaskListCreateApi.as_view(), name="api-tasks"),
     path("tasks/claim/", api.TaskClaimApi.as_view(), name="api-task-claim"),
     path("tasks/<key:key>/", api.TaskDetailApi.as_view(), name="api-task"),
@@ -48,9 +45,5 @@ ui_patterns = [
     path("tasks/<key:key>/gates/", views.task_gates, name="task-gates"),
     path("tasks/<key:key>/review/", views.task_review, name="task-review"),
     path("tasks/<key:key>/<str:action>/", views.task_action, name="task-action"),
-    path("evidence/<id:evidence_id>/", views.evidence_detail, name="evidence-detail"),
-    path("evidence/<id:evidence_id>/image/", views.evidence_image, name="evidence-image"),
-    path("tokens/", views.tokens, name="tokens"),
-    path("tokens/revoke/", views.token_revoke, name="token-revoke"),
     path("dashboard/", views.dashboard, name="dashboard"),
 ]

@@ -34,7 +34,7 @@ def test_a_page_during_an_outage_is_503_not_500(flow, client, database_down):
     from tasks import views
 
     client.force_login(flow.reviewer)
-    database_down(views, "_projects")
+    database_down(views, "user_projects")
 
     response = client.get("/review/")
 

@@ -6,8 +6,8 @@ from rest_framework.settings import api_settings
 from rest_framework.test import APIClient
 from rest_framework.throttling import SimpleRateThrottle, UserRateThrottle
 
-from factory_site.throttles import client_address
 from projects.models import Event
+from projects.throttles import client_address
 from tasks.models import Attempt, Task
 
 
@@ -81,7 +81,7 @@ def test_pages_hold_at_most_200_items(flow, api):
 
     assert len(body["results"]) == 3
     assert (len(small["results"]), small["next"] is not None) == (2, True)
-    from factory_site.api import IdCursorPagination
+    from projects.rest import IdCursorPagination
 
     assert IdCursorPagination.max_page_size == 200
 

@@ -13,7 +13,7 @@ from django.urls.resolvers import RoutePattern
 from knox.models import AuthToken
 
 from decisions import services as decision_services
-from factory_site.numbers import whole_number
+from projects.numbers import whole_number
 from tests.factories import CRITERIA
 
 HOSTILE = ["²", "٣", "\uff13", "-1", "+1", " 1", "1.5", "1e3", "", "0x10", "9" * 19, "9" * 40]

@@ -5,7 +5,7 @@ byte, a slash, a 40-digit id) is a plain 404."""
 
 from django.urls import register_converter
 
-from factory_site.numbers import IdConverter
+from projects.numbers import IdConverter
 
 
 class KeyConverter:

@@ -28,9 +28,9 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from factory_site.numbers import whole_number
-from factory_site.throttles import refused_authentication
 from projects.errors import ServiceError
+from projects.numbers import whole_number
+from projects.throttles import refused_authentication
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def exception_handler(exc, context):
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "factory_site.auth.BearerTokenAuthentication"
+    target_class = "projects.auth.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):
@@ -345,3 +345,16 @@ def errors(*statuses: int) -> dict:
         code: OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[code])
         for code in wanted
     }
+
+
+# --- Shared inputs ---------------------------------------------------------------------
+
+
+class ReasonSerializer(JSONInputSerializer):
+    reason = serializers.CharField(max_length=10_000, required=False, allow_blank=True, default="")
+
+
+# Documents a call whose service refuses it without a reason; the view reads it with
+# ReasonSerializer, so a refusal for role or state still comes before the missing reason.
+class RequiredReasonSerializer(JSONInputSerializer):
+    reason = serializers.CharField(max_length=10_000)

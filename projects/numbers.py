@@ -27,7 +27,7 @@ def query_number(request, name: str, *, minimum: int = 1) -> int | None:
     """A page's query parameter as a whole number, or None when absent or not one.
 
     Pages ignore a malformed number and show their default, as for an unknown filter;
-    the API refuses one instead (``factory_site.api.whole_number_param``).
+    the API refuses one instead (``projects.rest.whole_number_param``).
     """
     return whole_number(request.GET.get(name), minimum=minimum)
 

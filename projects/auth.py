@@ -1,4 +1,4 @@
-"""API authentication. Kept apart from factory_site.api: DRF imports it while loading settings."""
+"""API authentication. Kept apart from projects.rest: DRF imports it while loading settings."""
 
 from django.utils import timezone
 from knox.auth import TokenAuthentication

@@ -1,7 +1,7 @@
-"""The API's body parser, kept apart from ``factory_site.api``.
+"""The API's body parser, kept apart from ``projects.rest``.
 
 DRF reads ``DEFAULT_PARSER_CLASSES`` when ``rest_framework.views`` is imported, which
-``factory_site.api`` itself imports: the parser must live in a module that does not.
+``projects.rest`` itself imports: the parser must live in a module that does not.
 """
 
 from rest_framework import exceptions, parsers

@@ -1,0 +1,45 @@
+"""What every page of the review UI shares: who is looking, in which projects, what they
+may do, and whether the browser asked for a partial (htmx)."""
+
+from projects.errors import ServiceError
+from projects.fsm import check
+from projects.models import Project
+from projects.roles import SUPERUSER_ROLES, roles_by_project
+from projects.selectors import project_ids_for
+
+
+def is_htmx(request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def navigation(request):
+    """What the top bar shows: the user's roles across their projects (a context processor)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    roles = set().union(*roles_by_project(user).values())
+    if user.is_superuser:
+        roles |= SUPERUSER_ROLES
+    return {"nav_roles": sorted(roles)}
+
+
+def user_projects(user) -> list[Project]:
+    """The projects ``user`` is a member of, by slug: what the project filters offer."""
+    return list(Project.objects.filter(pk__in=project_ids_for(user)).order_by("slug"))
+
+
+def in_project(queryset, projects: list[Project], slug: str):
+    """``queryset`` narrowed to the chosen project of ``projects`` (all of them when none)."""
+    if slug:
+        return queryset.filter(project__in=[p for p in projects if p.slug == slug])
+    return queryset
+
+
+def may(obj, transition: str, user) -> bool:
+    """Whether ``user`` may fire ``transition`` on ``obj`` now: the page offers only what
+    the service would do (the same check, ``projects.fsm.check``)."""
+    try:
+        check(obj, transition, actor=user)
+    except ServiceError:
+        return False
+    return True
