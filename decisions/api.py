@@ -8,8 +8,9 @@ from rest_framework.views import APIView
 
 from decisions import services
 from decisions.models import Check, Decision, DecisionState, Spec, SpecVersion
+from decisions.selectors import search_decisions
 from decisions.services import CRITERION_KEY
-from evidence.models import Kind
+from projects.kinds import Kind
 from projects.rest import (
     NON_BLANK_TEXT,
     IdCursorPagination,
@@ -20,8 +21,6 @@ from projects.rest import (
     errors,
 )
 from projects.selectors import project_ids_for, visible_project
-from tasks import selectors
-from tasks.models import Task
 
 # --- Output ---------------------------------------------------------------------------------
 
@@ -251,7 +250,8 @@ def propose(request, project, data: dict, attempt=None) -> Decision:
         consequences=data["consequences"],
         alternatives=[dict(a) for a in data["alternatives"]],
         supersedes=_resolve(Decision, project, data["supersedes"], "supersedes"),
-        tasks=_resolve(Task, project, data["tasks"], "tasks"),
+        # The tasks it concerns, through the relation's own model: decisions sit below tasks.
+        tasks=_resolve(Decision.tasks.field.related_model, project, data["tasks"], "tasks"),
         specs=_resolve(Spec, project, data["specs"], "specs"),
         amendments=amendments,
     )
@@ -382,8 +382,6 @@ class DecisionFilter(django_filters.FilterSet):
         fields = ["q", "project", "state", "spec", "task"]
 
     def search(self, queryset, name, value):
-        from decisions.selectors import search_decisions
-
         return search_decisions(queryset, value)
 
 
@@ -458,21 +456,3 @@ DecisionRejectApi = _decision_action(
     "Reject a proposed decision; a reason is required.",
     request=RequiredReasonSerializer,
 )
-
-
-class AttemptDecisionCreateApi(APIView):
-    """Propose a decision during your attempt (the lease holder only)."""
-
-    @extend_schema(
-        request=DecisionInputSerializer,
-        responses={201: DecisionSerializer, **errors(400, 403, 404, 409)},
-    )
-    def post(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
-        data = DecisionInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        decision = propose(request, attempt.task.project, data.validated_data, attempt=attempt)
-        return Response(
-            DecisionSerializer(decisions_queryset().get(pk=decision.pk)).data,
-            status=status.HTTP_201_CREATED,
-        )

@@ -15,7 +15,6 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from projects.models import Project
 from projects.roles import Role, Rule, has_role, role_rule
-from tasks.models import Attempt
 
 MANAGER = role_rule(Role.MANAGER)
 
@@ -248,8 +247,7 @@ class Decision(ConcurrentTransitionMixin, models.Model):
         """Who may not decide this decision: its proposer and its attempt's agent."""
         authors = {self.proposed_by_id}
         if self.proposed_in_id is not None:
-            attempt = Attempt.objects.filter(pk=self.proposed_in_id)
-            authors.update(attempt.values_list("agent_id", flat=True))
+            authors.add(self.proposed_in.agent_id)
         return authors
 
     @transition(

@@ -21,14 +21,12 @@ from decisions.models import (
     SpecVersion,
     SpecVersionState,
 )
-from evidence.models import Kind
 from projects.errors import Conflict
 from projects.fsm import check, fire
+from projects.kinds import Kind
 from projects.models import Event, Project
 from projects.roles import Role
 from projects.services import check_storable, require_role
-from tasks.models import Attempt, Task
-from tasks.services import attempt_fence
 
 CRITERION_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
 
@@ -188,10 +186,10 @@ def decision_propose(
     consequences: str = "",
     alternatives=(),
     supersedes: Iterable[Decision] = (),
-    tasks: Iterable[Task] = (),
+    tasks: Iterable = (),
     specs: Iterable[Spec] = (),
     amendments: Iterable[dict] = (),
-    attempt: Attempt | None = None,
+    attempt=None,
 ) -> Decision:
     """Record a proposed decision ``FM-D<n>``.
 
@@ -237,7 +235,7 @@ def decision_propose(
 
     with transaction.atomic():
         if attempt is not None:
-            attempt = attempt_fence(attempt, actor)
+            attempt = attempt.fence(actor)  # 409 lease_lost: a lost lease proposes nothing
             if attempt.task.project_id != project.pk:
                 raise ValidationError({"project": "the attempt belongs to another project"})
             if attempt.task not in tasks:

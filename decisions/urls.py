@@ -24,11 +24,6 @@ api_patterns = [
     path(
         "decisions/<key:key>/reject/", api.DecisionRejectApi.as_view(), name="api-decision-reject"
     ),
-    path(
-        "attempts/<id:attempt_id>/decisions/",
-        api.AttemptDecisionCreateApi.as_view(),
-        name="api-attempt-decisions",
-    ),
 ]
 
 ui_patterns = [

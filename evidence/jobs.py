@@ -1,7 +1,8 @@
-"""Celery jobs for gates and the reconciler. Thin: load by id, call one service.
+"""Celery jobs for gates. Thin: load by id, call one service.
 
 Every job is idempotent (re-running it once its result is stored changes nothing),
 acknowledged late and re-queued if its worker dies, so a killed worker loses nothing.
+Services start it by name (``projects.queue``).
 """
 
 from celery import shared_task
@@ -9,7 +10,6 @@ from django.conf import settings
 
 from evidence import services
 from evidence.models import GateRun
-from tasks.models import Attempt
 
 JOB_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result": True}
 
@@ -23,15 +23,3 @@ def gate_run_job(run_id: int) -> None:
     run = GateRun.objects.filter(pk=run_id).first()
     if run is not None:
         services.gate_run_execute(run=run)
-
-
-@shared_task(**JOB_OPTIONS)
-def attempt_conclude_job(attempt_id: int) -> None:
-    attempt = Attempt.objects.filter(pk=attempt_id).first()
-    if attempt is not None:
-        services.attempt_checks_conclude(attempt=attempt)
-
-
-@shared_task(**JOB_OPTIONS)
-def reconcile_job() -> dict:
-    return services.reconcile()

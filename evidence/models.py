@@ -7,20 +7,9 @@ from django.dispatch import receiver
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from projects.kinds import Kind
 from projects.models import AppendOnlyError, AppendOnlyModel
 from projects.roles import SYSTEM
-from tasks.models import Attempt
-
-
-class Kind(models.TextChoices):
-    JUNIT = "junit", "JUnit XML report"
-    COVERAGE = "coverage", "Cobertura coverage report"
-    DIFF = "diff", "Unified diff"
-    LOG = "log", "Log"
-    SCREENSHOT = "screenshot", "Screenshot"
-    JSON = "json", "JSON document"
-    NOTE = "note", "Note"
-    LINK = "link", "Link"
 
 
 class Provenance(models.TextChoices):
@@ -107,7 +96,9 @@ class Evidence(AppendOnlyModel):
 
     def save(self, *args, **kwargs):
         if self.project_id is None and self.attempt_id is not None:
-            self.project_id = Attempt.objects.values_list("task__project_id", flat=True).get(
+            # The attempt's own model, through the relation: evidence sits below tasks.
+            attempts = type(self).attempt.field.related_model.objects
+            self.project_id = attempts.values_list("task__project_id", flat=True).get(
                 pk=self.attempt_id
             )
         super().save(*args, **kwargs)

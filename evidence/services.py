@@ -8,9 +8,11 @@ again.
 """
 
 import mimetypes
+import traceback
 from collections.abc import Iterable
 from datetime import timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile, File
@@ -20,6 +22,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evidence import storage
+from evidence.gates import Verdict
 from evidence.models import (
     FINISHED_GATE_STATES,
     Evidence,
@@ -28,18 +31,16 @@ from evidence.models import (
     Kind,
     Provenance,
 )
+from evidence.parsers import summarize
+from evidence.signals import gate_run_finished
 from projects.errors import Conflict, PermissionDenied, ServiceError, TooLarge
 from projects.fsm import check, fire
 from projects.models import Event, Project
+from projects.policy import registry
+from projects.queue import enqueue
 from projects.roles import Role, has_role
-from tasks.models import LIVE_ATTEMPT_STATES, Attempt, AttemptState
-from tasks.services import (
-    attempt_fence,
-    attempt_gates_failed,
-    attempt_gates_passed,
-    leases_expire_overdue,
-    lock_task_and_attempt,
-)
+
+GATE_RUN_JOB = "evidence.jobs.gate_run_job"
 
 DEFAULT_MEDIA_TYPES = {
     Kind.JUNIT: "application/xml",
@@ -52,7 +53,7 @@ DEFAULT_MEDIA_TYPES = {
 }
 
 
-def _provenance_for(attempt: Attempt, actor) -> str:
+def _provenance_for(attempt, actor) -> str:
     """Who is writing decides provenance; a request body never does."""
     project_id = attempt.task.project_id
     if actor is not None and actor.pk == attempt.agent_id:
@@ -67,7 +68,7 @@ def _provenance_for(attempt: Attempt, actor) -> str:
     )
 
 
-def _criteria_for(attempt: Attempt, keys: Iterable[str]):
+def _criteria_for(attempt, keys: Iterable[str]):
     keys = sorted({k.strip() for k in keys if k and k.strip()})
     if not keys:
         return []
@@ -95,7 +96,7 @@ def _quotas() -> dict:
     return {key: getattr(settings, name) for key, name in QUOTAS.items()}
 
 
-def _check_quotas(attempt: Attempt, provenance: str, size: int) -> None:
+def _check_quotas(attempt, provenance: str, size: int) -> None:
     """Refuse (413 ``quota_exceeded``, with the figures) a file that would take the
     attempt's or the project's evidence of this provenance past a quota.
 
@@ -126,12 +127,12 @@ def _check_quotas(attempt: Attempt, provenance: str, size: int) -> None:
                 )
 
 
-def _lock_quotas(attempt: Attempt) -> None:
+def _lock_quotas(attempt) -> None:
     """Serialise the quota checks of one project until the transaction ends.
 
     Two uploads at once must not both fit under a quota that has room for one. The
     project row is locked after the attempt row (the order decision_propose takes too:
-    attempt_fence, then next_number), ``FOR NO KEY UPDATE`` as ADR 0002 says.
+    attempt.fence, then next_number), ``FOR NO KEY UPDATE`` as ADR 0002 says.
     """
     if any(_quotas().values()):
         Project.objects.select_for_update(no_key=True).values_list("pk").get(
@@ -140,14 +141,12 @@ def _lock_quotas(attempt: Attempt) -> None:
 
 
 def _summarize(kind: str, fileobj: File) -> dict:
-    from evidence.parsers import summarize
-
     return summarize(kind, fileobj)
 
 
 def evidence_attach(
     *,
-    attempt: Attempt,
+    attempt,
     actor,
     file: File,
     kind: str,
@@ -169,9 +168,11 @@ def evidence_attach(
     """
     if kind not in Kind.values:
         raise ValidationError({"kind": f"choose one of {', '.join(Kind.values)}"})
-    attempt = Attempt.objects.select_related("task", "spec_version").get(pk=attempt.pk)
+    # Read again through the attempt's own class: evidence sits below tasks and is handed
+    # attempts, never imports them.
+    attempt = type(attempt).objects.select_related("task", "spec_version").get(pk=attempt.pk)
     provenance = _provenance_for(attempt, actor)
-    if provenance != Provenance.AGENT and attempt.state not in LIVE_ATTEMPT_STATES:
+    if provenance != Provenance.AGENT and not attempt.is_live:
         raise Conflict(
             f"{attempt} is {attempt.state}; evidence goes to a live attempt",
             code="invalid_state",
@@ -184,7 +185,7 @@ def evidence_attach(
         )
     if provenance == Provenance.AGENT:
         with transaction.atomic():
-            attempt_fence(attempt, actor)  # fail fast before storing anything
+            attempt.fence(actor)  # fail fast before storing anything
     if size is not None:
         _check_quotas(attempt, provenance, size)  # again under the lock, once stored
     summary = _summarize(kind, file)
@@ -200,7 +201,7 @@ def evidence_attach(
     try:
         with transaction.atomic():
             if provenance == Provenance.AGENT:
-                attempt_fence(attempt, actor)  # the lease may have run out while we stored
+                attempt.fence(actor)  # the lease may have run out while we stored
             _lock_quotas(attempt)
             _check_quotas(attempt, provenance, size)
             evidence = Evidence.objects.create(
@@ -245,15 +246,15 @@ def _gate_evidence_row(*, run: GateRun, blob, kind: str, name: str, media_type: 
 # --- Gate runs ------------------------------------------------------------------------------
 
 
-def gate_runs_create(*, attempt: Attempt, policy: dict) -> list[GateRun]:
-    """Create one queued run per gate of ``policy`` for a submitted attempt; idempotent."""
+def gate_runs_create(*, attempt, policy: dict) -> list[GateRun]:
+    """Create one queued run per gate of ``policy`` for a submitted attempt; idempotent.
+
+    Called in the submitting transaction, which holds the attempt's lock; each run's job
+    is sent once that transaction commits (a lost message is found by the reconciler,
+    because the queued runs are in the database).
+    """
     runs = []
     with transaction.atomic():
-        attempt = (
-            Attempt.objects.select_for_update(no_key=True, of=("self",))
-            .select_related("task")
-            .get(pk=attempt.pk)
-        )
         for gate, params in sorted(policy.items()):
             run, created = GateRun.objects.get_or_create(
                 attempt=attempt, gate=gate, defaults={"params": params or {}}
@@ -261,6 +262,7 @@ def gate_runs_create(*, attempt: Attempt, policy: dict) -> list[GateRun]:
             if created:
                 run.attempt = attempt
                 Event.record(run, actor=None, transition="queue", from_state="", to_state=run.state)
+                transaction.on_commit(lambda pk=run.pk: _dispatch(pk))
             runs.append(run)
     return runs
 
@@ -366,46 +368,7 @@ def _forget_blob(stored, created: bool) -> None:
         storage.delete_blob(name)
 
 
-def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
-    """When every gate run of a checking attempt has finished, move the task on exactly once.
-
-    All passed → in review; any failed or errored → ready (or failed when attempts are
-    used up), with the failing gates and their summaries as the reason. Called after each
-    gate finishes and by the reconciler; with the attempt row locked, two gates finishing
-    at once still move the task on once.
-    """
-    with transaction.atomic():
-        _, attempt = lock_task_and_attempt(attempt.pk)
-        if attempt.state != AttemptState.CHECKING:
-            return attempt
-        runs = list(attempt.gate_runs.order_by("gate"))
-        if any(run.state not in FINISHED_GATE_STATES for run in runs):
-            return attempt
-        failures = [run for run in runs if run.counts_as_failure]
-        if failures:
-            reason = "; ".join(f"{run.gate}: {run.summary}" for run in failures)
-            return attempt_gates_failed(attempt=attempt, reason=f"gates failed — {reason}")
-        passed = ", ".join(run.gate for run in runs) or "no gates configured"
-        return attempt_gates_passed(attempt=attempt, reason=f"gates passed: {passed}")
-
-
 # --- Running gates --------------------------------------------------------------------------
-
-
-def gate_runs_dispatch(*, attempt_id: int, run_ids: list[int]) -> None:
-    """Queue one job per gate run (or, with no gates, the job that concludes the attempt).
-
-    Called after the submitting transaction commits; a message lost on the way is
-    found by the reconciler, because the queued runs are in the database.
-    """
-    from evidence.jobs import attempt_conclude_job, gate_run_job
-
-    now = timezone.now()
-    GateRun.objects.filter(pk__in=run_ids).update(dispatched_at=now)
-    for run_id in run_ids:
-        gate_run_job.delay(run_id)
-    if not run_ids:
-        attempt_conclude_job.delay(attempt_id)
 
 
 def _report(text: str, gate: str, *, error: bool = False) -> tuple[bytes, str, str, str]:
@@ -421,12 +384,10 @@ def gate_run_execute(*, run: GateRun) -> GateRun:
     A finished run is left as it is. A gate that raises is re-queued with a back-off
     until ``FACTORY_GATE_MAX_TRIES`` is spent, then finishes as ``error`` with the
     traceback as its report; a gate that overruns its time limit finishes the same
-    way. Either way the attempt is then concluded if every gate has finished.
+    way. Once the run has finished (now or before: a re-delivered job), the seam
+    ``gate_run_finished`` tells the app above, which concludes the attempt when every
+    gate of it has finished.
     """
-    from celery.exceptions import SoftTimeLimitExceeded
-
-    from projects.policy import registry
-
     run = GateRun.objects.select_related("attempt__task", "attempt__spec_version__spec").get(
         pk=run.pk
     )
@@ -447,14 +408,13 @@ def gate_run_execute(*, run: GateRun) -> GateRun:
             if run.state == GateRunState.QUEUED:
                 run = gate_run_start(run=run)
             _check(run, registry().get(run.gate), SoftTimeLimitExceeded)
-    return attempt_checks_conclude(attempt=attempt)
+    run.refresh_from_db()
+    if run.state in FINISHED_GATE_STATES:
+        gate_run_finished.send(sender=GateRun, run=run, attempt_id=attempt.pk)
+    return run
 
 
 def _check(run: GateRun, gate, time_limit_error) -> None:
-    import traceback
-
-    from evidence.gates import Verdict
-
     policy = dict(run.attempt.gate_runs.values_list("gate", "params"))
     try:
         if gate is None:
@@ -469,7 +429,7 @@ def _check(run: GateRun, gate, time_limit_error) -> None:
     except Exception as exc:
         if run.tries < settings.FACTORY_GATE_MAX_TRIES:
             gate_run_requeue(run=run, reason=f"try {run.tries} crashed: {exc!r}"[:2000])
-            _dispatch_later(run.pk, countdown=2**run.tries)
+            _dispatch(run.pk, countdown=2**run.tries)
             return
         trace = traceback.format_exc()
         verdict = Verdict(
@@ -491,56 +451,39 @@ def _check(run: GateRun, gate, time_limit_error) -> None:
     )
 
 
-def _dispatch_later(run_id: int, countdown: int) -> None:
-    from evidence.jobs import gate_run_job
-
+def _dispatch(run_id: int, countdown: float | None = None) -> None:
+    """Send a run's job (again), noting when, so the reconciler knows it is on its way."""
     GateRun.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
-    gate_run_job.apply_async((run_id,), countdown=countdown)
+    enqueue(GATE_RUN_JOB, run_id, countdown=countdown)
 
 
-def reconcile() -> dict:
-    """Bring every unfinished piece of work forward from what the database says.
+def gate_runs_reconcile() -> dict:
+    """Bring every unfinished gate run forward from what the database says.
 
-    Expires overdue leases; re-queues gate runs whose worker died (running longer
-    than the time limit plus a grace period); re-dispatches queued runs whose job
-    never started (a lost or flushed broker message); concludes checking attempts
-    whose gates have all finished; deletes expired API tokens. Safe to run at any
-    time and from several places at once.
+    Re-queues runs whose worker died (running longer than the time limit plus a grace
+    period) and re-dispatches queued runs whose job never started (a lost or flushed
+    broker message). Safe to run at any time and from several places at once; the
+    site's reconciler (``tasks.services.reconcile``) calls it.
     """
-    from knox.models import AuthToken
-
     now = timezone.now()
     limit = timedelta(
         seconds=settings.FACTORY_GATE_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS
     )
-    counts = {"leases_expired": leases_expire_overdue()}
-
     stuck = GateRun.objects.filter(state=GateRunState.RUNNING, started_at__lt=now - limit)
-    counts["gate_runs_requeued"] = 0
+    counts = {"gate_runs_requeued": 0, "gate_runs_redispatched": 0}
     for run in stuck:
         try:
             gate_run_requeue(run=run, reason="its worker stopped answering; running it again")
         except ServiceError:
             continue
-        _dispatch_later(run.pk, countdown=0)
+        _dispatch(run.pk)
         counts["gate_runs_requeued"] += 1
 
     waiting = GateRun.objects.filter(state=GateRunState.QUEUED).filter(
         Q(dispatched_at__isnull=True)
         | Q(dispatched_at__lt=now - timedelta(seconds=settings.FACTORY_GATE_REQUEUE_AFTER))
     )
-    counts["gate_runs_redispatched"] = 0
     for run_id in waiting.values_list("pk", flat=True):
-        _dispatch_later(run_id, countdown=0)
+        _dispatch(run_id)
         counts["gate_runs_redispatched"] += 1
-
-    checking = Attempt.objects.filter(state=AttemptState.CHECKING).exclude(
-        gate_runs__state__in=[GateRunState.QUEUED, GateRunState.RUNNING]
-    )
-    counts["attempts_concluded"] = 0
-    for attempt in checking:
-        if attempt_checks_conclude(attempt=attempt).state != AttemptState.CHECKING:
-            counts["attempts_concluded"] += 1
-
-    counts["tokens_deleted"] = AuthToken.objects.filter(expiry__lt=now).delete()[0]
     return counts

@@ -3,11 +3,6 @@ from django.urls import path
 from evidence import api, views
 
 api_patterns = [
-    path(
-        "attempts/<id:attempt_id>/evidence/",
-        api.AttemptEvidenceApi.as_view(),
-        name="api-attempt-evidence",
-    ),
     path("evidence/<id:evidence_id>/", api.EvidenceDetailApi.as_view(), name="api-evidence"),
     path(
         "evidence/<id:evidence_id>/content/",

@@ -198,7 +198,7 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
-        "task": "evidence.jobs.reconcile_job",
+        "task": "tasks.jobs.reconcile_job",
         "schedule": env_int("FACTORY_RECONCILE_SECONDS", 30),
     },
 }

@@ -6,5 +6,5 @@ class ProjectsConfig(AppConfig):
     verbose_name = "Projects, members and the audit trail"
 
     def ready(self):
-        # <key:…> and <id:…> for every app's URLs, registered before any URLconf loads.
+        # lazy: <key:…> and <id:…> for every app's URLs, registered before a URLconf loads.
         from projects import converters  # noqa: F401

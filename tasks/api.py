@@ -11,10 +11,18 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, prefetch_related_objects
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from decisions import api as decision_api
 from decisions.models import Spec
+from evidence import api as evidence_api
+from evidence import services as evidence_services
+from evidence.models import Kind
+from evidence.uploads import HashingUploadHandler
+from projects.errors import TooLarge
 from projects.models import Event
 from projects.rest import (
     NON_BLANK_TEXT,
@@ -759,3 +767,101 @@ class AttemptReleaseApi(APIView):
             attempt=attempt, actor=request.user, **data.validated_data
         )
         return Response(AttemptSerializer(attempt).data)
+
+
+class AttemptDecisionCreateApi(APIView):
+    """Propose a decision during your attempt (the lease holder only)."""
+
+    @extend_schema(
+        request=decision_api.DecisionInputSerializer,
+        responses={201: decision_api.DecisionSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = decision_api.DecisionInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decision = decision_api.propose(
+            request, attempt.task.project, data.validated_data, attempt=attempt
+        )
+        return Response(
+            decision_api.DecisionSerializer(
+                decision_api.decisions_queryset().get(pk=decision.pk)
+            ).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class AttemptEvidenceApi(APIView):
+    """Attach a file to an attempt (the lease holder: agent evidence; a verifier: authoritative)."""
+
+    parser_classes = [MultiPartParser]
+
+    class InputSerializer(serializers.Serializer):
+        file = serializers.FileField(help_text="The evidence file (multipart).")
+        kind = serializers.ChoiceField(choices=Kind.choices)
+        criteria = serializers.ListField(
+            child=serializers.CharField(max_length=200),
+            required=False,
+            default=list,
+            help_text="Criterion keys it proves; repeat the field or separate with commas.",
+        )
+
+    def initialize_request(self, request, *args, **kwargs):
+        # Before anything reads the body (CSRF checks do): stream to disk, hashing as we go.
+        if request.method == "POST":
+            self.upload_handler = HashingUploadHandler(request)
+            request.upload_handlers = [self.upload_handler]
+        return super().initialize_request(request, *args, **kwargs)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        handler = getattr(self, "upload_handler", None)
+        if handler is not None:
+            handler.discard()  # the stored copy is separate; temporary files never linger
+        return super().finalize_response(request, response, *args, **kwargs)
+
+    @extend_schema(responses={200: evidence_api.EvidenceSerializer(many=True), **errors(404)})
+    def get(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        rows = attempt.evidence.prefetch_related("criteria").order_by("id")
+        return Response(evidence_api.EvidenceSerializer(rows, many=True).data)
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={201: evidence_api.EvidenceSerializer, **errors(400, 403, 404, 409, 413)},
+    )
+    def post(self, request, attempt_id):
+        limit = settings.FACTORY_MAX_UPLOAD_BYTES
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise ParseError("the Content-Length header is not a number") from None
+        if declared > limit + 1024 * 1024:  # a little room for the multipart envelope
+            raise TooLarge(f"the upload is {declared} bytes; the limit is {limit}")
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        criteria = []
+        for value in request.data.getlist("criteria") if hasattr(request.data, "getlist") else []:
+            criteria.extend(part.strip() for part in value.split(",") if part.strip())
+        if self.upload_handler.too_large:
+            raise TooLarge(f"the file is larger than the limit of {limit} bytes")
+        data = self.InputSerializer(
+            data={
+                "file": request.data.get("file"),
+                "kind": request.data.get("kind"),
+                "criteria": criteria,
+            }
+        )
+        data.is_valid(raise_exception=True)
+        upload = data.validated_data["file"]
+        evidence = evidence_services.evidence_attach(
+            attempt=attempt,
+            actor=request.user,
+            file=upload,
+            kind=data.validated_data["kind"],
+            criteria=data.validated_data["criteria"],
+            name=upload.name,
+            media_type=upload.content_type or "",
+            sha256=getattr(upload, "sha256", None) or None,
+        )
+        return Response(
+            evidence_api.EvidenceSerializer(evidence).data, status=status.HTTP_201_CREATED
+        )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
 
-from decisions.models import Check, Decision, DecisionState
+from decisions.models import Check, Decision, DecisionState, SpecVersion
 from evidence.models import Evidence, GateRun
 from tasks.models import Attempt, AttemptState, Task, TaskState
 
@@ -223,8 +223,6 @@ def _pinned_version(task: Task, attempts: list[Attempt]):
 
 
 def _version_with_criteria(version_id: int):
-    from decisions.models import SpecVersion
-
     return (
         SpecVersion.objects.select_related("spec").prefetch_related("criteria").get(pk=version_id)
     )

@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transition
 
+from projects.errors import Conflict, PermissionDenied
 from projects.fsm import Condition
 from projects.models import Project
 from projects.roles import HOLDER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
@@ -370,6 +371,37 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
     @property
     def lease_is_live(self) -> bool:
         return self.state == AttemptState.RUNNING and _lease_live_refusal(self) is None
+
+    @property
+    def is_live(self) -> bool:
+        """Running, checking or passed: still the task's attempt, not ended."""
+        return self.state in LIVE_ATTEMPT_STATES
+
+    def fence(self, actor) -> "Attempt":
+        """This attempt, locked, if ``actor`` holds its live lease; call inside atomic().
+
+        The fencing check every write on an attempt makes in the database, in the same
+        transaction as the write, whichever app is writing (evidence, decisions,
+        checkpoints): 403 for someone else's attempt, 409 ``lease_lost`` once the lease
+        has run out or the attempt has ended.
+        """
+        attempt = (
+            type(self)
+            .objects.select_for_update(no_key=True, of=("self",))
+            .select_related("task")
+            .get(pk=self.pk)
+        )
+        refusal = HOLDER.refusal(attempt, actor)
+        if refusal:
+            raise PermissionDenied(refusal[1], code=refusal[0])
+        if attempt.state != AttemptState.RUNNING:
+            raise Conflict(
+                f"attempt {attempt} is {attempt.state}; its lease is over", code="lease_lost"
+            )
+        refusal = LEASE_LIVE.refusal(attempt)
+        if refusal:
+            raise Conflict(refusal[1], code=refusal[0])
+        return attempt
 
     def _end(self, end_reason: str):
         self.ended_at = timezone.now()

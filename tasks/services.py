@@ -18,19 +18,27 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from decisions.models import SpecVersion, SpecVersionState
+from evidence.models import FINISHED_GATE_STATES, GateRunState
+from evidence.services import gate_runs_create, gate_runs_reconcile
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import check, fire
 from projects.models import Event, Project
 from projects.paths import clean_allowed_paths
-from projects.roles import HOLDER, Role, has_role
+from projects.queue import enqueue_on_commit
+from projects.roles import Role, has_role
 from projects.selectors import project_ids_for
 from projects.services import check_storable, require_role
-from tasks import claim_sql, selectors
-from tasks.models import LEASE_LIVE, Attempt, AttemptState, Label, Task, TaskState
+from projects.tokens import tokens_delete_expired
+from tasks import claim_sql, context, selectors
+from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
 logger = logging.getLogger(__name__)
+
+CONCLUDE_JOB = "tasks.jobs.attempt_conclude_job"
 
 
 # --- Tasks ----------------------------------------------------------------------------------
@@ -254,10 +262,6 @@ def task_claim(
 
 
 def _current_version_id():
-    from django.db.models import OuterRef, Subquery
-
-    from decisions.models import SpecVersion, SpecVersionState
-
     return Subquery(
         SpecVersion.objects.filter(
             spec_id=OuterRef("spec_id"), state=SpecVersionState.ACCEPTED
@@ -270,32 +274,11 @@ def _expire_quietly(attempt_id: int) -> None:
         attempt_expire(attempt=Attempt(pk=attempt_id))
 
 
-def attempt_fence(attempt: Attempt, actor) -> Attempt:
-    """Lock ``attempt`` and refuse unless ``actor`` holds its live lease. Call inside atomic().
-
-    This is the fencing check every write on an attempt makes in the database, in the
-    same transaction as the write: 403 for someone else's attempt, 409 ``lease_lost``
-    once the lease has run out or the attempt has ended.
-    """
-    attempt = _lock_attempt(attempt.pk)
-    refusal = HOLDER.refusal(attempt, actor)
-    if refusal:
-        raise PermissionDenied(refusal[1], code=refusal[0])
-    if attempt.state != AttemptState.RUNNING:
-        raise Conflict(
-            f"attempt {attempt} is {attempt.state}; its lease is over", code="lease_lost"
-        )
-    refusal = LEASE_LIVE.refusal(attempt)
-    if refusal:
-        raise Conflict(refusal[1], code=refusal[0])
-    return attempt
-
-
 def attempt_heartbeat(*, attempt: Attempt, actor, lease_seconds=None) -> Attempt:
     """Extend a live lease by ``lease_seconds`` from now."""
     lease = lease_duration(lease_seconds)
     with transaction.atomic():
-        attempt = attempt_fence(attempt, actor)
+        attempt = attempt.fence(actor)
         now = timezone.now()
         attempt.heartbeat_at = now
         attempt.lease_expires_at = now + lease
@@ -313,7 +296,7 @@ def attempt_checkpoint_save(*, attempt: Attempt, actor, data, revision: int) -> 
         raise ValidationError({"revision": "must be the revision you last saw, 0 for none"})
     check_storable(data, "data")
     with transaction.atomic():
-        attempt = attempt_fence(attempt, actor)
+        attempt = attempt.fence(actor)
         if revision != attempt.checkpoint_revision:
             raise Conflict(
                 f"the checkpoint of {attempt} is at revision {attempt.checkpoint_revision},"
@@ -383,12 +366,10 @@ def attempt_submit(
         )
         fire(task, "submit", actor=actor)
         # The runs are written with the submission, so a lost job message is found
-        # later by the reconciler; the jobs themselves start once this commits.
-        from evidence.services import gate_runs_create, gate_runs_dispatch
-
+        # later by the reconciler; their jobs start once this commits.
         runs = gate_runs_create(attempt=attempt, policy=task.project.gate_policy)
-        run_ids = [run.pk for run in runs]
-        transaction.on_commit(lambda: gate_runs_dispatch(attempt_id=attempt.pk, run_ids=run_ids))
+        if not runs:  # no gate to wait for: conclude at once, as the last gate would
+            enqueue_on_commit(CONCLUDE_JOB, attempt.pk)
     return attempt
 
 
@@ -402,11 +383,8 @@ def attempt_expire(*, attempt: Attempt) -> Attempt:
 
 def leases_expire_overdue() -> int:
     """Expire every running attempt whose lease has run out; return how many were expired."""
-    overdue = Attempt.objects.filter(
-        state=AttemptState.RUNNING, lease_expires_at__lte=timezone.now()
-    ).values_list("pk", flat=True)
     expired = 0
-    for attempt_id in list(overdue):
+    for attempt_id in selectors.overdue_attempt_ids(now=timezone.now()):
         try:
             attempt_expire(attempt=Attempt(pk=attempt_id))
         except Conflict:
@@ -434,6 +412,49 @@ def attempt_gates_failed(*, attempt: Attempt, reason: str) -> Attempt:
         fire(attempt, "gates_failed", actor=None, reason=reason, end_reason=reason)
         fire(task, "gates_failed", actor=None, reason=reason)
     return attempt
+
+
+def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
+    """When every gate run of a checking attempt has finished, move the task on exactly once.
+
+    All passed → in review; any failed or errored → ready (or failed when attempts are
+    used up), with the failing gates and their summaries as the reason. Called when a
+    gate run finishes (``evidence.signals.gate_run_finished``) and by the reconciler;
+    with the attempt row locked, two gates finishing at once still move the task on once.
+    """
+    with transaction.atomic():
+        _, attempt = lock_task_and_attempt(attempt.pk)
+        if attempt.state != AttemptState.CHECKING:
+            return attempt
+        runs = list(attempt.gate_runs.order_by("gate"))
+        if any(run.state not in FINISHED_GATE_STATES for run in runs):
+            return attempt
+        failures = [run for run in runs if run.counts_as_failure]
+        if failures:
+            reason = "; ".join(f"{run.gate}: {run.summary}" for run in failures)
+            return attempt_gates_failed(attempt=attempt, reason=f"gates failed — {reason}")
+        passed = ", ".join(run.gate for run in runs) or "no gates configured"
+        return attempt_gates_passed(attempt=attempt, reason=f"gates passed: {passed}")
+
+
+def reconcile() -> dict:
+    """Bring every unfinished piece of work forward from what the database says.
+
+    Expires overdue leases; re-queues gate runs whose worker died and re-dispatches
+    queued runs whose job never started (``evidence.services.gate_runs_reconcile``);
+    concludes checking attempts whose gates have all finished; deletes expired API
+    tokens. Safe to run at any time and from several places at once.
+    """
+    counts = {"leases_expired": leases_expire_overdue(), **gate_runs_reconcile()}
+    checking = Attempt.objects.filter(state=AttemptState.CHECKING).exclude(
+        gate_runs__state__in=[GateRunState.QUEUED, GateRunState.RUNNING]
+    )
+    counts["attempts_concluded"] = 0
+    for attempt in checking:
+        if attempt_checks_conclude(attempt=attempt).state != AttemptState.CHECKING:
+            counts["attempts_concluded"] += 1
+    counts["tokens_deleted"] = tokens_delete_expired()
+    return counts
 
 
 def _review(task: Task, name: str, *, actor, reason: str) -> Task:
@@ -554,8 +575,6 @@ def task_context(*, task: Task, actor, max_chars: int | None = None) -> dict:
     fetch is recorded on the attempt (hash, manifest, time); reviewers and managers of
     the project may read it without recording. Anyone else is refused.
     """
-    from tasks import context
-
     if max_chars is not None and (
         isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1
     ):
@@ -574,7 +593,7 @@ def task_context(*, task: Task, actor, max_chars: int | None = None) -> dict:
     bundle = context.build(task, current=current if holding else None, max_chars=max_chars)
     if holding:
         with transaction.atomic():
-            attempt = attempt_fence(current, actor)  # 409 lease_lost: nothing is handed out
+            attempt = current.fence(actor)  # 409 lease_lost: nothing is handed out
             attempt.context_sha256 = bundle["bundle_sha256"]
             attempt.context_manifest = bundle["manifest"]
             attempt.context_fetched_at = timezone.now()

@@ -35,6 +35,16 @@ api_patterns = [
         api.AttemptReleaseApi.as_view(),
         name="api-attempt-release",
     ),
+    path(
+        "attempts/<id:attempt_id>/decisions/",
+        api.AttemptDecisionCreateApi.as_view(),
+        name="api-attempt-decisions",
+    ),
+    path(
+        "attempts/<id:attempt_id>/evidence/",
+        api.AttemptEvidenceApi.as_view(),
+        name="api-attempt-evidence",
+    ),
 ]
 
 ui_patterns = [

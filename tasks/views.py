@@ -26,6 +26,7 @@ from projects.numbers import query_number
 from projects.pages import in_project, is_htmx, may, navigation, user_projects
 from projects.roles import Role
 from tasks import handoff, selectors, services
+from tasks.dashboard import dashboard_context
 from tasks.forms import STATE_ORDER, BoardFilterForm, ReasonForm, ReviewForm
 from tasks.models import AttemptState, Task, TaskState
 
@@ -281,8 +282,6 @@ def task_action(request, key, action):
 @login_required
 def dashboard(request):
     """Throughput, first-pass yield, gate failure rate and review latency, drawn as SVG."""
-    from tasks.dashboard import dashboard_context
-
     form = ProjectFilterForm(request.GET)
     form.is_valid()
     projects = user_projects(request.user)

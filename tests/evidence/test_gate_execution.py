@@ -19,6 +19,7 @@ from evidence.gates import Gate, Verdict
 from evidence.models import Evidence, GateRun
 from projects.models import Event
 from projects.policy import registry
+from tasks import jobs as task_jobs
 from tasks import services as task_services
 from tasks.models import Task
 from tests.conftest import postgres_only
@@ -408,8 +409,8 @@ def test_two_gates_finishing_at_once_move_the_task_on_once(flow):
     for run in GateRun.objects.filter(attempt=attempt):
         finish_without_concluding(run)
 
-    services.attempt_checks_conclude(attempt=attempt)
-    services.attempt_checks_conclude(attempt=attempt)
+    task_services.attempt_checks_conclude(attempt=attempt)
+    task_services.attempt_checks_conclude(attempt=attempt)
 
     assert states(task, attempt) == ("in_review", "passed")
     moved = Event.objects.filter(task=task, transition="gates_passed")
@@ -419,7 +420,7 @@ def test_two_gates_finishing_at_once_move_the_task_on_once(flow):
 @postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_two_concluding_workers_at_once_move_the_task_on_once(flow, monkeypatch):
-    monkeypatch.setattr(services, "gate_runs_dispatch", lambda **kwargs: None)  # no jobs
+    monkeypatch.setattr(services, "_dispatch", lambda *args, **kwargs: None)  # no jobs
     flow.gates({"tests-pass": {}, "diff-scope": {}})
     task, attempt = flow.claimed()
     submit(attempt)
@@ -430,7 +431,7 @@ def test_two_concluding_workers_at_once_move_the_task_on_once(flow, monkeypatch)
     def worker():
         try:
             barrier.wait(5)
-            services.attempt_checks_conclude(attempt=attempt)
+            task_services.attempt_checks_conclude(attempt=attempt)
         except Exception as exc:  # reported below, not swallowed
             errors.append(exc)
         finally:
@@ -459,7 +460,7 @@ def test_reconcile_expires_an_overdue_lease(flow):
     task, attempt = flow.claimed()
     expire_lease(attempt)
 
-    counts = services.reconcile()
+    counts = task_services.reconcile()
 
     assert counts == {**ZERO, "leases_expired": 1}
     assert states(task, attempt) == ("ready", "abandoned")
@@ -478,7 +479,7 @@ def test_reconcile_requeues_a_run_whose_worker_died_and_the_job_finishes_it(
         started_at=overdue(settings.FACTORY_GATE_TIME_LIMIT + 61)
     )
 
-    counts = services.reconcile()
+    counts = task_services.reconcile()
 
     assert counts == {**ZERO, "gate_runs_requeued": 1}
     run.refresh_from_db()
@@ -498,7 +499,7 @@ def test_a_run_whose_workers_died_on_every_try_ends_in_error(flow, settings):
         started_at=overdue(settings.FACTORY_GATE_TIME_LIMIT + 61)
     )
 
-    counts = services.reconcile()
+    counts = task_services.reconcile()
 
     run.refresh_from_db()
     assert counts == {**ZERO, "gate_runs_requeued": 1}
@@ -519,7 +520,7 @@ def test_reconcile_leaves_a_run_that_is_still_within_its_time(flow, settings):
     )
     events_before = Event.objects.count()
 
-    counts = services.reconcile()
+    counts = task_services.reconcile()
 
     assert counts == ZERO
     run.refresh_from_db()
@@ -540,7 +541,7 @@ def test_reconcile_redispatches_queued_runs_whose_job_never_started(flow, report
     just_now = timezone.now()
     runs.filter(gate="coverage").update(dispatched_at=just_now)
 
-    counts = services.reconcile()
+    counts = task_services.reconcile()
 
     assert counts == {**ZERO, "gate_runs_redispatched": 2}
     assert [(r.gate, r.state, r.tries) for r in runs.order_by("gate")] == [
@@ -560,7 +561,7 @@ def test_reconcile_concludes_an_attempt_whose_runs_have_all_finished(flow):
     for run in GateRun.objects.filter(attempt=attempt):
         finish_without_concluding(run, outcome="failed" if run.gate == "diff-scope" else "passed")
 
-    counts = services.reconcile()
+    counts = task_services.reconcile()
 
     assert counts == {**ZERO, "attempts_concluded": 1}
     assert states(task, attempt) == ("ready", "failed")
@@ -573,7 +574,7 @@ def test_reconcile_deletes_expired_tokens_only(flow):
     live, _ = AuthToken.objects.create(user=flow.agent, expiry=timedelta(hours=1))
     forever, _ = AuthToken.objects.create(user=flow.reviewer, expiry=None)
 
-    counts = services.reconcile()
+    counts = task_services.reconcile()
 
     assert counts == {**ZERO, "tokens_deleted": 1}
     assert sorted(AuthToken.objects.values_list("pk", flat=True)) == sorted([live.pk, forever.pk])
@@ -601,7 +602,7 @@ def test_reconcile_counts_everything_it_did_and_then_has_nothing_left(
     expire_lease(idle)
     AuthToken.objects.create(user=flow.agent, expiry=timedelta(seconds=-1))
 
-    first, second = services.reconcile(), services.reconcile()
+    first, second = task_services.reconcile(), task_services.reconcile()
 
     assert first == {
         "leases_expired": 1,
@@ -625,8 +626,8 @@ def test_the_reconcile_job_returns_the_counts(flow):
     _, attempt = flow.claimed()
     expire_lease(attempt)
 
-    assert jobs.reconcile_job() == {**ZERO, "leases_expired": 1}
-    assert jobs.reconcile_job() == ZERO
+    assert task_jobs.reconcile_job() == {**ZERO, "leases_expired": 1}
+    assert task_jobs.reconcile_job() == ZERO
 
 
 @pytest.mark.django_db

@@ -16,7 +16,6 @@ import redis
 from django.db import connection
 from kombu import pools as kombu_pools
 
-from evidence import services as evidence
 from evidence.models import GateRun
 from factory_site.celery import app as celery_app
 from projects.models import Event
@@ -193,7 +192,7 @@ def test_a_worker_killed_mid_gate_is_recovered_with_exactly_one_result(
     first.kill()  # SIGKILL, mid-gate: the job is neither finished nor acknowledged
     start_worker()
     time.sleep(2.5)  # past the time limit and grace the reconciler allows a running gate
-    counts = evidence.reconcile()
+    counts = services.reconcile()
 
     wait_for(lambda: task_state(task) == "in_review", 60, "the re-run gate to finish")
     assert counts["gate_runs_requeued"] == 1
@@ -212,7 +211,7 @@ def test_jobs_lost_with_a_flushed_redis_are_sent_again_by_the_reconciler(
     time.sleep(1)
     assert task_state(task) == "checking"
 
-    counts = evidence.reconcile()
+    counts = services.reconcile()
 
     wait_for(lambda: task_state(task) == "in_review", 30, "the re-sent gate to finish")
     assert counts["gate_runs_redispatched"] == 1

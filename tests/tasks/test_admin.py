@@ -54,7 +54,7 @@ def history(flow):
         evidence_services.gate_run_finish(
             run=run, outcome="passed", verdict={}, summary="ok", report=(b"ok\n", "log", "r", "t")
         )
-    evidence_services.attempt_checks_conclude(attempt=attempt)
+    task_services.attempt_checks_conclude(attempt=attempt)
     decision = decision_services.decision_propose(
         project=flow.project, actor=flow.reviewer, title="T", context="C", decision="D"
     )

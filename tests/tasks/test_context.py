@@ -113,7 +113,7 @@ def test_earlier_attempts_say_why_they_ended_with_gate_verdicts_and_evidence_lin
         verdict={"outside": ["settings.py"]},
         report=(b"outside: settings.py\n", "note", "diff-scope.txt", "text/plain"),
     )
-    evidence.attempt_checks_conclude(attempt=first)
+    services.attempt_checks_conclude(attempt=first)
     second = services.task_claim(agent=flow.agent2)
 
     body = context(api, flow.agent2, task).json()

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from evidence.services import reconcile
+from tasks.services import reconcile
 
 
 class Command(BaseCommand):

@@ -1,0 +1,22 @@
+"""Celery jobs for attempts and the reconciler. Thin: load by id, call one service.
+
+Idempotent, acknowledged late and re-queued if a worker dies, like every job here.
+"""
+
+from celery import shared_task
+
+from evidence.jobs import JOB_OPTIONS
+from tasks import services
+from tasks.models import Attempt
+
+
+@shared_task(**JOB_OPTIONS)
+def attempt_conclude_job(attempt_id: int) -> None:
+    attempt = Attempt.objects.filter(pk=attempt_id).first()
+    if attempt is not None:
+        services.attempt_checks_conclude(attempt=attempt)
+
+
+@shared_task(**JOB_OPTIONS)
+def reconcile_job() -> dict:
+    return services.reconcile()
