@@ -109,11 +109,11 @@ def spec_create(*, project: Project, actor, title: str, body: str, criteria) -> 
     if len(title.strip()) > Spec._meta.get_field("title").max_length:
         raise ValidationError({"title": "at most 200 characters"})
     with transaction.atomic():
-        number = project.next_number("spec_seq")
+        number, key = project.next_key("spec")
         spec = Spec.objects.create(
             project=project,
             number=number,
-            key=f"{project.slug}-S{number}",
+            key=key,
             title=title.strip(),
             created_by=actor,
         )
@@ -240,11 +240,11 @@ def decision_propose(
                 raise ValidationError({"project": "the attempt belongs to another project"})
             if attempt.task not in tasks:
                 tasks.append(attempt.task)
-        number = project.next_number("decision_seq")
+        number, key = project.next_key("decision")
         record = Decision.objects.create(
             project=project,
             number=number,
-            key=f"{project.slug}-D{number}",
+            key=key,
             title=title.strip(),
             context=context,
             decision=decision,

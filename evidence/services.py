@@ -132,7 +132,7 @@ def _lock_quotas(attempt) -> None:
 
     Two uploads at once must not both fit under a quota that has room for one. The
     project row is locked after the attempt row (the order decision_propose takes too:
-    attempt.fence, then next_number), ``FOR NO KEY UPDATE`` as ADR 0002 says.
+    attempt.fence, then next_key), ``FOR NO KEY UPDATE`` as ADR 0002 says.
     """
     if any(_quotas().values()):
         Project.objects.select_for_update(no_key=True).values_list("pk").get(

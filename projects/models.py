@@ -63,7 +63,7 @@ class Project(models.Model):
     """A body of work with its own keys (``FM-12``), members, gate policy and attempt budget.
 
     ``slug`` is the prefix of every key in the project, so it never changes once set.
-    The ``*_seq`` counters hand out key numbers; they only grow (see ``next_number``).
+    The ``*_seq`` counters hand out key numbers; they only grow (see ``next_key``).
     """
 
     slug = models.CharField(
@@ -105,14 +105,19 @@ class Project(models.Model):
     def audit_scope(self) -> tuple[int, None]:
         return self.pk, None
 
-    def next_number(self, counter: str) -> int:
-        """Allocate the next number of ``counter`` ("task_seq", ...) inside the caller's transaction.
+    # What each kind of key counts with, and the letter after the slug: FM-12, FM-S3, FM-D7.
+    KEYS = {"task": ("task_seq", ""), "spec": ("spec_seq", "S"), "decision": ("decision_seq", "D")}
+
+    def next_key(self, kind: str) -> tuple[int, str]:
+        """Allocate the next ``(number, key)`` of ``kind`` inside the caller's transaction.
 
         The UPDATE locks the project row until commit, so two writers never get the same
         number; a rolled-back transaction gives its number back.
         """
+        counter, letter = self.KEYS[kind]
         Project.objects.filter(pk=self.pk).update(**{counter: models.F(counter) + 1})
-        return Project.objects.values_list(counter, flat=True).get(pk=self.pk)
+        number = Project.objects.values_list(counter, flat=True).get(pk=self.pk)
+        return number, f"{self.slug}-{letter}{number}"
 
 
 class Membership(models.Model):

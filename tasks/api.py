@@ -570,16 +570,11 @@ class TaskReviewApi(APIView):
         task = selectors.task_for(request.user, key)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        service = (
-            services.task_approve
-            if data.validated_data["verdict"] == "approve"
-            else services.task_reject
-        )
         # The answer is read in the same transaction as the verdict: if the database goes
         # away before the answer is built, the verdict is rolled back too, so the 503 the
         # caller gets is true ("nothing changed; retry") and its retry is not a 409.
         with transaction.atomic():
-            task = service(task=task, actor=request.user, reason=data.validated_data["reason"])
+            task = services.task_review(task=task, actor=request.user, **data.validated_data)
             answer = TaskSerializer(task).data
         return Response(answer)
 

@@ -24,10 +24,11 @@ import time
 
 import psycopg
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from decisions.models import Spec, SpecVersion, SpecVersionState
-from projects.models import Project
+from projects.models import Event, Project
 from tasks.models import Attempt, AttemptState, Task, TaskState
 
 OVERDUE = object()  # a lease ran out: the ORM path must expire it first
@@ -48,6 +49,50 @@ def _attempt_columns(template: Attempt) -> tuple[list[str], list]:
         columns.append(connection.ops.quote_name(field.column))
         values.append(field.get_db_prep_save(field.pre_save(template, add=True), connection))
     return columns, values
+
+
+# The two events ``fire`` writes for a claim, field by field (``c`` is the candidate task,
+# ``a`` the new attempt). Every field of ``Event`` must be here: _event_columns checks,
+# so a field added to the audit trail cannot be forgotten by the claim.
+START_EVENT = {
+    "project_id": "c.project_id",
+    "task_id": "c.id",
+    "content_type_id": "%(attempt_type)s",
+    "object_id": "a.id",
+    "object_key": "c.key || '#' || a.number",
+    "actor_id": "%(agent)s",
+    "transition": "'start'",
+    "from_state": "''",
+    "to_state": "%(running)s",
+    "reason": "''",
+    "extra": "%(start_extra)s::jsonb",
+    "created_at": "%(now)s",
+}
+CLAIM_EVENT = {
+    **START_EVENT,
+    "content_type_id": "%(task_type)s",
+    "object_id": "c.id",
+    "object_key": "c.key",
+    "transition": "'claim'",
+    "from_state": "%(ready)s",
+    "to_state": "%(claimed)s",
+    "extra": "jsonb_build_object('attempt', a.number)",
+}
+
+
+def _event_fields():
+    return [f for f in Event._meta.concrete_fields if not f.primary_key]
+
+
+def _event_columns(values: dict) -> str:
+    unknown = {f.attname for f in _event_fields()} ^ set(values)
+    if unknown:
+        raise ImproperlyConfigured(f"the claim statement does not write Event fields {unknown}")
+    return ", ".join(connection.ops.quote_name(f.column) for f in _event_fields())
+
+
+def _event_values(values: dict) -> str:
+    return ", ".join(values[f.attname] for f in _event_fields())
 
 
 class _PreparingCursor(psycopg.Cursor):
@@ -92,10 +137,7 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
                WHERE tl.task_id = t.id AND l.name = ANY(%(labels)s)) = %(label_count)s"""
     attempt_type = ContentType.objects.get_for_model(Attempt).pk
     task_type = ContentType.objects.get_for_model(Task).pk
-    event_columns = (
-        "project_id, task_id, content_type_id, object_id, object_key, actor_id,"
-        " transition, from_state, to_state, reason, extra, created_at"
-    )
+    event_columns = _event_columns(START_EVENT)
     rows_out = ", ".join(
         f"{alias}.{connection.ops.quote_name(f.column)}"
         for alias, model in _ROWS
@@ -145,14 +187,11 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
         RETURNING t.*
     ),
     events AS (
-        INSERT INTO tasks_event ({event_columns})
-        SELECT c.project_id, c.id, %(attempt_type)s, a.id, c.key || '#' || a.number,
-               %(agent)s, 'start', '', %(running)s, '', %(start_extra)s::jsonb, %(now)s
+        INSERT INTO {Event._meta.db_table} ({event_columns})
+        SELECT {_event_values(START_EVENT)}
         FROM attempt a JOIN candidate c ON c.id = a.task_id
         UNION ALL
-        SELECT c.project_id, c.id, %(task_type)s, c.id, c.key,
-               %(agent)s, 'claim', %(ready)s, %(claimed)s, '',
-               jsonb_build_object('attempt', a.number), %(now)s
+        SELECT {_event_values(CLAIM_EVENT)}
         FROM attempt a JOIN candidate c ON c.id = a.task_id JOIN task ON task.id = c.id
     )
     SELECT o.found, {rows_out},

@@ -108,8 +108,7 @@ def task_create(
     )
     task.full_clean(exclude=["number", "key", "state"], validate_unique=False)
     with transaction.atomic():
-        task.number = project.next_number("task_seq")
-        task.key = f"{project.slug}-{task.number}"
+        task.number, task.key = project.next_key("task")
         task.save()
         task.labels.set(_labels_for(project, labels))
         task.depends_on.set(depends_on)
@@ -457,28 +456,40 @@ def reconcile() -> dict:
     return counts
 
 
-def _review(task: Task, name: str, *, actor, reason: str) -> Task:
+def task_review(*, task: Task, actor, verdict: str, reason: str = "") -> Task:
+    """The reviewer's verdict on a task in review, and on its attempt.
+
+    ``approve``: in review → done. ``reject``: in review → ready (or failed when its
+    attempts are used up), with a reason the next attempt can act on (400 without one).
+    Only a reviewer of the project who did not submit the attempt (403 ``own_work``);
+    each state machine's transition checks it, once.
+    """
+    if verdict not in ("approve", "reject"):
+        raise ValidationError({"verdict": "choose approve or reject"})
+    name, reason = verdict, (reason or "").strip()
     with transaction.atomic():
         task = _lock_task(task.pk)
-        check(task, name, actor=actor)
-        if name == "reject" and not reason:
+        attempt_id = task.current_attempt_id
+        number = task.current_attempt.number if task.current_attempt else None
+        # Refuses the wrong state or the wrong reviewer before anything else is looked at.
+        fire(task, name, actor=actor, reason=reason, extra={"attempt": number})
+        if name == "reject" and not reason:  # raised in the transaction: nothing is kept
             raise ValidationError(
                 {"reason": "a rejection needs a reason the next attempt can act on"}
             )
-        attempt = _lock_attempt(task.current_attempt_id)
-        fire(task, name, actor=actor, reason=reason, extra={"attempt": attempt.number})
+        attempt = _lock_attempt(attempt_id)
         fire(attempt, name, actor=actor, reason=reason, reviewer=actor, end_reason=reason)
     return task
 
 
 def task_approve(*, task: Task, actor, reason: str = "") -> Task:
-    """in review → done. A reviewer of the project who did not submit the attempt."""
-    return _review(task, "approve", actor=actor, reason=(reason or "").strip())
+    """in review → done (``task_review`` with ``approve``)."""
+    return task_review(task=task, actor=actor, verdict="approve", reason=reason)
 
 
 def task_reject(*, task: Task, actor, reason: str) -> Task:
-    """in review → ready (or failed when attempts are used up), with the reason on record."""
-    return _review(task, "reject", actor=actor, reason=(reason or "").strip())
+    """in review → ready or failed, with the reason (``task_review`` with ``reject``)."""
+    return task_review(task=task, actor=actor, verdict="reject", reason=reason)
 
 
 # --- Editing and reading with a record ---------------------------------------------------

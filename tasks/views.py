@@ -247,11 +247,8 @@ def task_review(request, key):
     if not form.is_valid():
         messages.error(request, "Choose approve or reject.")
         return redirect("task-detail", key=key)
-    service = (
-        services.task_approve if form.cleaned_data["verdict"] == "approve" else services.task_reject
-    )
     try:
-        service(task=task, actor=request.user, reason=form.cleaned_data["reason"])
+        services.task_review(task=task, actor=request.user, **form.cleaned_data)
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"Not recorded: {refusal_text(exc)}")
     else:
