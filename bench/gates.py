@@ -14,12 +14,13 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
-from common import ROOT, drop_database, percentiles, setup_django
+from common import drop_database, percentiles, setup_django
+
+from proof.workers import celery_worker
 
 REDIS = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/14")
 QUEUE = f"fm-bench-{uuid.uuid4().hex[:8]}"
@@ -46,37 +47,7 @@ def start_workers(url: str, count: int, queue: str, media: str) -> list[subproce
         "DJANGO_SETTINGS_MODULE": "factory_site.settings",
         "LOG_LEVEL": "WARNING",
     }
-    workers = []
-    for i in range(count):
-        workers.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "factory_site",
-                    "worker",
-                    "-n",
-                    f"bench{i}@%h",
-                    "--pool",
-                    "prefork",
-                    "--concurrency",
-                    "1",
-                    "-Q",
-                    queue,
-                    "--without-heartbeat",
-                    "--without-mingle",
-                    "--without-gossip",
-                    "--loglevel",
-                    "WARNING",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.STDOUT,
-            )
-        )
+    workers = [celery_worker(env=env, queue=queue, name=f"bench{i}@%h") for i in range(count)]
     time.sleep(4)  # workers connect to Redis
     return workers
 

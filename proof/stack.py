@@ -13,6 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
+from proof.workers import celery_worker
+
 ROOT = Path(__file__).resolve().parent.parent
 PG = os.environ.get("PROOF_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS_DB = int(os.environ.get("PROOF_REDIS_DB", "12"))
@@ -159,29 +161,9 @@ class Stack:
 
     def start_worker(self) -> subprocess.Popen:
         index = len(self.workers)
-        worker = self._spawn(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "factory_site",
-                "worker",
-                "-n",
-                f"proof{index}-{uuid.uuid4().hex[:4]}@%h",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                "1",
-                "-Q",
-                self.queue,
-                "--without-heartbeat",
-                "--without-mingle",
-                "--without-gossip",
-                "--loglevel",
-                "WARNING",
-            ],
-            f"worker{index}",
+        log = open(self.work / f"worker{index}.log", "ab")  # noqa: SIM115 (kept for the process)
+        worker = celery_worker(
+            env=self.env, queue=self.queue, name=f"proof{index}-{uuid.uuid4().hex[:4]}@%h", log=log
         )
         self.workers.append(worker)
         return worker

@@ -7,7 +7,6 @@ it reads the same evidence store. They use Redis database 15, emptied before and
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from kombu import pools as kombu_pools
 from evidence.models import GateRun
 from factory_site.celery import app as celery_app
 from projects.models import Event
+from proof.workers import celery_worker
 from tasks import services
 from tasks.models import Task
 from tests.conftest import postgres_only
@@ -77,31 +77,8 @@ class Worker:
         }
         self.log_path = log_path
         self.log = open(log_path, "ab")  # noqa: SIM115 (closed in stop())
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "factory_site",
-                "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                "1",
-                "-Q",
-                queue,
-                "--without-heartbeat",
-                "--without-mingle",
-                "--without-gossip",
-                "--loglevel",
-                "INFO",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        self.process = celery_worker(
+            env=env, queue=queue, name=f"test-{queue}@%h", log=self.log, loglevel="INFO"
         )
         wait_for(lambda: b"ready." in Path(log_path).read_bytes(), 60, "the worker to start")
 
