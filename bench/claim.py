@@ -12,11 +12,18 @@ authentication and throttles — the floor any endpoint of this API starts from.
 generator that costs little CPU) posts to ``/api/v1/tasks/claim/`` with N
 connections against gunicorn. Both at 1, 4 and 16
 clients; prints JSON with claims/s and latency percentiles. Needs PostgreSQL and wrk.
+
+The figure that decides is the real endpoint against its DRF floor at 16 clients. On a
+noisy 2-core machine one run can say 0.56x and the next 0.34x, so the two are measured
+in ``--rounds`` short rounds that alternate (floor, endpoint; then endpoint, floor; ...)
+against one server, and the median ratio is reported with its spread: one noisy round
+cannot decide. Target: median ratio >= 0.7, median p99 ratio <= 1.5.
 """
 
 import argparse
 import json
 import re
+import statistics
 import subprocess
 import tempfile
 import threading
@@ -153,12 +160,62 @@ def http_loop(
     }
 
 
+def rounds(base: str, token: str, agent, args) -> dict:
+    """The endpoint against its DRF floor at 16 clients, in alternating short rounds on one
+    server, each on tasks of its own: the median ratio and its spread."""
+    warm = new_project("RWARM", agent, 5000)
+    http_loop(base, token, warm.slug, 16, 2)  # every worker prepares the claim statement
+    out = []
+    for n in range(args.rounds):
+        floor_project = new_project(f"RF{n}", agent, 20_000)
+        real_project = new_project(f"RE{n}", agent, 20_000)
+
+        def floor(floor_project=floor_project):
+            return http_loop(
+                base,
+                token,
+                floor_project.slug,
+                16,
+                args.round_seconds,
+                f"/floor/claim/{floor_project.slug}/",
+            )
+
+        def real(real_project=real_project):
+            return http_loop(base, token, real_project.slug, 16, args.round_seconds)
+
+        # Alternate which goes first, so a drift in the machine's speed favours neither.
+        first, second = (floor, real) if n % 2 == 0 else (real, floor)
+        a, b = first(), second()
+        floor_result, real_result = (a, b) if n % 2 == 0 else (b, a)
+        out.append(
+            {
+                "floor": floor_result,
+                "endpoint": real_result,
+                "ratio": round(real_result["claims_per_s"] / floor_result["claims_per_s"], 3),
+                "p99_ratio": round(real_result["p99_ms"] / floor_result["p99_ms"], 3),
+            }
+        )
+    ratios = sorted(r["ratio"] for r in out)
+    p99s = sorted(r["p99_ratio"] for r in out)
+    return {
+        "rounds": out,
+        "summary": {
+            "median_ratio": round(statistics.median(ratios), 3),
+            "ratio_spread": [ratios[0], ratios[-1]],
+            "median_p99_ratio": round(statistics.median(p99s), 3),
+            "p99_ratio_spread": [p99s[0], p99s[-1]],
+        },
+    }
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--rounds", type=int, default=6, help="alternating floor/endpoint rounds")
+    parser.add_argument("--round-seconds", type=float, default=5)
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
 
@@ -213,22 +270,21 @@ def main():
             result["drf_floor"][clients] = http_loop(
                 base, token, project.slug, clients, args.seconds, f"/floor/claim/{project.slug}/"
             )
+        result["rounds_at_16"] = rounds(base, token, agent, args)
     with gunicorn(url, workers=args.workers, threads=args.threads) as (base, _):
         warm = new_project("WARM", agent, 2000)
         http_loop(base, token, warm.slug, 4, 2)
         for clients in levels:
             project = new_project(f"H{clients}", agent, per_phase)
             result["http"][clients] = http_loop(base, token, project.slug, clients, args.seconds)
-    top = max(levels)
     for phase in ("http", "bare_django", "site_middleware", "drf_floor"):
         result[f"ratio_{phase}_to_raw"] = {
             c: round(result[phase][c]["claims_per_s"] / result["raw"][c]["claims_per_s"], 3)
             for c in levels
         }
-    result["target"] = {"ratio_at_16": 0.2, "p99_ms_at_16": 100}
-    result["meets_target"] = (
-        result["ratio_http_to_raw"][top] >= 0.2 and result["http"][top]["p99_ms"] <= 100
-    )
+    summary = result["rounds_at_16"]["summary"]
+    result["target"] = {"median_ratio_to_drf_floor": 0.7, "median_p99_ratio_to_drf_floor": 1.5}
+    result["meets_target"] = summary["median_ratio"] >= 0.7 and summary["median_p99_ratio"] <= 1.5
     print(json.dumps(result, indent=2))
     drop_database("claim")
 
