@@ -216,8 +216,11 @@ def main():
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--rounds", type=int, default=6, help="alternating floor/endpoint rounds")
     parser.add_argument("--round-seconds", type=float, default=5)
+    parser.add_argument(
+        "--rounds-only", action="store_true", help="skip the ladder: only the rounds at 16"
+    )
     args = parser.parse_args()
-    levels = [int(c) for c in args.clients.split(",")]
+    levels = [] if args.rounds_only else [int(c) for c in args.clients.split(",")]
 
     url = setup_django("claim")
     from django.contrib.auth import get_user_model

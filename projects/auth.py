@@ -28,12 +28,16 @@ class _Joined(Aggregate):
 
 
 def _roles_of_the_tokens_user():
-    """The token's user's memberships as one string, ``"3:agent,3:reviewer"``."""
+    """The token's user's memberships as one string, ``"3:FM:agent,3:FM:reviewer"``
+    (project id, its slug, the role: slugs are capitals and digits, roles words)."""
+    triples = Concat(
+        Cast("project_id", CharField()), Value(":"), "project__slug", Value(":"), "role"
+    )
     pairs = (
         Membership.objects.filter(user=OuterRef("user_id"))
         .order_by()
         .values("user_id")
-        .annotate(pairs=_Joined(Concat(Cast("project_id", CharField()), Value(":"), "role")))
+        .annotate(pairs=_Joined(triples))
         .values("pairs")
     )
     return Subquery(pairs, output_field=CharField())
@@ -69,7 +73,7 @@ class BearerTokenAuthentication(TokenAuthentication):
                 if knox_settings.AUTO_REFRESH and auth_token.expiry:
                     self.renew_token(auth_token)
                 user, auth_token = self.validate_user(auth_token)
-                user._factory_roles = _parse_roles(auth_token.member_roles)
+                user._factory_roles, user._factory_slugs = _parse_roles(auth_token.member_roles)
                 return user, auth_token
         raise exceptions.AuthenticationFailed(_("Invalid token."))
 
@@ -80,11 +84,13 @@ class BearerTokenAuthentication(TokenAuthentication):
         return False
 
 
-def _parse_roles(joined: str | None) -> dict[int, set[str]]:
-    """``"3:agent,3:reviewer"`` as ``{3: {"agent", "reviewer"}}``: the cache of
-    ``projects.roles.roles_by_project``, filled by the token's query."""
-    roles = {}
-    for pair in filter(None, (joined or "").split(",")):
-        project_id, role = pair.split(":", 1)
+def _parse_roles(joined: str | None) -> tuple[dict[int, set[str]], dict[str, int]]:
+    """``"3:FM:agent,3:FM:reviewer"`` as ``({3: {"agent", "reviewer"}}, {"FM": 3})``: the
+    caches of ``projects.roles.roles_by_project`` and ``projects.selectors.project_for``,
+    filled by the token's query."""
+    roles, slugs = {}, {}
+    for triple in filter(None, (joined or "").split(",")):
+        project_id, slug, role = triple.split(":", 2)
         roles.setdefault(int(project_id), set()).add(role)
-    return roles
+        slugs[slug] = int(project_id)
+    return roles, slugs

@@ -51,8 +51,9 @@ def has_role(user, project_id: int, *roles: str) -> bool:
 
 def forget_roles(user) -> None:
     """Drop the cached roles (after a membership changes)."""
-    if user is not None and hasattr(user, "_factory_roles"):
-        del user._factory_roles
+    for cache in ("_factory_roles", "_factory_slugs"):
+        if user is not None and hasattr(user, cache):
+            delattr(user, cache)
 
 
 class Rule:

@@ -19,3 +19,18 @@ def project_ids_for(user, *roles: str) -> list[int]:
 def visible_project(user, slug: str) -> Project:
     """The project ``slug`` if ``user`` is a member (404 otherwise, so projects don't leak)."""
     return Project.objects.get(pk__in=project_ids_for(user), slug=slug)
+
+
+def project_for(user, slug: str) -> Project:
+    """The project ``slug`` as a reference (its id and slug) if ``user`` is a member;
+    ``Project.DoesNotExist`` (a 404) otherwise.
+
+    For callers that only pass the project on (the claim): when the user came with a
+    bearer token, the memberships read with it answer without a query.
+    """
+    slugs = getattr(user, "_factory_slugs", None)
+    if slugs is None or user.is_superuser:  # a superuser sees projects it is no member of
+        return visible_project(user, slug)
+    if slug not in slugs or slugs[slug] not in project_ids_for(user):
+        raise Project.DoesNotExist(f"no project {slug} among yours")
+    return Project(pk=slugs[slug], slug=slug)

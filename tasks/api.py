@@ -33,7 +33,7 @@ from projects.rest import (
     errors,
     whole_number_param,
 )
-from projects.selectors import visible_project
+from projects.selectors import project_for, visible_project
 from tasks import selectors, services
 from tasks.handoff import handoff
 from tasks.models import AttemptState, Label, Task, TaskState
@@ -409,9 +409,7 @@ class TaskClaimApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
-        project = (
-            visible_project(request.user, fields["project"]) if fields.get("project") else None
-        )
+        project = project_for(request.user, fields["project"]) if fields.get("project") else None
         attempt = services.task_claim(
             agent=request.user,
             project=project,

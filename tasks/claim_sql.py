@@ -19,6 +19,7 @@ the transition's source state — is the ORM path's, written in SQL:
 - the spec version accepted at claim time pinned on the attempt.
 """
 
+import functools
 import json
 import time
 
@@ -37,18 +38,24 @@ OVERDUE = object()  # a lease ran out: the ORM path must expire it first
 _ROWS = [("a", Attempt), ("tk", Task), ("p", Project), ("s", Spec), ("sv", SpecVersion)]
 
 
-def _attempt_columns(template: Attempt) -> tuple[list[str], list]:
-    """Every column of a new attempt but those the statement computes, with the value
-    the model itself would write (its defaults included), so a field added to
-    ``Attempt`` cannot be forgotten here."""
-    computed = {"id", "task_id", "number", "spec_version_id"}
-    columns, values = [], []
-    for field in Attempt._meta.concrete_fields:
-        if field.attname in computed:
-            continue
-        columns.append(connection.ops.quote_name(field.column))
-        values.append(field.get_db_prep_save(field.pre_save(template, add=True), connection))
-    return columns, values
+# Columns of a new attempt that the statement computes; every other one gets the value
+# the model itself would write (its defaults included), so a field added to ``Attempt``
+# cannot be forgotten here.
+_COMPUTED = {"id", "task_id", "number", "spec_version_id"}
+
+
+def _attempt_fields():
+    return [f for f in Attempt._meta.concrete_fields if f.attname not in _COMPUTED]
+
+
+def _attempt_columns() -> list[str]:
+    return [connection.ops.quote_name(f.column) for f in _attempt_fields()]
+
+
+def _attempt_values(template: Attempt) -> list:
+    return [
+        f.get_db_prep_save(f.pre_save(template, add=True), connection) for f in _attempt_fields()
+    ]
 
 
 # The two events ``fire`` writes for a claim, field by field (``c`` is the candidate task,
@@ -117,37 +124,28 @@ def _execute_prepared(sql: str, params: dict):
     return row
 
 
-def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
-    """Claim in one statement: the new attempt (its task, project, spec and labels
-    loaded by the same statement), ``None`` when nothing is claimable, or ``OVERDUE``
-    when a lease must be expired first."""
-    template = Attempt(
-        agent=agent,
-        state=AttemptState.RUNNING,
-        lease_expires_at=now + lease,
-        heartbeat_at=now,
-        started_at=now,
-    )
-    columns, values = _attempt_columns(template)
+@functools.cache
+def _statement(project_count: int, with_labels: bool) -> str:
+    """The claim statement for that many projects, with or without a label filter: the
+    same text every time, built once per process (the database prepares it once too)."""
+    columns = _attempt_columns()
     label_filter = ""
-    if labels:
+    if with_labels:
         label_filter = """
           AND (SELECT count(DISTINCT l.name) FROM tasks_task_labels tl
                JOIN tasks_label l ON l.id = tl.label_id
                WHERE tl.task_id = t.id AND l.name = ANY(%(labels)s)) = %(label_count)s"""
-    attempt_type = ContentType.objects.get_for_model(Attempt).pk
-    task_type = ContentType.objects.get_for_model(Task).pk
     event_columns = _event_columns(START_EVENT)
     rows_out = ", ".join(
         f"{alias}.{connection.ops.quote_name(f.column)}"
         for alias, model in _ROWS
         for f in model._meta.concrete_fields
     )
-    placeholders = ", ".join(f"%(a{i})s" for i in range(len(values)))
+    placeholders = ", ".join(f"%(a{i})s" for i in range(len(columns)))
     # IN with one placeholder per project, as the ORM writes it: PostgreSQL plans
     # ``IN (x)`` as ``= x`` and walks the claim-order index, where ``= ANY(array)``
     # would sort every ready task.
-    projects = ", ".join(f"%(p{i})s" for i in range(len(project_ids)))
+    projects = ", ".join(f"%(p{i})s" for i in range(project_count))
     sql = f"""
     WITH overdue AS (
         SELECT EXISTS (
@@ -206,6 +204,24 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
     LEFT JOIN decisions_spec s ON s.id = tk.spec_id
     LEFT JOIN decisions_specversion sv ON sv.id = a.spec_version_id
     """
+    return sql
+
+
+def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
+    """Claim in one statement: the new attempt (its task, project, spec and labels
+    loaded by the same statement), ``None`` when nothing is claimable, or ``OVERDUE``
+    when a lease must be expired first."""
+    template = Attempt(
+        agent=agent,
+        state=AttemptState.RUNNING,
+        lease_expires_at=now + lease,
+        heartbeat_at=now,
+        started_at=now,
+    )
+    values = _attempt_values(template)
+    sql = _statement(len(project_ids), bool(labels))
+    attempt_type = ContentType.objects.get_for_model(Attempt).pk
+    task_type = ContentType.objects.get_for_model(Task).pk
     params = {f"a{i}": value for i, value in enumerate(values)}
     params.update({f"p{i}": pid for i, pid in enumerate(project_ids)})
     params.update(

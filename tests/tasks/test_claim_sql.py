@@ -199,3 +199,40 @@ def test_with_prepared_statements_off_the_statement_still_claims(flow, monkeypat
 
     assert attempt.task_id == task.pk
     assert prepared_claims() == prepared_before
+
+
+def test_a_claim_over_the_api_is_two_queries_the_token_with_its_roles_and_the_statement(
+    flow, api, django_assert_num_queries
+):
+    flow.ready()
+    client = api(flow.agent)
+
+    with django_assert_num_queries(2):
+        response = client.post("/api/v1/tasks/claim/", {"project": "FM"}, format="json")
+
+    assert (response.status_code, response.json()["task"]["project"]) == (201, "FM")
+
+
+def test_a_claim_names_only_projects_the_tokens_user_is_a_member_of(
+    flow, other_flow, api, django_assert_num_queries
+):
+    other_flow.ready()
+    client = api(flow.agent)
+
+    with django_assert_num_queries(1):  # the token: the project is refused from its roles
+        response = client.post("/api/v1/tasks/claim/", {"project": "OT"}, format="json")
+
+    assert (response.status_code, response.json()["code"]) == (404, "not_found")
+    assert Attempt.objects.count() == 0
+
+
+def test_a_member_who_is_no_agent_is_refused_the_claim(flow, api):
+    flow.ready()
+
+    response = api(flow.reviewer).post("/api/v1/tasks/claim/", {"project": "FM"}, format="json")
+
+    assert (response.status_code, response.json()) == (
+        403,
+        {"detail": "you are not an agent in project FM", "code": "permission_denied"},
+    )
+    assert Attempt.objects.count() == 0
