@@ -1,3 +1,5 @@
+"""The admin for specs, versions and decisions: read-only, with accept/reject as actions that call the services."""
+
 from django.contrib import admin
 
 from decisions import services

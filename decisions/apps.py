@@ -1,3 +1,5 @@
+"""The decisions app: specs, their versions and criteria, and decision records."""
+
 from django.apps import AppConfig
 
 

@@ -1,3 +1,5 @@
+"""Forms of the decision log and verdicts. They parse input only; the services decide."""
+
 from django import forms
 
 from decisions.models import DecisionState

@@ -1,3 +1,5 @@
+"""Addresses of specs and decisions: the API's (api_patterns) and the pages' (ui_patterns)."""
+
 from django.urls import path
 
 from decisions import api, views

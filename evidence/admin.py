@@ -1,3 +1,5 @@
+"""The admin for evidence and gate runs: both read-only (evidence is immutable; runs change only through their jobs)."""
+
 from django.contrib import admin
 
 from evidence.models import Evidence, GateRun

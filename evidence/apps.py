@@ -1,3 +1,5 @@
+"""The evidence app: evidence files, gate runs and the gates."""
+
 from django.apps import AppConfig
 
 

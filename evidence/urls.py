@@ -1,3 +1,5 @@
+"""Addresses of evidence: the API's (api_patterns) and the pages' (ui_patterns)."""
+
 from django.urls import path
 
 from evidence import api, views

@@ -1,3 +1,5 @@
+"""The site's addresses: each app's API under /api/v1/, its pages, the admin and the API docs."""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path

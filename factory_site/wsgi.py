@@ -1,3 +1,5 @@
+"""WSGI entry point (gunicorn factory_site.wsgi); /mcp is served by the ASGI one."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application

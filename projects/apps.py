@@ -1,3 +1,5 @@
+"""The kernel app: projects, members and roles, the audit trail."""
+
 from django.apps import AppConfig
 
 

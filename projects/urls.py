@@ -1,3 +1,5 @@
+"""Addresses of projects and tokens: the API's (api_patterns) and the pages' (ui_patterns)."""
+
 from django.urls import path
 
 from projects import api, views

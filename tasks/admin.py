@@ -1,3 +1,5 @@
+"""The admin for tasks and attempts: saves and actions go through the services."""
+
 from django import forms
 from django.contrib import admin
 

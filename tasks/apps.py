@@ -1,3 +1,5 @@
+"""The tasks app: tasks, attempts, claiming, leases, review; it listens to evidence's seam."""
+
 from django.apps import AppConfig
 
 

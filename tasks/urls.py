@@ -1,3 +1,5 @@
+"""Addresses of tasks and attempts: the API's (api_patterns) and the pages' (ui_patterns)."""
+
 from django.urls import path
 
 from tasks import api, views
