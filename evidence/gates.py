@@ -15,6 +15,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from decisions.models import Check, SpecVersionState
@@ -25,20 +26,54 @@ from evidence.selectors import proof_kind, proof_of
 from projects.paths import UnsafePath, path_allowed, repo_path
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A file a gate measured itself (the runner's reports), stored as evidence with its verdict.
+
+    ``summary`` is what ``evidence.parsers.summarize`` read from it; ``criteria`` are the
+    keys of the criteria it claims to prove.
+    """
+
+    content: bytes
+    kind: str
+    name: str
+    media_type: str
+    summary: dict
+    criteria: tuple[str, ...] = ()
+
+
 @dataclass
 class Verdict:
     passed: bool
     summary: str
     details: dict = field(default_factory=dict)
     report: str = ""
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 class Gate(abc.ABC):
-    """Base class. Subclasses set ``name`` and ``description`` and implement ``check``."""
+    """Base class. Subclasses set ``name`` and ``description`` and implement ``check``.
+
+    A gate that measures rather than reads (the runner) says so with its class
+    attributes: ``job`` is the Celery job that runs it (and so the queue it runs on),
+    ``first`` makes every other gate of a submission wait for it, ``time_limit`` is how
+    long it may run, and ``provenance`` is what its ``attachments`` are stored as.
+    """
 
     name = ""
     description = ""
     params: dict = {}  # parameter name -> (type, default)
+    job = "evidence.jobs.gate_run_job"
+    first = False
+    provenance = Provenance.GATE
+
+    @property
+    def time_limit(self) -> int:
+        return settings.FACTORY_GATE_TIME_LIMIT
+
+    def gave_up(self, error: Exception, params: dict) -> "Verdict | None":
+        """The verdict when every try raised ``error``; None makes the run an ``error``."""
+        return None
 
     def clean_params(self, params: dict | None) -> dict:
         if params is None:

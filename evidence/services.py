@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evidence import storage
-from evidence.gates import Verdict
+from evidence.gates import Attachment, Verdict
 from evidence.models import (
     FINISHED_GATE_STATES,
     Evidence,
@@ -254,6 +254,9 @@ def gate_runs_create(*, attempt, policy: dict) -> list[GateRun]:
     because the queued runs are in the database).
     """
     runs = []
+    # A gate that measures (the runner) goes first: the others wait for its evidence and
+    # are sent when it finishes (``_send_waiting``).
+    firsts = _first_gates(policy)
     with transaction.atomic():
         for gate, params in sorted(policy.items()):
             run, created = GateRun.objects.get_or_create(
@@ -262,9 +265,37 @@ def gate_runs_create(*, attempt, policy: dict) -> list[GateRun]:
             if created:
                 run.attempt = attempt
                 Event.record(run, actor=None, transition="queue", from_state="", to_state=run.state)
-                transaction.on_commit(lambda pk=run.pk: _dispatch(pk))
+                if not firsts or gate in firsts:
+                    transaction.on_commit(lambda pk=run.pk, gate=gate: _dispatch(pk, gate))
             runs.append(run)
     return runs
+
+
+def _first_gates(policy) -> set[str]:
+    gates = registry()
+    return {name for name in policy if name in gates and gates[name].first}
+
+
+def _waiting(run: GateRun) -> bool:
+    """Whether ``run`` waits for a gate that goes first (the runner) to finish."""
+    firsts = _first_gates({name: None for name in registry()})
+    if run.gate in firsts:
+        return False
+    return (
+        GateRun.objects.filter(attempt_id=run.attempt_id, gate__in=firsts)
+        .exclude(state__in=FINISHED_GATE_STATES)
+        .exists()
+    )
+
+
+def _send_waiting(run: GateRun) -> None:
+    """A first gate finished: send the runs of its attempt that waited for it."""
+    if run.gate not in _first_gates({run.gate: None}):
+        return
+    for pk, gate in GateRun.objects.filter(
+        attempt_id=run.attempt_id, state=GateRunState.QUEUED
+    ).values_list("pk", "gate"):
+        _dispatch(pk, gate)
 
 
 def _lock_run(run_id: int) -> GateRun:
@@ -305,14 +336,19 @@ def gate_run_finish(
     verdict: dict,
     summary: str,
     report: tuple[bytes, str, str, str] | None = None,
+    attachments: Iterable[Attachment] = (),
+    provenance: str = Provenance.GATE,
 ) -> GateRun:
     """running → passed | failed | error, with the verdict and the gate's report as evidence.
 
     ``report`` is ``(content, kind, name, media_type)``; it is stored as ``gate``
-    evidence (never authoritative, never proof of a criterion). A run that already
-    finished is returned as it is, so a re-delivered job changes nothing; a run that
-    is not running is refused (409) before anything is stored. The report's bytes are written outside the
-    transaction and removed again if the transaction does not commit.
+    evidence (never authoritative, never proof of a criterion). ``attachments`` are
+    what the gate measured itself (the runner's JUnit, coverage, diff and log), stored
+    with ``provenance`` in the same transaction as the verdict, so a gate's result and
+    its evidence are there together or not at all. A run that already finished is
+    returned as it is, so a re-delivered job changes nothing; a run that is not
+    running is refused (409) before anything is stored. The bytes are written outside
+    the transaction and removed again if the transaction does not commit.
     """
     name = OUTCOME_TRANSITIONS[outcome]
     current = GateRun.objects.select_related("attempt__task").get(pk=run.pk)
@@ -327,12 +363,18 @@ def gate_run_finish(
         report_summary = {"lines": content.count(b"\n")}
         blob_name_, sha256, size, created = storage.store_blob(file)
         stored = ((blob_name_, sha256, size), kind, report_name, media_type, report_summary)
+    measured = [
+        (attachment, *storage.store_blob(ContentFile(attachment.content, name=attachment.name)))
+        for attachment in attachments
+    ]
     try:
         with transaction.atomic():
             run = _lock_run(run.pk)
             if run.state in FINISHED_GATE_STATES:
                 _forget_blob(stored, created)
+                _forget_measured(measured)
                 return run
+            _measured_rows(run, measured, provenance)
             evidence = None
             if stored is not None:
                 blob, kind, report_name, media_type, report_summary = stored
@@ -355,8 +397,37 @@ def gate_run_finish(
             )
     except Exception:
         _forget_blob(stored, created)
+        _forget_measured(measured)
         raise
     return run
+
+
+def _measured_rows(run: GateRun, measured, provenance: str) -> None:
+    version = run.attempt.spec_version
+    criteria = {c.key: c for c in version.criteria.all()} if version is not None else {}
+    for attachment, name, sha256, size, _ in measured:
+        row = Evidence.objects.create(
+            attempt_id=run.attempt_id,
+            project_id=run.attempt.task.project_id,
+            kind=attachment.kind,
+            file=name,
+            sha256=sha256,
+            size=size,
+            media_type=attachment.media_type,
+            name=attachment.name,
+            provenance=provenance,
+            summary=attachment.summary,
+        )
+        claimed = [criteria[key] for key in attachment.criteria if key in criteria]
+        if claimed:
+            row._criteria_open = True  # the one moment the criteria may be written
+            row.criteria.set(claimed)
+            del row._criteria_open
+
+
+def _forget_measured(measured) -> None:
+    for _, name, sha256, size, created in measured:
+        _forget_blob(((name, sha256, size),), created)
 
 
 def _forget_blob(stored, created: bool) -> None:
@@ -392,6 +463,8 @@ def gate_run_execute(*, run: GateRun) -> GateRun:
         pk=run.pk
     )
     attempt = run.attempt
+    if run.state == GateRunState.QUEUED and _waiting(run):
+        return run  # sent again when the gate it waits for finishes
     if run.state not in FINISHED_GATE_STATES:
         if run.state == GateRunState.QUEUED and run.tries >= settings.FACTORY_GATE_MAX_TRIES:
             # Its worker died (or overran) on every try: give up, as a failure.
@@ -410,6 +483,7 @@ def gate_run_execute(*, run: GateRun) -> GateRun:
             _check(run, registry().get(run.gate), SoftTimeLimitExceeded)
     run.refresh_from_db()
     if run.state in FINISHED_GATE_STATES:
+        _send_waiting(run)
         gate_run_finished.send(sender=GateRun, run=run, attempt_id=attempt.pk)
     return run
 
@@ -421,24 +495,28 @@ def _check(run: GateRun, gate, time_limit_error) -> None:
             raise LookupError(f"no gate named {run.gate!r} is registered on this site")
         verdict = gate.check(run.attempt, run.params, policy)
     except time_limit_error:
-        limit = settings.FACTORY_GATE_TIME_LIMIT
+        limit = gate.time_limit
         verdict = Verdict(
             False, f"the gate exceeded its time limit of {limit} s", {"error": "time limit"}
         )
         outcome = GateRunState.ERROR
     except Exception as exc:
         if run.tries < settings.FACTORY_GATE_MAX_TRIES:
-            gate_run_requeue(run=run, reason=f"try {run.tries} crashed: {exc!r}"[:2000])
-            _dispatch(run.pk, countdown=2**run.tries)
+            gate_run_requeue(run=run, reason=f"try {run.tries} crashed: {_said(exc)}"[:2000])
+            _dispatch(run.pk, run.gate, countdown=2**run.tries)
             return
-        trace = traceback.format_exc()
-        verdict = Verdict(
-            False,
-            f"the gate crashed on all {run.tries} tries: {exc!r}"[:500],
-            {"error": repr(exc)[:2000]},
-            trace,
-        )
-        outcome = GateRunState.ERROR
+        verdict = gate.gave_up(exc, run.params) if gate is not None else None
+        if verdict is None:
+            trace = traceback.format_exc()
+            verdict = Verdict(
+                False,
+                f"the gate crashed on all {run.tries} tries: {_said(exc)}"[:500],
+                {"error": repr(exc)[:2000]},
+                trace,
+            )
+            outcome = GateRunState.ERROR
+        else:
+            outcome = GateRunState.PASSED if verdict.passed else GateRunState.FAILED
     else:
         outcome = GateRunState.PASSED if verdict.passed else GateRunState.FAILED
     text = verdict.report or f"# {run.gate} for {run.attempt}\n\n{verdict.summary}"
@@ -448,13 +526,24 @@ def _check(run: GateRun, gate, time_limit_error) -> None:
         verdict=verdict.details,
         summary=verdict.summary[:2000],
         report=_report(text, run.gate, error=outcome == GateRunState.ERROR),
+        attachments=verdict.attachments,
+        provenance=gate.provenance if gate is not None else Provenance.GATE,
     )
 
 
-def _dispatch(run_id: int, countdown: float | None = None) -> None:
-    """Send a run's job (again), noting when, so the reconciler knows it is on its way."""
+def _said(exc: Exception) -> str:
+    """An exception as a person reads it: its type and its own message (git's, say)."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _dispatch(run_id: int, gate: str, countdown: float | None = None) -> None:
+    """Send a run's job (again), noting when, so the reconciler knows it is on its way.
+
+    The gate names its job, and so its queue: the runner's go to ``verify``.
+    """
     GateRun.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
-    enqueue(GATE_RUN_JOB, run_id, countdown=countdown)
+    known = registry().get(gate)
+    enqueue(known.job if known is not None else GATE_RUN_JOB, run_id, countdown=countdown)
 
 
 def gate_runs_reconcile() -> dict:
@@ -466,24 +555,31 @@ def gate_runs_reconcile() -> dict:
     site's reconciler (``tasks.services.reconcile``) calls it.
     """
     now = timezone.now()
-    limit = timedelta(
-        seconds=settings.FACTORY_GATE_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS
-    )
-    stuck = GateRun.objects.filter(state=GateRunState.RUNNING, started_at__lt=now - limit)
+    grace = settings.FACTORY_GATE_GRACE_SECONDS
+    # Each gate may run for its own time limit (the runner's is longer) plus the grace.
+    overdue = Q(started_at__lt=now - timedelta(seconds=settings.FACTORY_GATE_TIME_LIMIT + grace))
+    for name, gate in registry().items():
+        if gate.time_limit != settings.FACTORY_GATE_TIME_LIMIT:
+            overdue = (overdue & ~Q(gate=name)) | Q(
+                gate=name, started_at__lt=now - timedelta(seconds=gate.time_limit + grace)
+            )
+    stuck = GateRun.objects.filter(overdue, state=GateRunState.RUNNING)
     counts = {"gate_runs_requeued": 0, "gate_runs_redispatched": 0}
     for run in stuck:
         try:
             gate_run_requeue(run=run, reason="its worker stopped answering; running it again")
         except ServiceError:
             continue
-        _dispatch(run.pk)
+        _dispatch(run.pk, run.gate)
         counts["gate_runs_requeued"] += 1
 
     waiting = GateRun.objects.filter(state=GateRunState.QUEUED).filter(
         Q(dispatched_at__isnull=True)
         | Q(dispatched_at__lt=now - timedelta(seconds=settings.FACTORY_GATE_REQUEUE_AFTER))
     )
-    for run_id in waiting.values_list("pk", flat=True):
-        _dispatch(run_id)
+    for run in waiting.only("pk", "gate", "attempt_id"):
+        if _waiting(run):
+            continue  # its first gate sends it
+        _dispatch(run.pk, run.gate)
         counts["gate_runs_redispatched"] += 1
     return counts

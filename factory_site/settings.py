@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "projects",
     "decisions",
     "evidence",
+    "runner",
     "tasks",
 ]
 
@@ -287,6 +288,7 @@ FACTORY_GATES = {
     "diff-scope": "evidence.gates.DiffScope",
     "spec-current": "evidence.gates.SpecCurrent",
     "authoritative-tests": "evidence.gates.AuthoritativeTests",
+    "runner": "runner.gates.RunnerGate",
 }
 FACTORY_EXTRA_GATES = dict(item.split("=", 1) for item in env_list("FACTORY_EXTRA_GATES"))
 # A gate is stopped after this long (soft limit, then hard limit 30 s later) and counts as
@@ -296,6 +298,28 @@ FACTORY_GATE_GRACE_SECONDS = env_int("FACTORY_GATE_GRACE_SECONDS", 60)
 FACTORY_GATE_MAX_TRIES = env_int("FACTORY_GATE_MAX_TRIES", 3)
 # A queued run whose job has not started after this long is dispatched again (lost message).
 FACTORY_GATE_REQUEUE_AFTER = env_int("FACTORY_GATE_REQUEUE_AFTER", 60)
+
+# The runner (docs/runner.md): mirrors and workspaces live under FACTORY_RUNNER_ROOT on the
+# machine that takes the Celery queue "verify". A project's verify block picks its limits
+# within the bounds below; the sandbox is bubblewrap, run as FACTORY_RUNNER_UID when the
+# worker is root.
+FACTORY_RUNNER_ROOT = Path(env("FACTORY_RUNNER_ROOT", str(BASE_DIR / "var" / "runner")))
+FACTORY_RUNNER_SANDBOX = env("FACTORY_RUNNER_SANDBOX", "runner.sandbox.Bubblewrap")
+FACTORY_RUNNER_UID = env_int("FACTORY_RUNNER_UID", 65534)
+FACTORY_RUNNER_MAX_SECONDS = env_int("FACTORY_RUNNER_MAX_SECONDS", 3600)
+FACTORY_RUNNER_MAX_MEMORY_MB = env_int("FACTORY_RUNNER_MAX_MEMORY_MB", 16384)
+FACTORY_RUNNER_MAX_OUTPUT_BYTES = env_int("FACTORY_RUNNER_MAX_OUTPUT_BYTES", 64 * 1024 * 1024)
+FACTORY_RUNNER_PROCESSES = env_int("FACTORY_RUNNER_PROCESSES", 256)
+FACTORY_RUNNER_FILE_SIZE_MB = env_int("FACTORY_RUNNER_FILE_SIZE_MB", 1024)
+FACTORY_RUNNER_REPORT_MAX_BYTES = env_int("FACTORY_RUNNER_REPORT_MAX_BYTES", 64 * 1024 * 1024)
+# Extra directories the sandbox sees read-only (a shared toolchain: /opt/venvs/ci).
+FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
+# A verification's whole job (fetch, setup, test, collect) stops after this long; the
+# reconciler re-queues a runner that has run longer than this plus the grace period.
+FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)
+# Jobs of these queues run in a thread of their own when Celery is eager (the embedded
+# default), so a submit answers at once while the runner works.
+FACTORY_EAGER_BACKGROUND_QUEUES = env_list("FACTORY_EAGER_BACKGROUND_QUEUES", "verify")
 
 LOGGING = {
     "version": 1,

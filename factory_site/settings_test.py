@@ -10,6 +10,8 @@ os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 os.environ.setdefault("SECRET_KEY", "test-only-key-" + "x" * 50)
 os.environ.setdefault("FACTORY_SINGLE_PROCESS", "1")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
+# Tests run the runner's job in the submitting thread, so they can assert what it did.
+os.environ.setdefault("FACTORY_EAGER_BACKGROUND_QUEUES", "")
 
 from factory_site.settings import *  # noqa: F403
 

@@ -78,7 +78,19 @@ class Project(models.Model):
         help_text="Key prefix, e.g. FM gives tasks FM-1, specs FM-S1, decisions FM-D1.",
     )
     name = models.CharField(max_length=200)
-    repository_url = models.URLField(blank=True)
+    repository_url = models.CharField(
+        max_length=2000,
+        blank=True,
+        help_text="Where the runner fetches from: https://, ssh://, file:// or a path.",
+    )
+    default_branch = models.CharField(
+        max_length=200, default="main", help_text="The branch changes are diffed against."
+    )
+    verify = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="How the runner verifies a submission: setup, test, junit, coverage, limits.",
+    )
     gate_policy = models.JSONField(
         default=default_gate_policy,
         blank=True,

@@ -5,16 +5,37 @@ A service names a job (its dotted path, the name the broker carries) rather than
 importing it, so an app's services and jobs never import each other.
 """
 
+import threading
+
 from celery import current_app
-from django.db import transaction
+from django.conf import settings
+from django.db import connections, transaction
 
 
 def enqueue(name: str, *args, countdown: float | None = None) -> None:
-    """Send the job registered as ``name`` (``"evidence.jobs.gate_run_job"``) now."""
+    """Send the job registered as ``name`` (``"evidence.jobs.gate_run_job"``) now.
+
+    With Celery eager (the embedded default, no broker), a job of one of
+    ``FACTORY_EAGER_BACKGROUND_QUEUES`` (the runner's ``verify``) runs in a thread of
+    its own, so the request that started it answers at once, as it would with workers.
+    """
     if name not in current_app.tasks:
         # A web process has not imported the apps' jobs.py yet: do what a worker does at start.
         current_app.loader.import_default_modules()
-    current_app.tasks[name].apply_async(args, countdown=countdown)
+    job = current_app.tasks[name]
+    if current_app.conf.task_always_eager and getattr(job, "queue", None) in set(
+        settings.FACTORY_EAGER_BACKGROUND_QUEUES
+    ):
+        threading.Thread(target=_in_background, args=(job, args), daemon=True).start()
+        return
+    job.apply_async(args, countdown=countdown)
+
+
+def _in_background(job, args) -> None:
+    try:
+        job.apply(args)
+    finally:
+        connections.close_all()  # this thread's own connections
 
 
 def enqueue_on_commit(name: str, *args) -> None:

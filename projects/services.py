@@ -13,6 +13,7 @@ from projects.errors import PermissionDenied
 from projects.models import Event, Membership, Project
 from projects.policy import clean_policy
 from projects.roles import Role, forget_roles, has_role
+from projects.verify import clean_branch, clean_repository_url, clean_verify
 
 
 def project_create(
@@ -20,6 +21,8 @@ def project_create(
     slug: str,
     name: str,
     repository_url: str = "",
+    default_branch: str = "main",
+    verify: dict | None = None,
     max_attempts: int | None = None,
     gate_policy: dict | None = None,
     actor=None,
@@ -28,11 +31,14 @@ def project_create(
     project = Project(
         slug=slug,
         name=name,
-        repository_url=repository_url,
+        repository_url=clean_repository_url(repository_url),
+        default_branch=clean_branch(default_branch),
+        verify=clean_verify(verify),
         max_attempts=max_attempts or settings.FACTORY_MAX_ATTEMPTS_DEFAULT,
     )
     if gate_policy is not None:
         project.gate_policy = clean_policy(gate_policy)
+    check_runner_ready(project)
     project.full_clean()
     with transaction.atomic():
         project.save()
@@ -47,26 +53,58 @@ def project_create(
     return project
 
 
-PROJECT_EDITABLE_FIELDS = {"name", "repository_url", "max_attempts", "gate_policy"}
+PROJECT_EDITABLE_FIELDS = {
+    "name",
+    "repository_url",
+    "default_branch",
+    "verify",
+    "max_attempts",
+    "gate_policy",
+}
+CLEANERS = {
+    "gate_policy": clean_policy,
+    "repository_url": clean_repository_url,
+    "default_branch": clean_branch,
+    "verify": clean_verify,
+}
+
+
+def check_runner_ready(project: Project) -> None:
+    """Refuse (400) a gate policy with the runner when the runner has nothing to run."""
+    if "runner" not in (project.gate_policy or {}):
+        return
+    missing = {}
+    if not project.repository_url:
+        missing["repository_url"] = "the runner gate needs the repository to fetch from"
+    if not project.verify:
+        missing["verify"] = (
+            "the runner gate needs a verify block: the test command and its JUnit path"
+        )
+    if missing:
+        raise ValidationError(missing)
 
 
 def project_update(*, project: Project, actor, **changes) -> Project:
-    """Change a project's name, repository, attempt budget or gate policy (managers).
+    """Change a project's name, repository, runner settings, attempt budget or gate policy.
 
-    The gate policy is checked against the registered gates; the change is recorded as
-    an Event, so the audit trail says which gates applied when.
+    Managers only. The gate policy is checked against the registered gates, the
+    repository and ``verify`` block as ``projects.verify`` says, and a policy with the
+    runner needs both. The change is recorded as an Event naming the fields (with the
+    new policy and verify block), so the audit trail says which rules applied when.
     """
     unknown = set(changes) - PROJECT_EDITABLE_FIELDS
     if unknown:
         raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
     require_role(actor, project.pk, Role.MANAGER)
-    if "gate_policy" in changes:
-        changes["gate_policy"] = clean_policy(changes["gate_policy"])
+    for name, clean in CLEANERS.items():
+        if name in changes:
+            changes[name] = clean(changes[name])
     with transaction.atomic():
         project = Project.objects.select_for_update(no_key=True).get(pk=project.pk)
         changes = {k: v for k, v in changes.items() if getattr(project, k) != v}
         for name, value in changes.items():
             setattr(project, name, value)
+        check_runner_ready(project)
         project.full_clean()
         project.save(update_fields=list(changes))
         if changes:
@@ -78,7 +116,9 @@ def project_update(*, project: Project, actor, **changes) -> Project:
                 to_state="",
                 extra={
                     "fields": sorted(changes),
-                    **({"gate_policy": changes["gate_policy"]} if "gate_policy" in changes else {}),
+                    **{
+                        name: changes[name] for name in ("gate_policy", "verify") if name in changes
+                    },
                 },
             )
     return project

@@ -355,6 +355,13 @@ def attempt_submit(
                 )
             return attempt
         _refuse_lost_lease(attempt)
+        if "runner" in task.project.gate_policy and not (change or {}).get("commit"):
+            # Checked before anything changes: the runner verifies a commit, not a claim.
+            raise ValidationError(
+                {
+                    "change.commit": "this project's runner verifies each submission at its commit: name it"
+                }
+            )
         fire(
             attempt,
             "submit",

@@ -24,6 +24,7 @@ BUILT_IN = [
     "coverage",
     "diff-scope",
     "required-evidence",
+    "runner",
     "spec-current",
     "tests-pass",
 ]

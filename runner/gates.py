@@ -1,0 +1,144 @@
+"""The runner as a gate: it measures a submission instead of reading what was uploaded.
+
+``RunnerGate`` goes first (every other gate of the submission waits for it), runs on
+the ``verify`` queue, and stores what it measured (JUnit, coverage, its own diff and
+its log) as ``runner`` evidence, which is authoritative: tests-pass, coverage and
+diff-scope then decide on it (``evidence.models.decisive``). Its own verdict passes
+when the test command passed at the commit and wrote its reports. When nothing could
+be measured after every try (the repository unreachable, the commit unknown, no
+sandbox), a required runner is an ``error``; an optional one passes as "not verified"
+and the other gates decide on what was uploaded.
+"""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+
+from decisions.models import Check
+from evidence.gates import Attachment, Gate, Verdict, test_ids
+from evidence.models import Kind, Provenance
+from evidence.parsers import junit_cases, summarize
+from runner.verify import Result, RunnerUnavailable, verify
+
+FAILED_NAMED = 5
+
+
+class RunnerGate(Gate):
+    name = "runner"
+    description = (
+        "Factory Memory checks the submitted commit out of the project's repository, runs "
+        "its verify command in a sandbox and attaches what it measured as authoritative "
+        "evidence. required: without a passing runner result, no review."
+    )
+    params = {"required": (bool, False)}
+    job = "runner.jobs.verify_job"
+    first = True
+    provenance = Provenance.RUNNER
+
+    @property
+    def time_limit(self) -> int:
+        return settings.FACTORY_RUNNER_TIME_LIMIT
+
+    def check(self, attempt, params, policy):
+        project = attempt.task.project
+        commit = (attempt.change or {}).get("commit")
+        if not commit:
+            return Verdict(False, "the submission names no commit to verify", {"verified": False})
+        if not project.verify or not project.repository_url:
+            raise RunnerUnavailable("the project has no repository or verify block to run")
+        result = verify(project=project, commit=commit)
+        return self.verdict(attempt, result)
+
+    def gave_up(self, error, params):
+        if params.get("required"):
+            return None
+        return Verdict(
+            True,
+            f"not verified (the runner is optional): {error}"[:2000],
+            {"verified": False, "error": str(error)[:2000]},
+        )
+
+    def verdict(self, attempt, result: Result) -> Verdict:
+        short = result.commit[:12]
+        tests_criteria = ()
+        if attempt.spec_version_id:
+            tests_criteria = tuple(
+                c.key
+                for c in attempt.spec_version.criteria.all()
+                if c.proof.get("check") == Check.TESTS
+            )
+        attachments, tests = [], {}
+        for kind, content, name, media_type, criteria in (
+            (Kind.JUNIT, result.junit, "runner-junit.xml", "application/xml", tests_criteria),
+            (Kind.COVERAGE, result.coverage, "runner-coverage.xml", "application/xml", ()),
+            (Kind.DIFF, result.diff, "runner.diff", "text/x-diff", ()),
+            (Kind.LOG, result.log, "runner.log", "text/plain", ()),
+        ):
+            if content is None or (kind == Kind.DIFF and not content):
+                continue
+            try:
+                summary = summarize(kind, ContentFile(content, name=name))
+            except ValidationError as exc:
+                result.problems.append(
+                    f"the runner's {kind} report cannot be read: {'; '.join(exc.messages)}"
+                )
+                continue
+            if kind == Kind.JUNIT:
+                tests = summary
+                failing = _failing(content)
+                if failing:
+                    tests = {**summary, "failing": failing}
+            attachments.append(Attachment(content, kind, name, media_type, summary, criteria))
+        details = {
+            "verified": True,
+            "commit": result.commit,
+            "base": result.base,
+            "seconds": result.seconds,
+            "mirror": result.mirror,
+            "steps": result.steps,
+            "tests": tests,
+            "problems": result.problems,
+        }
+        counts = _counts(tests)
+        if result.passed:
+            summary = f"verified at {short} in {result.seconds:.1f} s{counts}"
+        else:
+            summary = f"the runner found problems at {short}: {'; '.join(result.problems)}{counts}"
+            if tests.get("failing"):
+                summary += f"; failing: {', '.join(tests['failing'])}"
+        report = "\n".join(
+            [
+                f"# runner for {attempt}",
+                "",
+                f"Commit {result.commit} (merge base {result.base}), mirror {result.mirror}, "
+                f"{result.seconds:.1f} s.",
+                "",
+                *[
+                    f"- {step['name']}: `{step['command']}` {step['outcome']}"
+                    for step in result.steps
+                ],
+                "",
+                *([f"Problem: {problem}" for problem in result.problems] or ["Passed."]),
+            ]
+        )
+        return Verdict(result.passed, summary[:2000], details, report, attachments)
+
+
+def _counts(tests: dict) -> str:
+    if not tests:
+        return ""
+    failed = tests.get("failed", 0) + tests.get("error", 0)
+    total = tests.get("tests", 0)
+    if failed:
+        return f" ({failed} of {total} tests failed)"
+    return f" ({total} tests, {tests.get('skipped', 0)} skipped)"
+
+
+def _failing(content: bytes) -> list[str]:
+    failing = []
+    for case in junit_cases(ContentFile(content)):
+        if case.outcome not in ("passed", "skipped"):
+            failing.append(test_ids(case)[0])
+            if len(failing) == FAILED_NAMED:
+                break
+    return failing

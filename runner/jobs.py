@@ -1,0 +1,25 @@
+"""The runner's Celery job, on a queue of its own (``verify``).
+
+Runners can live on other machines than gate workers: a worker started with
+``-Q verify`` takes only these. Like every gate job it is idempotent per gate run
+(one runner result per attempt), acknowledged late and re-queued if its worker dies.
+"""
+
+from celery import shared_task
+from django.conf import settings
+
+from evidence import services
+from evidence.jobs import JOB_OPTIONS
+from evidence.models import GateRun
+
+
+@shared_task(
+    **JOB_OPTIONS,
+    queue="verify",
+    soft_time_limit=settings.FACTORY_RUNNER_TIME_LIMIT,
+    time_limit=settings.FACTORY_RUNNER_TIME_LIMIT + 30,
+)
+def verify_job(run_id: int) -> None:
+    run = GateRun.objects.filter(pk=run_id).first()
+    if run is not None:
+        services.gate_run_execute(run=run)

@@ -1,0 +1,177 @@
+"""One verification: a commit of a project's repository, checked out and tested in the sandbox.
+
+``verify`` fetches the project's mirror, checks the commit out into a fresh workspace,
+computes the diff from the merge base with the default branch itself, runs the verify
+block's setup commands (with the network if the project allows it) and its test command
+(never with the network) in the sandbox, and reads the reports the test wrote. It
+returns what it measured as a ``Result``; what could not be measured at all (the
+repository unreachable, the commit unknown, no sandbox on this machine) is a
+``RunnerUnavailable``, which the gate machinery retries with back-off. The workspace is
+gone when ``verify`` returns, however it ends.
+"""
+
+import io
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from runner import mirror as git
+from runner.sandbox import Limits, SandboxUnavailable, sandbox
+
+
+class RunnerUnavailable(RuntimeError):
+    """Nothing could be measured: the message says why (git's own words, or the sandbox's)."""
+
+
+class ReportProblem(ValueError):
+    """A report the test should have written is missing, unsafe or too large."""
+
+
+@dataclass
+class Result:
+    """What the runner measured at one commit. ``problems`` empty means it passed."""
+
+    commit: str
+    base: str
+    mirror: str
+    seconds: float = 0.0
+    steps: list[dict] = field(default_factory=list)
+    log: bytes = b""
+    junit: bytes | None = None
+    coverage: bytes | None = None
+    diff: bytes = b""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def _owner() -> int | None:
+    # The sandbox drops to FACTORY_RUNNER_UID only when the worker is root; otherwise
+    # the worker's own user writes the workspace.
+    return settings.FACTORY_RUNNER_UID if os.geteuid() == 0 else None
+
+
+def verify(*, project, commit: str) -> Result:
+    """Verify ``commit`` of ``project`` as its ``verify`` block says; see the module docstring."""
+    box = sandbox()
+    try:
+        box.check()
+        path, how = git.mirror(project)
+        sha = git.resolve(path, commit)
+        diff, base = git.diff(
+            path, project.default_branch, sha, limit=settings.FACTORY_RUNNER_REPORT_MAX_BYTES
+        )
+        workspace = git.checkout(path, sha, owner=_owner())
+    except (git.GitError, SandboxUnavailable) as exc:
+        raise RunnerUnavailable(str(exc)) from exc
+    result = Result(commit=sha, base=base, mirror=how, diff=diff)
+    started = time.monotonic()
+    try:
+        _run_steps(box, project.verify, workspace / "src", path, result)
+        if not result.problems or result.steps[-1]["name"] == "test":
+            _read_reports(project.verify, workspace / "src", result)
+    finally:
+        git.remove(workspace)
+    result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def _run_steps(box, block: dict, src: Path, mirror_path: Path, result: Result) -> None:
+    log = io.BytesIO()
+    deadline = time.monotonic() + block["timeout_seconds"]
+    steps = [("setup", command, block["setup_network"]) for command in block["setup"]]
+    steps.append(("test", block["test"], False))
+    for number, (name, command, network) in enumerate(steps, 1):
+        room = block["output_limit_bytes"] - log.tell()
+        left = int(deadline - time.monotonic())
+        header = f"[runner] step {number} ({name}{', network' if network else ''}): {command}\n"
+        log.write(header.encode())
+        if left <= 0 or room <= 0:
+            why = "no time left" if left <= 0 else "no room left in the log"
+            result.problems.append(f"{name} step {number} did not start: {why}")
+            result.steps.append({"name": name, "command": command, "outcome": why})
+            break
+        limits = Limits(
+            seconds=left,
+            memory_mb=block["memory_mb"],
+            output_bytes=room,
+            processes=settings.FACTORY_RUNNER_PROCESSES,
+            file_size_mb=settings.FACTORY_RUNNER_FILE_SIZE_MB,
+        )
+        outcome = box.run(
+            command,
+            workspace=src,
+            network=network,
+            limits=limits,
+            log=log,
+            read_only=(mirror_path,),
+        )
+        said = outcome.describe()
+        log.write(f"\n[runner] step {number} {said} after {outcome.seconds:.1f} s\n".encode())
+        result.steps.append(
+            {
+                "name": name,
+                "command": command,
+                "exit_code": outcome.exit_code,
+                "seconds": round(outcome.seconds, 3),
+                "stopped": outcome.stopped,
+                "outcome": said,
+            }
+        )
+        if not outcome.ok:
+            result.problems.append(f"the {name} command {said}")
+            if outcome.stopped == "output":
+                result.problems[-1] += "; the log is cut there"
+            break
+    result.log = log.getvalue()
+
+
+def _read_reports(block: dict, src: Path, result: Result) -> None:
+    for kind in ("junit", "coverage"):
+        relative = block.get(kind)
+        if not relative:
+            continue
+        try:
+            setattr(result, kind, read_report(src, relative))
+        except ReportProblem as exc:
+            result.problems.append(f"{'JUnit' if kind == 'junit' else 'coverage'} report: {exc}")
+
+
+def read_report(src: Path, relative: str) -> bytes:
+    """The bytes of a report the test wrote at ``relative`` inside ``src``.
+
+    Refused: a path through a symbolic link (a repository may link anywhere on the
+    runner's machine), anything but a regular file, and more than
+    ``FACTORY_RUNNER_REPORT_MAX_BYTES``. The sandbox's processes are gone by now, so
+    nothing can swap the file between the check and the read.
+    """
+    current = src
+    for part in Path(relative).parts:
+        current = current / part
+        if current.is_symlink():
+            raise ReportProblem(
+                f"{relative} goes through a symbolic link; reports must be plain files"
+            )
+    try:
+        handle = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ReportProblem(f"the test command wrote nothing at {relative}") from None
+    except OSError as exc:
+        raise ReportProblem(f"{relative} cannot be read ({exc.strerror})") from None
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise ReportProblem(f"{relative} is not a regular file")
+        limit = settings.FACTORY_RUNNER_REPORT_MAX_BYTES
+        if info.st_size > limit:
+            raise ReportProblem(f"{relative} is {info.st_size} bytes; the limit is {limit}")
+        with os.fdopen(handle, "rb", closefd=False) as stream:
+            return stream.read(limit + 1)[:limit]
+    finally:
+        os.close(handle)
