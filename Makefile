@@ -4,7 +4,7 @@ UV := python3 -m uv
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run setup test lint bootstrap browser proof
+.PHONY: run setup test lint bootstrap browser sandbox proof
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -12,7 +12,7 @@ bootstrap:
 
 # The local demo site is a developer's: DEBUG=1 gives it a built-in key and the memory
 # cache, which the production profile refuses to start without (docs/deploy.md).
-setup: bootstrap
+setup: bootstrap sandbox
 	DEBUG=1 $(UV) run python manage.py migrate --no-input
 	DEBUG=1 $(UV) run python manage.py collectstatic --no-input -v0
 	DEBUG=1 $(UV) run python manage.py seed_demo
@@ -31,9 +31,16 @@ browser:
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 	  || echo "chromium is not installed: the browser tests will be skipped"
 
+# The runner's sandbox is Debian's bubblewrap (docs/runner.md); prlimit and setpriv come
+# with util-linux.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
+	  || echo "bubblewrap is not installed: the runner will not run and its tests will be skipped"
+
 # The checks before pytest use pytest's settings (factory_site.settings_test): DEBUG off as
 # in production, with a test key, and no environment needed on a fresh machine.
-test: bootstrap browser
+test: bootstrap browser sandbox
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py makemigrations --check --dry-run

@@ -83,3 +83,52 @@ def authoritative_evidence(attempt, evidence=None) -> list[Evidence]:
         return []
     rows = evidence if evidence is not None else attempt.evidence.order_by("id")
     return [e for e in rows if e.authoritative]
+
+
+def _tests_said(summary: dict) -> str:
+    failed = summary.get("failed", 0) + summary.get("error", 0)
+    if failed:
+        return f"{failed} of {summary.get('tests', 0)} tests failed"
+    return f"{summary.get('passed', 0)} passed"
+
+
+def runner_view(runs, evidence) -> dict | None:
+    """What the runner measured for an attempt, for its page; None when it has no runner.
+
+    ``disagreements`` name each self-reported report whose reading differs from the
+    runner's (``agent: 2 passed; runner: 1 of 2 tests failed``), so a reviewer sees a
+    false claim at a glance.
+    """
+    run = next((run for run in runs if run.gate == "runner"), None)
+    if run is None:
+        return None
+    measured = {e.kind: e for e in evidence if e.provenance == "runner"}
+    disagreements = []
+    for e in evidence:
+        if e.provenance != "agent" or e.kind not in measured:
+            continue
+        theirs, ours = e.summary, measured[e.kind].summary
+        if e.kind == Kind.JUNIT and _tests_said(theirs) != _tests_said(ours):
+            disagreements.append((e, f"agent: {_tests_said(theirs)}; runner: {_tests_said(ours)}"))
+        elif e.kind == Kind.COVERAGE and theirs.get("line_rate") != ours.get("line_rate"):
+            said = f"agent: line rate {theirs.get('line_rate', 0):.1%}; "
+            disagreements.append((e, said + f"runner: {ours.get('line_rate', 0):.1%}"))
+        elif e.kind == Kind.DIFF and set(theirs.get("paths", [])) != set(ours.get("paths", [])):
+            hidden = sorted(set(ours.get("paths", [])) - set(theirs.get("paths", [])))
+            said = f"agent: {theirs.get('files_changed', 0)} files; "
+            said += f"runner: {ours.get('files_changed', 0)} files"
+            disagreements.append(
+                (e, said + (f" (not in the agent's: {', '.join(hidden[:5])})" if hidden else ""))
+            )
+    verdict = run.verdict or {}
+    return {
+        "run": run,
+        "verified": bool(verdict.get("verified")),
+        "commit": verdict.get("commit", ""),
+        "seconds": verdict.get("seconds"),
+        "steps": verdict.get("steps", []),
+        "problems": verdict.get("problems", []),
+        "log": measured.get(Kind.LOG),
+        "junit": measured.get(Kind.JUNIT),
+        "disagreements": [{"evidence": e, "said": said} for e, said in disagreements],
+    }

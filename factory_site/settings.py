@@ -193,6 +193,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
 }
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# The runner's job has a queue of its own, so runners can live on other machines.
+CELERY_TASK_ROUTES = {"runner.jobs.verify_job": {"queue": "verify"}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"

@@ -12,11 +12,38 @@ from projects.rest import IdCursorPagination, JSONInputSerializer, errors
 from projects.roles import roles_in
 from projects.selectors import project_ids_for, visible_project
 
+VERIFY_SCHEMA = {
+    "type": "object",
+    "description": (
+        "How the runner verifies each submission at its commit ({} for no runner): setup "
+        "commands, the test command (sh -c, no network), where it writes JUnit and "
+        "Cobertura, and its limits. See docs/runner.md."
+    ),
+    "properties": {
+        "setup": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+        "test": {"type": "string"},
+        "junit": {"type": "string"},
+        "coverage": {"type": "string", "nullable": True},
+        "timeout_seconds": {"type": "integer", "minimum": 1},
+        "memory_mb": {"type": "integer", "minimum": 64},
+        "output_limit_bytes": {"type": "integer", "minimum": 1024},
+        "setup_network": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
+
+@extend_schema_field(VERIFY_SCHEMA)
+class VerifyField(serializers.JSONField):
+    """``projects.verify.clean_verify`` checks it and fills in the defaults."""
+
 
 class ProjectSerializer(serializers.Serializer):
     slug = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
     repository_url = serializers.CharField(read_only=True)
+    default_branch = serializers.CharField(read_only=True)
+    verify = VerifyField(read_only=True)
     max_attempts = serializers.IntegerField(read_only=True)
     gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
     my_roles = serializers.SerializerMethodField()
@@ -69,11 +96,22 @@ class GatePolicyField(serializers.DictField):
 
 
 class ProjectDetailApi(APIView):
-    """Read a project, or change its name, repository, attempt budget or gate policy (managers)."""
+    """Read a project, or change its name, repository, runner, attempt budget or gate policy.
+
+    Changes are for managers; the runner gate in the policy needs a repository and a
+    verify block.
+    """
 
     class InputSerializer(JSONInputSerializer):
         name = serializers.CharField(max_length=200, required=False)
-        repository_url = serializers.URLField(max_length=200, required=False, allow_blank=True)
+        repository_url = serializers.CharField(
+            max_length=2000,
+            required=False,
+            allow_blank=True,
+            help_text="What git fetches: https://, ssh://, git://, file://, a path, user@host:path.",
+        )
+        default_branch = serializers.CharField(max_length=200, required=False)
+        verify = VerifyField(required=False)
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
         gate_policy = GatePolicyField(
             child=serializers.DictField(allow_null=True),

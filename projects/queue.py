@@ -23,7 +23,8 @@ def enqueue(name: str, *args, countdown: float | None = None) -> None:
         # A web process has not imported the apps' jobs.py yet: do what a worker does at start.
         current_app.loader.import_default_modules()
     job = current_app.tasks[name]
-    if current_app.conf.task_always_eager and getattr(job, "queue", None) in set(
+    queue = (current_app.conf.task_routes or {}).get(name, {}).get("queue")
+    if current_app.conf.task_always_eager and queue in set(
         settings.FACTORY_EAGER_BACKGROUND_QUEUES
     ):
         threading.Thread(target=_in_background, args=(job, args), daemon=True).start()

@@ -36,7 +36,8 @@ def clean_repository_url(url: str) -> str:
 
     A local repository may not lie inside the server's own directories (its code,
     media, or the runner's mirrors), which the runner would otherwise copy into a
-    sandbox.
+    sandbox, except under ``FACTORY_RUNNER_ROOT/repositories``, where the site keeps
+    repositories of its own (the demo's).
     """
     url = (url or "").strip()
     if not url:
@@ -65,6 +66,9 @@ def clean_repository_url(url: str) -> str:
                 {"repository_url": "a local repository needs an absolute path without '..'"}
             )
         resolved = Path(posixpath.normpath(str(path)))
+        hosted = Path(settings.FACTORY_RUNNER_ROOT).resolve() / "repositories"
+        if hosted in resolved.parents:
+            return url  # a repository the site hosts itself (the demo's)
         for private in _server_directories():
             if resolved == private or private in resolved.parents or resolved in private.parents:
                 raise ValidationError(

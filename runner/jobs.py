@@ -1,7 +1,7 @@
 """The runner's Celery job, on a queue of its own (``verify``).
 
-Runners can live on other machines than gate workers: a worker started with
-``-Q verify`` takes only these. Like every gate job it is idempotent per gate run
+Runners can live on other machines than gate workers: ``CELERY_TASK_ROUTES`` sends this
+job to the queue ``verify``, and a worker started with ``-Q verify`` takes only these. Like every gate job it is idempotent per gate run
 (one runner result per attempt), acknowledged late and re-queued if its worker dies.
 """
 
@@ -15,7 +15,6 @@ from evidence.models import GateRun
 
 @shared_task(
     **JOB_OPTIONS,
-    queue="verify",
     soft_time_limit=settings.FACTORY_RUNNER_TIME_LIMIT,
     time_limit=settings.FACTORY_RUNNER_TIME_LIMIT + 30,
 )

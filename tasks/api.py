@@ -128,15 +128,45 @@ class GateRunSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
+def runner_status(attempt) -> dict | None:
+    """``{state, verified, commit, seconds, summary, tests}`` of the attempt's runner, or None."""
+    run = next((run for run in attempt.gate_runs.all() if run.gate == "runner"), None)
+    if run is None:
+        return None
+    verdict = run.verdict or {}
+    return {
+        "state": run.state,
+        "verified": bool(verdict.get("verified")),
+        "commit": verdict.get("commit") or (attempt.change or {}).get("commit"),
+        "seconds": verdict.get("seconds"),
+        "summary": run.summary,
+        "tests": verdict.get("tests") or {},
+    }
+
+
 class ReviewSerializer(serializers.Serializer):
     verdict = serializers.ChoiceField(choices=["approve", "reject"])
     by = serializers.CharField(allow_null=True)
     reason = serializers.CharField()
 
 
+class RunnerSerializer(serializers.Serializer):
+    state = serializers.CharField(help_text="The runner gate run's state.")
+    verified = serializers.BooleanField(help_text="Whether it measured anything at the commit.")
+    commit = serializers.CharField(allow_null=True)
+    seconds = serializers.FloatField(allow_null=True)
+    summary = serializers.CharField()
+    tests = serializers.DictField(help_text="The runner's JUnit totals, and its failing tests.")
+
+
 class AttemptDetailSerializer(AttemptSerializer):
     gate_runs = GateRunSerializer(many=True, read_only=True)
+    runner = serializers.SerializerMethodField()
     review = serializers.SerializerMethodField()
+
+    @extend_schema_field(RunnerSerializer(allow_null=True))
+    def get_runner(self, attempt) -> dict | None:
+        return runner_status(attempt)
 
     @extend_schema_field(ReviewSerializer(allow_null=True))
     def get_review(self, attempt) -> dict | None:

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from decisions.models import DecisionState, SpecVersion
 from evidence import viewers
 from evidence.models import GateRun, GateRunState
-from evidence.selectors import criteria_status
+from evidence.selectors import criteria_status, runner_view
 from projects.errors import ServiceError, refusal_text
 from projects.forms import ProjectFilterForm
 from projects.models import Event
@@ -208,6 +208,7 @@ def task_detail(request, key):
         "viewers": viewers.page_viewers([e for e in material.evidence if e.provenance != "gate"]),
         "events": timeline,
         "gate_reports": [e for e in material.evidence if e.provenance == "gate"],
+        "runner": runner_view(material.runs, material.evidence),
         "submitted_evidence": [e for e in material.evidence if e.provenance != "gate"],
         "proposed_here": proposed_here,
         "decisions": material.decisions,

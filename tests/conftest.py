@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 from django.conf import settings
 
@@ -11,6 +13,17 @@ postgres_only = pytest.mark.skipif(not ON_POSTGRES, reason="needs PostgreSQL (se
 @pytest.fixture(autouse=True)
 def _isolated_media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_runner_root(settings, tmp_path):
+    """Each test's runner keeps its mirrors and workspaces in a folder of its own, which
+    the sandbox's user may pass through (pytest makes its base folder private)."""
+    for folder in (tmp_path, *tmp_path.parents):
+        if folder == Path("/tmp") or folder == Path("/"):
+            break
+        folder.chmod(folder.stat().st_mode | 0o711)
+    settings.FACTORY_RUNNER_ROOT = tmp_path / "runner"
 
 
 @pytest.fixture

@@ -125,6 +125,29 @@ def cmd_submit(client, args):
     )
 
 
+def runner_line(runner: dict | None) -> str:
+    """The runner's status on an attempt, in one line."""
+    if runner is None:
+        return "runner: not in this project's gate policy"
+    if not runner["verified"]:
+        return f"runner: {runner['state']}, not verified ({runner['summary']})"
+    commit = (runner["commit"] or "")[:12]
+    return (
+        f"runner: {runner['state']} at {commit} in {runner['seconds']:.1f} s: {runner['summary']}"
+    )
+
+
+def cmd_attempt(client, args):
+    result = client.attempt(args.attempt)
+    if args.json:
+        return _print_json(result)
+    print(f"Attempt {result['id']} of {result['task']} (#{result['number']}): {result['state']}")
+    for run in result["gate_runs"]:
+        print(f"  {run['gate']:<20} {run['state']:<8} {run['summary']}")
+    print(runner_line(result.get("runner")))
+    return None
+
+
 def cmd_release(client, args):
     result = client.release(args.attempt, reason=args.reason or "", blocked=args.blocked)
     return _print_json(result) if args.json else print(f"Attempt {result['id']} {result['state']}")
@@ -206,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url")
     p.add_argument("--idempotency-key")
     p.set_defaults(run=cmd_submit)
+
+    p = sub.add_parser("attempt", help="an attempt's state, gate runs and runner verdict")
+    p.add_argument("attempt", type=int)
+    p.set_defaults(run=cmd_attempt)
 
     p = sub.add_parser("release", help="give the task back, or --blocked")
     p.add_argument("attempt", type=int)

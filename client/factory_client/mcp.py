@@ -242,6 +242,7 @@ def release_task(ctx: Context, attempt: int, reason: str = "", blocked: bool = F
 def get_task(ctx: Context, task: str) -> dict:
     api = _api(ctx)
     found, answers = api.task(task), api.handoff(task)
+    attempt = api.attempt(found["current_attempt"]) if found.get("current_attempt") else {}
     return {
         "key": found["key"],
         "title": found["title"],
@@ -254,6 +255,7 @@ def get_task(ctx: Context, task: str) -> dict:
             {"id": e["id"], "kind": e["kind"], "provenance": e["provenance"]}
             for e in answers["authoritative_evidence"]
         ],
+        "runner": attempt.get("runner"),
     }
 
 

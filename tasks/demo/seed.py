@@ -16,6 +16,7 @@ from projects.models import Project
 from projects.roles import Role
 from tasks import services
 from tasks.demo import artifacts
+from tasks.demo.runner_demo import seed_runner_demo
 
 SLUG = "FM"
 PASSWORD = "factory-demo"
@@ -119,6 +120,10 @@ class Demo:
                 project_services.membership_grant(user=user, project=self.project, role=role)
             setattr(self, username, user)
 
+    def memberships(self):
+        """Each demo user with each of their roles."""
+        return [(getattr(self, name), role) for name, roles in USERS.items() for role in roles]
+
     def attach(self, attempt, actor, content: bytes, kind: str, name: str, criteria=()):
         return evidence.evidence_attach(
             attempt=attempt,
@@ -170,6 +175,7 @@ def seed(out) -> bool:
         demo.users()
         _specs_and_decisions(demo)
         _tasks(demo)
+    seed_runner_demo(demo, out)
     return True
 
 

@@ -148,3 +148,51 @@ def test_the_client_does_not_import_django():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
     assert run.stdout.strip() == "False"
+
+
+class AttemptOnly:
+    """A client that knows one attempt, as the API answers it."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def attempt(self, attempt):
+        return self.answer
+
+
+def test_attempt_prints_its_gates_and_the_runners_verdict(capsys):
+    from factory_client.cli import build_parser
+
+    answer = {
+        "id": 7,
+        "task": "RD-2",
+        "number": 1,
+        "state": "failed",
+        "gate_runs": [{"gate": "runner", "state": "failed", "summary": "2 of 3 tests failed"}],
+        "runner": {
+            "state": "failed",
+            "verified": True,
+            "commit": "8fd028ed030e5308f7fc",
+            "seconds": 0.31,
+            "summary": "2 of 3 tests failed",
+            "tests": {},
+        },
+    }
+    args = build_parser().parse_args(["attempt", "7"])
+
+    args.run(AttemptOnly(answer), args)
+
+    assert capsys.readouterr().out.splitlines() == [
+        "Attempt 7 of RD-2 (#1): failed",
+        "  runner               failed   2 of 3 tests failed",
+        "runner: failed at 8fd028ed030e in 0.3 s: 2 of 3 tests failed",
+    ]
+
+
+def test_attempt_says_when_nothing_was_verified(capsys):
+    from factory_client.cli import runner_line
+
+    unverified = {"state": "passed", "verified": False, "summary": "not verified: no sandbox"}
+
+    assert runner_line(None) == "runner: not in this project's gate policy"
+    assert runner_line(unverified) == "runner: passed, not verified (not verified: no sandbox)"

@@ -244,8 +244,29 @@ def test_seed_demo_leaves_the_history_real_use_leaves():
     assert set(Evidence.objects.values_list("provenance", flat=True)) == {
         "agent",
         "verifier",
+        "runner",
         "gate",
     }
+
+
+@pytest.mark.django_db
+def test_seed_demo_shows_one_attempt_the_runner_verified_and_one_false_claim_it_caught():
+    run("seed_demo")
+
+    honest, false_claim = Task.objects.filter(project__slug="RD").order_by("key")
+    assert (honest.state, false_claim.state) == ("in_review", "ready")
+    verified = GateRun.objects.get(attempt__task=honest, gate="runner")
+    assert verified.summary.startswith("verified at ")
+    caught = GateRun.objects.get(attempt__task=false_claim, gate="runner")
+    assert caught.state == "failed"
+    assert "test_claim_skips_tasks_with_open_dependencies" in caught.summary
+    assert GateRun.objects.get(attempt__task=false_claim, gate="tests-pass").verdict[
+        "set_aside"
+    ] == list(
+        Evidence.objects.filter(attempt__task=false_claim, provenance="agent").values_list(
+            "pk", flat=True
+        )
+    )
 
 
 @pytest.mark.django_db

@@ -1,0 +1,110 @@
+"""The runner demo (project RD): a real git repository, verified by the runner.
+
+RD-1 is an honest change the runner verified (in review, with the runner's evidence);
+RD-2 is a false claim: the agent attached a passing JUnit report for code whose test
+fails, the runner ran the tests itself and the task went back to ready.
+"""
+
+import shutil
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+from decisions import services as decisions
+from evidence import services as evidence
+from projects import services as project_services
+from projects.models import Project
+from runner.sandbox import SandboxUnavailable, sandbox
+from tasks import services
+from tasks.demo.repository import VERIFY, build
+
+SLUG = "RD"
+POLICY = {"runner": {"required": True}, "required-evidence": {}, "tests-pass": {}, "diff-scope": {}}
+CRITERIA = [
+    {
+        "key": "AC-1",
+        "text": "Claims follow priority and respect dependencies; release puts a task back.",
+        "proof": {"check": "tests", "select": "tests/test_claimqueue.py::*"},
+    },
+    {"key": "AC-2", "text": "The change is small and readable.", "proof": {"check": "review"}},
+]
+# What the agent of RD-2 claimed: both tests passed.
+CLAIMED_JUNIT = (
+    b'<testsuite name="unittest" tests="2"><testcase classname="tests.test_claimqueue.ClaimTest" '
+    b'name="test_claim_takes_highest_priority_first"/><testcase '
+    b'classname="tests.test_claimqueue.ClaimTest" '
+    b'name="test_claim_skips_tasks_with_open_dependencies"/></testsuite>'
+)
+
+
+def seed_runner_demo(demo, out) -> bool:
+    """Create project RD with the FM demo's cast; False (nothing added) without a sandbox."""
+    if Project.objects.filter(slug=SLUG).exists():
+        return False
+    try:
+        sandbox().check()
+    except SandboxUnavailable as exc:
+        out.write(f"Runner demo {SLUG} skipped: {exc}")
+        return False
+    path = settings.FACTORY_RUNNER_ROOT / "repositories" / "runner-demo"
+    shutil.rmtree(path, ignore_errors=True)  # left by an earlier database
+    repository = build(path)
+    with transaction.atomic():
+        project = project_services.project_create(
+            slug=SLUG,
+            name="Runner demo",
+            repository_url=repository.url,
+            verify=VERIFY,
+            gate_policy=POLICY,
+            actor=demo.maria,
+        )
+        for user, role in demo.memberships():
+            project_services.membership_grant(
+                user=user, project=project, role=role, actor=demo.maria
+            )
+        spec = decisions.spec_create(
+            project=project,
+            actor=demo.maria,
+            title="The claim queue",
+            body="# The claim queue\n\nHighest priority first; dependencies first; release puts back.\n",
+            criteria=CRITERIA,
+        )
+        decisions.spec_version_accept(version=spec.versions.get(), actor=demo.maria)
+        honest = _task(project, demo, spec, "Release puts a claimed task back", demo.ada)
+        false_claim = _task(project, demo, spec, "Simplify the claim filter", demo.alan)
+    for attempt, commit, agent, junit in (
+        (honest, repository.honest, demo.ada, None),
+        (false_claim, repository.false_claim, demo.alan, CLAIMED_JUNIT),
+    ):
+        if junit is not None:
+            evidence.evidence_attach(
+                attempt=attempt,
+                actor=agent,
+                file=ContentFile(junit, name="junit.xml"),
+                kind="junit",
+                criteria=["AC-1"],
+            )
+        services.attempt_submit(
+            attempt=attempt,
+            actor=agent,
+            summary=f"{attempt.task.title}; the tests pass.",
+            change={"commit": commit, "branch": f"agent/{attempt.task.key.lower()}"},
+            idempotency_key=f"demo-{attempt.task.key}",
+        )
+        _check(attempt)
+    return True
+
+
+def _task(project, demo, spec, title, agent):
+    task = services.task_create(
+        project=project, actor=demo.maria, title=title, spec=spec, allowed_paths=["**"]
+    )
+    services.task_publish(task=task, actor=demo.maria)
+    return services.task_claim(agent=agent, project=project, lease_seconds=3600)
+
+
+def _check(attempt) -> None:
+    """Run the runner, then the gates that waited for it, here and now, as workers would."""
+    for run in sorted(attempt.gate_runs.all(), key=lambda run: run.gate != "runner"):
+        evidence.gate_run_execute(run=run)

@@ -1,0 +1,289 @@
+"""The runner as a gate: it verifies the submitted commit itself, and what it measured decides.
+
+Each test drives a real git repository (tasks/demo/repository.py) through the real
+services, with the runner's job run in the submitting thread (Celery eager).
+"""
+
+import time
+
+import pytest
+
+from evidence import services as evidence_services
+from evidence.models import Evidence, GateRun
+from projects import services as project_services
+from projects.models import Event
+from tasks import context, services
+from tasks.demo.repository import VERIFY, build
+
+CRITERIA = [
+    {
+        "key": "AC-1",
+        "text": "Claims respect priority and dependencies.",
+        "proof": {"check": "tests", "select": "tests/test_claimqueue.py::*"},
+    }
+]
+POLICY = {"runner": {"required": True}, "required-evidence": {}, "tests-pass": {}, "diff-scope": {}}
+PASSING_JUNIT = (
+    b'<testsuite tests="2"><testcase classname="tests.test_claimqueue.ClaimTest" '
+    b'name="test_claim_takes_highest_priority_first"/><testcase '
+    b'classname="tests.test_claimqueue.ClaimTest" '
+    b'name="test_claim_skips_tasks_with_open_dependencies"/></testsuite>'
+)
+FAILING_TEST = "tests/test_claimqueue.py::ClaimTest::test_claim_skips_tasks_with_open_dependencies"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return build(tmp_path / "repo")
+
+
+@pytest.fixture
+def runner_flow(flow, repo):
+    project_services.project_update(
+        project=flow.project,
+        actor=flow.manager,
+        repository_url=repo.url,
+        verify=VERIFY,
+        gate_policy=POLICY,
+    )
+    flow.project.refresh_from_db()
+    flow.spec_ = flow.spec(criteria=CRITERIA)
+    return flow
+
+
+def claimed(flow, **kwargs):
+    return flow.claimed(spec=flow.spec_, allowed_paths=["**"], **kwargs)
+
+
+def submit(attempt, commit, capture):
+    with capture(execute=True):
+        services.attempt_submit(
+            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
+        )
+    attempt.refresh_from_db()
+    attempt.task.refresh_from_db()
+    return attempt
+
+
+def runs(attempt) -> dict:
+    return {run.gate: run for run in GateRun.objects.filter(attempt=attempt)}
+
+
+def test_an_honest_submission_reaches_review_on_the_runners_authoritative_evidence(
+    runner_flow, repo, django_capture_on_commit_callbacks
+):
+    _, attempt = claimed(runner_flow)
+
+    attempt = submit(attempt, repo.honest, django_capture_on_commit_callbacks)
+
+    assert (attempt.task.state, attempt.state) == ("in_review", "passed")
+    runner = runs(attempt)["runner"]
+    assert runner.summary.startswith(f"verified at {repo.honest[:12]} in ")
+    assert runner.summary.endswith(" s (3 tests, 0 skipped)")
+    measured = Evidence.objects.filter(attempt=attempt, provenance="runner")
+    assert sorted((e.kind, e.authoritative) for e in measured) == [
+        ("diff", True),
+        ("junit", True),
+        ("log", True),
+    ]
+    junit = measured.get(kind="junit")
+    assert list(junit.criteria.values_list("key", flat=True)) == ["AC-1"]
+    assert runs(attempt)["tests-pass"].verdict["decided_on"] == [junit.pk]
+
+
+def test_the_runner_catches_an_agents_passing_junit_for_code_whose_tests_fail(
+    runner_flow, repo, django_capture_on_commit_callbacks
+):
+    _, attempt = claimed(runner_flow)
+    agents = runner_flow.attach(attempt, PASSING_JUNIT, kind="junit", name="junit.xml")
+
+    attempt = submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+    gate = runs(attempt)
+    assert gate["runner"].state == "failed"
+    assert FAILING_TEST in gate["runner"].summary
+    runners = Evidence.objects.get(attempt=attempt, provenance="runner", kind="junit")
+    assert (gate["tests-pass"].verdict["decided_on"], gate["tests-pass"].verdict["set_aside"]) == (
+        [runners.pk],
+        [agents.pk],
+    )
+    assert gate["tests-pass"].summary == f"1 of 2 tests failed: {FAILING_TEST}"
+
+
+def test_the_next_context_names_the_test_the_runner_saw_fail(
+    runner_flow, repo, django_capture_on_commit_callbacks
+):
+    task, attempt = claimed(runner_flow)
+    submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+    second = services.task_claim(agent=runner_flow.agent2, project=runner_flow.project)
+
+    bundle = context.build(task, current=second)
+
+    (earlier,) = bundle["attempts"]
+    gates = {gate["gate"]: gate for gate in earlier["gates"]}
+    assert gates["tests-pass"]["summary"] == f"1 of 2 tests failed: {FAILING_TEST}"
+    assert gates["runner"]["verdict"]["tests"]["failing"] == [FAILING_TEST]
+    assert FAILING_TEST in gates["runner"]["summary"]
+
+
+def test_a_submission_without_a_commit_is_refused_and_changes_nothing(
+    runner_flow, django_capture_on_commit_callbacks
+):
+    task, attempt = claimed(runner_flow)
+    events = Event.objects.count()
+
+    with pytest.raises(Exception) as refused:
+        services.attempt_submit(attempt=attempt, actor=attempt.agent, summary="done", change={})
+
+    assert refused.value.message_dict == {
+        "change.commit": ["this project's runner verifies each submission at its commit: name it"]
+    }
+    attempt.refresh_from_db()
+    task.refresh_from_db()
+    assert (task.state, attempt.state, GateRun.objects.count()) == ("claimed", "running", 0)
+    assert Event.objects.count() == events
+
+
+def test_the_other_gates_wait_for_the_runner(runner_flow, repo, django_capture_on_commit_callbacks):
+    _, attempt = claimed(runner_flow)
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        services.attempt_submit(
+            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": repo.honest}
+        )
+
+    waiting = evidence_services.gate_run_execute(run=runs(attempt)["tests-pass"])
+
+    assert len(sent) == 1  # the runner's job only
+    assert (waiting.state, waiting.tries) == ("queued", 0)
+    assert {gate: run.state for gate, run in runs(attempt).items()} == dict.fromkeys(
+        POLICY, "queued"
+    )
+
+
+def test_the_runners_own_diff_decides_diff_scope_over_the_agents(
+    runner_flow, repo, django_capture_on_commit_callbacks
+):
+    _, attempt = runner_flow.claimed(spec=runner_flow.spec_, allowed_paths=["tests/**"])
+    inside = b"diff --git a/tests/x.py b/tests/x.py\n--- a/tests/x.py\n+++ b/tests/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    runner_flow.attach(attempt, inside, kind="diff", name="change.diff")
+
+    attempt = submit(attempt, repo.honest, django_capture_on_commit_callbacks)
+
+    scope = runs(attempt)["diff-scope"]
+    assert scope.state == "failed"
+    assert scope.verdict["outside"] == ["claimqueue.py"]
+
+
+def test_an_unknown_commit_is_an_error_with_gits_message_after_every_try(
+    runner_flow, django_capture_on_commit_callbacks, settings
+):
+    _, attempt = claimed(runner_flow)
+
+    attempt = submit(attempt, "0123456789abcdef", django_capture_on_commit_callbacks)
+
+    runner = runs(attempt)["runner"]
+    assert (runner.state, runner.tries) == ("error", settings.FACTORY_GATE_MAX_TRIES)
+    assert runner.summary == (
+        f"the gate crashed on all {settings.FACTORY_GATE_MAX_TRIES} tries: RunnerUnavailable: "
+        "commit 0123456789abcdef is not in the repository (fetched just now); was it pushed?"
+    )
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+    assert not Evidence.objects.filter(attempt=attempt, provenance="runner").exists()
+
+
+def test_an_optional_runner_that_cannot_run_lets_the_other_gates_decide(
+    runner_flow, django_capture_on_commit_callbacks
+):
+    project_services.project_update(
+        project=runner_flow.project,
+        actor=runner_flow.manager,
+        repository_url="file:///nonexistent/repository",
+        gate_policy={"runner": {"required": False}},
+    )
+    _, attempt = claimed(runner_flow)
+
+    attempt = submit(attempt, "0123456789abcdef", django_capture_on_commit_callbacks)
+
+    runner = runs(attempt)["runner"]
+    assert runner.state == "passed"
+    assert runner.summary.startswith("not verified (the runner is optional): git clone: ")
+    assert runner.verdict["verified"] is False
+    assert attempt.task.state == "in_review"
+
+
+def test_a_redelivered_runner_job_stores_one_result(
+    runner_flow, repo, django_capture_on_commit_callbacks
+):
+    _, attempt = claimed(runner_flow)
+    attempt = submit(attempt, repo.honest, django_capture_on_commit_callbacks)
+    stored = Evidence.objects.filter(attempt=attempt).count()
+
+    again = evidence_services.gate_run_execute(run=runs(attempt)["runner"])
+
+    assert (again.state, again.tries) == ("passed", 1)
+    assert Evidence.objects.filter(attempt=attempt).count() == stored
+
+
+def test_the_attempt_api_shows_the_runners_status(
+    runner_flow, repo, api, django_capture_on_commit_callbacks
+):
+    _, attempt = claimed(runner_flow)
+    attempt = submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+
+    body = api(runner_flow.reviewer).get(f"/api/v1/attempts/{attempt.pk}/").json()
+
+    runner = body["runner"]
+    assert (runner["state"], runner["verified"], runner["commit"]) == (
+        "failed",
+        True,
+        repo.false_claim,
+    )
+    assert runner["tests"]["failing"] == [FAILING_TEST]
+    assert (runner["tests"]["tests"], runner["tests"]["failed"]) == (2, 1)
+    assert runner["seconds"] > 0
+
+
+def test_the_task_page_shows_the_runners_verification_and_where_the_agent_disagrees(
+    runner_flow, repo, client, django_capture_on_commit_callbacks
+):
+    task, attempt = claimed(runner_flow)
+    runner_flow.attach(attempt, PASSING_JUNIT, kind="junit", name="junit.xml")
+    submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+    client.force_login(runner_flow.reviewer)
+
+    page = client.get(f"/tasks/{task.key}/?attempt=1").content.decode()
+
+    assert f"verified at <code>{repo.false_claim[:12]}</code> in " in page
+    assert "⚠ the test command exited with 1" in page
+    assert "— agent: 2 passed; runner: 1 of 2 tests failed</li>" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_default_answers_the_submit_at_once_and_the_verdict_follows(
+    runner_flow, repo, api, settings
+):
+    settings.FACTORY_EAGER_BACKGROUND_QUEUES = ["verify"]
+    project_services.project_update(
+        project=runner_flow.project,
+        actor=runner_flow.manager,
+        verify={**VERIFY, "test": "sleep 2; python3 run_tests.py"},
+    )
+    task, attempt = claimed(runner_flow)
+
+    response = api(runner_flow.agent).post(
+        f"/api/v1/attempts/{attempt.pk}/submit/",
+        {"summary": "done", "change": {"commit": repo.honest}},
+        format="json",
+    )
+
+    assert response.status_code == 202
+    assert runs(attempt)["runner"].state in ("queued", "running")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and runs(attempt)["tests-pass"].state in (
+        "queued",
+        "running",
+    ):
+        time.sleep(0.2)
+    task.refresh_from_db()
+    assert (task.state, runs(attempt)["runner"].state) == ("in_review", "passed")
