@@ -33,6 +33,7 @@ from projects.roles import Role, has_role
 from projects.selectors import project_ids_for
 from projects.services import check_storable, require_role
 from projects.tokens import tokens_delete_expired
+from runner.mirror import sweep
 from tasks import claim_sql, context, selectors
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
@@ -449,9 +450,14 @@ def reconcile() -> dict:
     Expires overdue leases; re-queues gate runs whose worker died and re-dispatches
     queued runs whose job never started (``evidence.services.gate_runs_reconcile``);
     concludes checking attempts whose gates have all finished; deletes expired API
-    tokens. Safe to run at any time and from several places at once.
+    tokens; removes runner workspaces older than a runner may run (left by a runner
+    killed mid-run, on this machine). Safe to run at any time and from several places
+    at once.
     """
     counts = {"leases_expired": leases_expire_overdue(), **gate_runs_reconcile()}
+    counts["workspaces_swept"] = sweep(
+        older_than=settings.FACTORY_RUNNER_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS
+    )
     checking = Attempt.objects.filter(state=AttemptState.CHECKING).exclude(
         gate_runs__state__in=[GateRunState.QUEUED, GateRunState.RUNNING]
     )

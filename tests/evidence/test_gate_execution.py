@@ -32,6 +32,7 @@ ZERO = {
     "gate_runs_redispatched": 0,
     "attempts_concluded": 0,
     "tokens_deleted": 0,
+    "workspaces_swept": 0,
 }
 FLAKY_CALLS = {"count": 0}
 
@@ -240,9 +241,7 @@ def test_a_gate_that_keeps_crashing_ends_in_error_with_its_traceback(
 
     run = GateRun.objects.select_related("report").get(attempt=attempt)
     assert (run.state, run.tries) == ("error", 3)
-    assert (
-        run.summary == "the gate crashed on all 3 tries: RuntimeError: boom: the gate fell over"
-    )
+    assert run.summary == "the gate crashed on all 3 tries: RuntimeError: boom: the gate fell over"
     assert (run.report.kind, run.report.provenance, run.report.name) == (
         "log",
         "gate",
@@ -610,6 +609,7 @@ def test_reconcile_counts_everything_it_did_and_then_has_nothing_left(
         "gate_runs_redispatched": 1,
         "attempts_concluded": 1,
         "tokens_deleted": 1,
+        "workspaces_swept": 0,
     }
     assert second == ZERO
     tasks = Task.objects.filter(pk__in=[stuck_task.pk, lost_task.pk, done_task.pk, idle_task.pk])

@@ -287,3 +287,18 @@ def test_the_embedded_default_answers_the_submit_at_once_and_the_verdict_follows
         time.sleep(0.2)
     task.refresh_from_db()
     assert (task.state, runs(attempt)["runner"].state) == ("in_review", "passed")
+
+
+def test_the_reconciler_sweeps_workspaces_a_killed_runner_left_behind(db, settings):
+    folder = settings.FACTORY_RUNNER_ROOT / "workspaces"
+    limit = settings.FACTORY_RUNNER_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS
+    abandoned = folder / f"{int(time.time()) - limit - 10}-abandoned"
+    live = folder / f"{int(time.time())}-live"
+    for workspace in (abandoned, live):
+        (workspace / "src").mkdir(parents=True)
+        (workspace / "src" / "left.txt").write_text("x")
+
+    counts = services.reconcile()
+
+    assert counts["workspaces_swept"] == 1
+    assert sorted(p.name for p in folder.iterdir()) == [live.name]
