@@ -188,9 +188,13 @@ if not CELERY_BROKER_URL:
 CELERY_TASK_ACKS_LATE = True
 # Sites sharing one Redis keep apart by queue name.
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", "factory")
-# Redis re-delivers an unacknowledged job after this long; longer than any gate may run.
+# Redis re-delivers an unacknowledged job after this long; longer than any gate may run,
+# the runner included (FACTORY_RUNNER_TIME_LIMIT below), or a runner still at work would
+# be handed to a second one.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+    "visibility_timeout": env_int(
+        "CELERY_VISIBILITY_TIMEOUT", max(3600, env_int("FACTORY_RUNNER_TIME_LIMIT", 7200) + 600)
+    ),
 }
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # The runner's job has a queue of its own, so runners can live on other machines.

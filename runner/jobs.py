@@ -11,6 +11,7 @@ from django.conf import settings
 from evidence import services
 from evidence.jobs import JOB_OPTIONS
 from evidence.models import GateRun
+from runner.mirror import sweep
 
 
 @shared_task(
@@ -19,6 +20,9 @@ from evidence.models import GateRun
     time_limit=settings.FACTORY_RUNNER_TIME_LIMIT + 30,
 )
 def verify_job(run_id: int) -> None:
+    # Workspaces are local to the runner's machine: each runner sweeps what a killed
+    # runner left here (the reconciler sweeps only where it runs).
+    sweep(older_than=settings.FACTORY_RUNNER_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS)
     run = GateRun.objects.filter(pk=run_id).first()
     if run is not None:
         services.gate_run_execute(run=run)
