@@ -8,12 +8,14 @@ only its own loopback: no network at all unless the caller allows it), a cleared
 environment, and rlimits on memory, processes, file size and CPU time, all set by
 ``prlimit`` before the sandbox starts. When the worker is root the command runs as
 ``FACTORY_RUNNER_UID`` (``setpriv``), so the process limit binds. The PID namespace dies
-with the sandbox's first process, so nothing it started outlives it. A container backend
-implements the same ``run``.
+with the sandbox's first process, so nothing it started outlives it: ``run`` returns only
+once that process is dead. A container backend implements the same ``run``.
 """
 
 import abc
 import contextlib
+import json
+import math
 import os
 import select
 import shutil
@@ -28,6 +30,8 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# How long bwrap may take to reap a killed sandbox (a fork bomb's processes included).
+KILL_WAIT = 10
 # What of /etc a build needs (users, certificates, the resolver, the dynamic linker);
 # the rest of /etc, where operators keep configuration, stays out of sight.
 ETC = [
@@ -58,7 +62,7 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    seconds: int
+    seconds: float
     memory_mb: int
     output_bytes: int
     processes: int
@@ -77,16 +81,20 @@ class Outcome:
     seconds: float
     stopped: str = ""
     output_bytes: int = 0
+    limits: Limits | None = None
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.stopped
 
     def describe(self) -> str:
+        # The limit itself, not what was measured: the last read may overshoot the limit.
         if self.stopped == "time":
-            return f"stopped after its time limit ({self.seconds:.0f} s)"
+            seconds = self.limits.seconds if self.limits else self.seconds
+            return f"stopped after its time limit ({seconds:.0f} s)"
         if self.stopped == "output":
-            return f"stopped: it printed more than its output limit ({self.output_bytes} bytes)"
+            limit = self.limits.output_bytes if self.limits else self.output_bytes
+            return f"stopped: it printed more than its output limit ({limit} bytes)"
         code = self.exit_code
         if code is not None and code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
@@ -137,14 +145,14 @@ class Bubblewrap(Sandbox):
                 "(apt-get install bubblewrap util-linux)"
             )
 
-    def argv(self, command, *, workspace, network, limits, read_only=()) -> list[str]:
+    def argv(self, command, *, workspace, network, limits, read_only=(), info_fd=None) -> list[str]:
         memory = limits.memory_mb * 1024 * 1024
         argv = [
             "prlimit",
             f"--as={memory}",
             f"--nproc={limits.processes}",
             f"--fsize={limits.file_size_mb * 1024 * 1024}",
-            f"--cpu={limits.seconds + 5}",
+            f"--cpu={math.ceil(limits.seconds) + 5}",
             "--core=0",
             "--nofile=4096",
             "--",
@@ -161,6 +169,8 @@ class Bubblewrap(Sandbox):
                 "--",
             ]
         argv += ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
+        if info_fd is not None:
+            argv += ["--info-fd", str(info_fd)]
         if network:
             argv.append("--share-net")
         argv += ["--ro-bind", "/usr", "/usr"]
@@ -172,15 +182,11 @@ class Bubblewrap(Sandbox):
                 argv += ["--ro-bind", str(path), str(path)]
         for name in ETC:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # After the private /tmp, which would otherwise hide a mirror that lives under /tmp.
         for path in [*read_only, *map(Path, settings.FACTORY_RUNNER_RO_BINDS)]:
             argv += ["--ro-bind", str(path), str(path)]
         argv += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/tmp",
             "--bind",
             str(workspace),
             "/workspace",
@@ -213,21 +219,35 @@ class Bubblewrap(Sandbox):
 
     def run(self, command, *, workspace, network, limits, log, read_only=()) -> Outcome:
         self.check()
+        info, info_write = os.pipe()
         argv = self.argv(
-            command, workspace=workspace, network=network, limits=limits, read_only=read_only
+            command,
+            workspace=workspace,
+            network=network,
+            limits=limits,
+            read_only=read_only,
+            info_fd=info_write,
         )
         started = time.monotonic()
         deadline = started + limits.seconds
         # Nothing of the worker's environment (DATABASE_URL, SECRET_KEY, tokens) is passed
         # on; bwrap clears what is left. A session of its own lets us kill every process.
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env={"PATH": SANDBOX_PATH},
-            start_new_session=True,
-        )
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={"PATH": SANDBOX_PATH},
+                start_new_session=True,
+                pass_fds=(info_write,),
+            )
+        except BaseException:
+            os.close(info)
+            raise
+        finally:
+            os.close(info_write)
+        first = _first_process(info)
         written, stopped = 0, ""
         stream = process.stdout
         try:
@@ -250,18 +270,57 @@ class Bubblewrap(Sandbox):
                     break
         finally:
             if stopped or process.poll() is None:
-                _kill(process)
+                _kill(process, first)
             exit_code = process.wait()
+            _end(first)
             stream.close()
         return Outcome(
             exit_code=exit_code,
             seconds=time.monotonic() - started,
             stopped=stopped,
             output_bytes=written,
+            limits=limits,
         )
 
 
-def _kill(process: subprocess.Popen) -> None:
-    """Kill the sandbox's process group; its PID namespace takes everything else with it."""
+def _first_process(info: int) -> int | None:
+    """A pidfd for the sandbox's first process (its PID 1), which bwrap names on --info-fd.
+
+    bwrap writes it once the sandbox is set up and then closes the pipe (or exits).
+    """
+    with os.fdopen(info, "rb") as stream:
+        said = stream.read()
+    try:
+        return os.pidfd_open(json.loads(said)["child-pid"])
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+
+
+def _kill(process: subprocess.Popen, first: int | None) -> None:
+    """Kill the sandbox's first process, which takes its PID namespace with it, and wait
+    for bwrap to exit; if there is no first process yet, or bwrap does not exit, the
+    process group goes."""
+    if first is not None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(first, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=KILL_WAIT)
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _end(first: int | None) -> None:
+    """Return only once the sandbox's first process has died, and every process it
+    started with it.
+
+    bwrap exits as soon as the command does, while its PID 1 is still waiting on what
+    the command left running (a daemon, a fork bomb's children); that PID 1 is killed
+    here, and the kernel lets it finish dying only after the rest of its namespace.
+    """
+    if first is None:
+        return
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+        signal.pidfd_send_signal(first, signal.SIGKILL)
+    select.select([first], [], [], KILL_WAIT)
+    os.close(first)

@@ -62,6 +62,7 @@ def verify(*, project, commit: str) -> Result:
     box = sandbox()
     try:
         box.check()
+        _check_reachable(git.root())
         path, how = git.mirror(project)
         sha = git.resolve(path, commit)
         diff, base = git.diff(
@@ -82,6 +83,21 @@ def verify(*, project, commit: str) -> Result:
     return result
 
 
+def _check_reachable(root: Path) -> None:
+    """The sandbox's user must pass through every folder above its workspace; if it cannot,
+    that is this machine's fault, not the submission's: nothing can be measured."""
+    owner = _owner()
+    if owner is None:
+        return
+    for folder in (root, *root.resolve().parents):
+        info = folder.stat()
+        if info.st_uid != owner and not info.st_mode & stat.S_IXOTH:
+            raise RunnerUnavailable(
+                f"the sandbox's user ({owner}) cannot pass through {folder} on the way to "
+                f"FACTORY_RUNNER_ROOT ({root}); chmod o+x it or choose another root"
+            )
+
+
 def _run_steps(box, block: dict, src: Path, mirror_path: Path, result: Result) -> None:
     log = io.BytesIO()
     deadline = time.monotonic() + block["timeout_seconds"]
@@ -89,7 +105,8 @@ def _run_steps(box, block: dict, src: Path, mirror_path: Path, result: Result) -
     steps.append(("test", block["test"], False))
     for number, (name, command, network) in enumerate(steps, 1):
         room = block["output_limit_bytes"] - log.tell()
-        left = int(deadline - time.monotonic())
+        # Not rounded down: a 1 s budget would leave a whole-second step no time at all.
+        left = deadline - time.monotonic()
         header = f"[runner] step {number} ({name}{', network' if network else ''}): {command}\n"
         log.write(header.encode())
         if left <= 0 or room <= 0:

@@ -302,3 +302,21 @@ def test_the_reconciler_sweeps_workspaces_a_killed_runner_left_behind(db, settin
 
     assert counts["workspaces_swept"] == 1
     assert sorted(p.name for p in folder.iterdir()) == [live.name]
+
+
+def test_a_runner_root_the_sandbox_cannot_reach_is_the_machines_fault_not_the_submissions(
+    tmp_path, settings
+):
+    from runner.verify import RunnerUnavailable, verify
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    settings.FACTORY_RUNNER_ROOT = private / "runner"
+    project = type("P", (), {"pk": 1, "repository_url": "file:///x", "verify": VERIFY})()
+
+    with pytest.raises(RunnerUnavailable) as refused:
+        verify(project=project, commit="abc1234")
+
+    assert str(refused.value).startswith(
+        f"the sandbox's user (65534) cannot pass through {private} on the way to"
+    )

@@ -1,0 +1,104 @@
+"""Fixtures for the runner's tests: a runner root per test and real git repositories."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from projects.verify import clean_verify
+
+# A user of these tests' own, not the default 65534: other suites' sandboxes running on this
+# machine at the same time must neither look like leftovers nor share a fork bomb's
+# process limit.
+SANDBOX_UID = 65533
+GIT_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "Tester",
+    "GIT_AUTHOR_EMAIL": "tester@example.com",
+    "GIT_COMMITTER_NAME": "Tester",
+    "GIT_COMMITTER_EMAIL": "tester@example.com",
+}
+LIMITS = {"timeout_seconds": 5, "memory_mb": 256, "output_limit_bytes": 64 * 1024}
+
+
+@pytest.fixture(autouse=True)
+def _bwrap():
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed on this machine")
+
+
+@pytest.fixture
+def runner_root(settings, tmp_path) -> Path:
+    """This test's own FACTORY_RUNNER_ROOT, which the sandbox's user may pass through."""
+    # pytest makes its base temporary directory private (0700); the sandbox's user must
+    # reach the workspace and the mirror below it, as in a deployment.
+    for folder in (tmp_path, *tmp_path.parents):
+        if folder == Path("/tmp"):
+            break
+        folder.chmod(folder.stat().st_mode | 0o711)
+    settings.FACTORY_RUNNER_ROOT = tmp_path / "runner"
+    settings.FACTORY_RUNNER_UID = SANDBOX_UID
+    return tmp_path / "runner"
+
+
+class Repository:
+    """A real git repository: a base commit on main, then commits on a branch."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.url = f"file://{path}"
+        path.mkdir()
+        self.git("init", "-q", "-b", "main")
+        (path / "README.md").write_text("base\n")
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", "base")
+        self.git("checkout", "-q", "-b", "hostile")
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=self.path, env=GIT_ENV, capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    def commit(self, files: dict, symlinks: dict | None = None) -> str:
+        """Commit ``files`` (name: text) and ``symlinks`` (name: target); the commit's hash."""
+        for name, text in files.items():
+            (self.path / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.path / name).write_text(text)
+        for name, target in (symlinks or {}).items():
+            (self.path / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.path / name).symlink_to(target)
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", "hostile")
+        return self.git("rev-parse", "HEAD")
+
+
+def project_for(url: str, **verify) -> SimpleNamespace:
+    """What ``verify`` needs of a project, with small limits and the test in ``test.py``."""
+    block = {"test": "python3 test.py", "junit": "reports/junit.xml", **LIMITS, **verify}
+    return SimpleNamespace(
+        pk=1, repository_url=url, default_branch="main", verify=clean_verify(block)
+    )
+
+
+@pytest.fixture
+def repository(tmp_path, runner_root) -> Repository:
+    return Repository(tmp_path / "repo")
+
+
+@pytest.fixture
+def hostile(repository):
+    """``hostile(files, symlinks=None, **verify)``: the project and the hash of a commit of
+    ``files`` on a branch of a fresh repository."""
+
+    def make(files: dict, *, symlinks: dict | None = None, **verify):
+        sha = repository.commit(files, symlinks)
+        return project_for(repository.url, **verify), sha
+
+    return make

@@ -1,0 +1,366 @@
+"""Hostile repositories against the runner: each a real git repository built in the test,
+its hostile commit verified in the real sandbox (bubblewrap); afterwards nothing escaped,
+nothing is left running and no workspace is left behind."""
+
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from runner.verify import RunnerUnavailable, verify
+
+NO_JUNIT = "JUnit report: the test command wrote nothing at reports/junit.xml"
+TIMED_OUT = "the test command stopped after its time limit (5 s)"
+WRITE_JUNIT = """
+import os
+os.makedirs("reports", exist_ok=True)
+with open("reports/junit.xml", "w") as report:
+    report.write('<testsuite tests="1"><testcase classname="t" name="ok"/></testsuite>')
+"""
+PYTHON_FORK_BOMB = """
+import os, time
+while True:
+    try:
+        os.fork()
+    except OSError:
+        time.sleep(0.01)
+"""
+# The shell itself then spins on builtins, so that only the time limit can end it.
+SHELL_FORK_BOMB = ":(){ :|:& };:\nwhile true; do true; done\n"
+MEMORY_BOMB = """
+hoard = []
+while True:
+    hoard.append(bytearray(16 * 1024 * 1024))
+"""
+# Prints, for each path, what reading (or writing) it gave.
+READ_EACH = """
+import os, sys
+for path in sys.argv[1:]:
+    try:
+        with open(path, "rb") as source:
+            print(path, source.read())
+    except OSError as exc:
+        print(path, repr(exc))
+"""
+WRITE_EACH = """
+import os, sys
+for path in sys.argv[1:]:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as target:
+            target.write("escaped")
+        print(path, "written")
+    except OSError as exc:
+        print(path, repr(exc))
+"""
+CONNECT_EACH = """
+import socket, sys
+for address in sys.argv[1:]:
+    host, port = address.split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=3)
+        print(address, "connected")
+    except OSError as exc:
+        print(address, repr(exc))
+"""
+# A classic double-forked daemon with its output closed, and a setsid one from the shell.
+DAEMONS = (
+    """
+import os, subprocess, time
+subprocess.Popen("setsid sh -c 'sleep 300' >/dev/null 2>&1 &", shell=True).wait()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.closerange(0, 3)
+        while True:
+            with open("/workspace/daemon-alive", "a") as marker:
+                marker.write("x")
+            time.sleep(0.05)
+    os._exit(0)
+print("daemons started")
+"""
+    + WRITE_JUNIT
+)
+
+
+def sandbox_processes() -> list[str]:
+    """Every live process of the sandbox's user on this machine, as ``pid state cmdline``
+    (the tests run as root, so the sandbox runs as ``FACTORY_RUNNER_UID``).
+
+    Zombies are left out: the sandbox's first process, once its bwrap has exited, stays
+    one until the machine's init collects it; it runs nothing and holds nothing open.
+    """
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == settings.FACTORY_RUNNER_UID:
+                state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+                if state != "Z":
+                    found.append(f"{entry.name} {state} {(entry / 'cmdline').read_bytes()!r}")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def workspaces(runner_root: Path) -> list[Path]:
+    folder = runner_root / "workspaces"
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def test_python_fork_bomb_is_stopped_at_its_time_limit(hostile, runner_root):
+    project, sha = hostile({"test.py": PYTHON_FORK_BOMB})
+
+    started = time.monotonic()
+    result = verify(project=project, commit=sha)
+
+    assert time.monotonic() - started < 7
+    assert result.problems == [TIMED_OUT, NO_JUNIT]
+    assert result.steps[0]["stopped"] == "time"
+    assert result.log.startswith(b"[runner] step 1 (test): python3 test.py\n\n[runner] step 1 ")
+    assert sandbox_processes() == []
+    assert workspaces(runner_root) == []
+
+
+def test_shell_fork_bomb_is_stopped_at_its_time_limit(hostile, runner_root):
+    project, sha = hostile({"bomb.sh": SHELL_FORK_BOMB}, test="bash bomb.sh")
+
+    started = time.monotonic()
+    result = verify(project=project, commit=sha)
+
+    assert time.monotonic() - started < 7
+    assert result.problems == [TIMED_OUT, NO_JUNIT]
+    assert b"fork: retry: Resource temporarily unavailable" in result.log
+    assert sandbox_processes() == []
+    assert workspaces(runner_root) == []
+
+
+def test_infinite_loop_is_stopped_after_its_time_limit(hostile, runner_root):
+    project, sha = hostile({"test.py": "print('looping', flush=True)\nwhile True:\n    pass\n"})
+
+    result = verify(project=project, commit=sha)
+
+    assert result.problems == [TIMED_OUT, NO_JUNIT]
+    assert result.steps[0]["outcome"] == "stopped after its time limit (5 s)"
+    assert 5 <= result.steps[0]["seconds"] < 6
+    assert result.log.startswith(b"[runner] step 1 (test): python3 test.py\nlooping\n\n")
+    assert sandbox_processes() == []
+    assert workspaces(runner_root) == []
+
+
+def test_memory_bomb_fails_with_memory_error(hostile, runner_root):
+    project, sha = hostile({"test.py": MEMORY_BOMB})
+
+    result = verify(project=project, commit=sha)
+
+    assert result.problems == ["the test command exited with 1", NO_JUNIT]
+    assert result.steps[0]["stopped"] == ""
+    lines = result.log.splitlines()
+    assert b"    hoard.append(bytearray(16 * 1024 * 1024))" in lines
+    assert lines[-3:-1] == [b"MemoryError", b""]
+    assert lines[-1].startswith(b"[runner] step 1 exited with 1 after ")
+    assert sandbox_processes() == []
+    assert workspaces(runner_root) == []
+
+
+def test_a_gibibyte_of_output_is_cut_at_the_output_limit(hostile, runner_root):
+    project, sha = hostile({"run.sh": "head -c 1073741824 /dev/zero\n"}, test="sh run.sh")
+
+    started = time.monotonic()
+    result = verify(project=project, commit=sha)
+
+    assert time.monotonic() - started < 5
+    said = "stopped: it printed more than its output limit (65536 bytes)"
+    assert result.problems == [f"the test command {said}; the log is cut there", NO_JUNIT]
+    header, output = result.log.split(b"\n", 1)
+    assert header == b"[runner] step 1 (test): sh run.sh"
+    assert output[:65536] == b"\0" * 65536
+    assert re.fullmatch(
+        rf"\n\[runner\] step 1 {re.escape(said)} after \d+\.\d s\n".encode(), output[65536:]
+    )
+    assert sandbox_processes() == []
+    assert workspaces(runner_root) == []
+
+
+def test_no_connection_leaves_the_sandbox(hostile, runner_root):
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    test = f"python3 connect.py 127.0.0.1:{port} 1.1.1.1:80"
+    project, sha = hostile({"connect.py": CONNECT_EACH}, test=test)
+
+    started = time.monotonic()
+    result = verify(project=project, commit=sha)
+
+    assert time.monotonic() - started < 3
+    assert result.problems == [NO_JUNIT]
+    assert result.log.splitlines()[1:3] == [
+        f"127.0.0.1:{port} ConnectionRefusedError(111, 'Connection refused')".encode(),
+        b"1.1.1.1:80 OSError(101, 'Network is unreachable')",
+    ]
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    listener.close()
+    assert workspaces(runner_root) == []
+
+
+def test_the_sandbox_sees_no_secret_of_the_server(hostile, runner_root, monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "secret-key-marker-7f3a")
+    monkeypatch.setenv("DATABASE_URL", "postgres://factory:db-password-marker-91c@db/factory")
+    upload = Path(settings.MEDIA_ROOT) / "evidence" / "upload.txt"
+    upload.parent.mkdir(parents=True)
+    upload.write_text("media-marker-5d2e")
+    config = (Path(settings.BASE_DIR) / "factory_site" / "settings.py").resolve()
+    test = f"python3 read.py /proc/1/environ /proc/self/environ {config} {upload}"
+    project, sha = hostile({"read.py": READ_EACH}, test=test)
+
+    result = verify(project=project, commit=sha)
+
+    assert result.log.splitlines()[1:5] == [
+        b"/proc/1/environ b'PATH=/usr/local/bin:/usr/bin:/bin\\x00'",
+        b"/proc/self/environ b'CI=1\\x00HOME=/tmp\\x00TMPDIR=/tmp\\x00PATH=/usr/local/bin:/usr/bin:/bin"
+        b"\\x00LANG=C.UTF-8\\x00PWD=/workspace\\x00'",
+        f"{config} FileNotFoundError(2, 'No such file or directory')".encode(),
+        f"{upload} FileNotFoundError(2, 'No such file or directory')".encode(),
+    ]
+    for secret in (b"secret-key-marker-7f3a", b"db-password-marker-91c", b"media-marker-5d2e"):
+        assert secret not in result.log
+    assert workspaces(runner_root) == []
+
+
+def test_writes_outside_the_workspace_do_not_reach_the_machine(hostile, runner_root, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.chmod(0o777)
+    name = f"escape-{tmp_path.name}"
+    mirror = runner_root / "mirrors" / "1.git"
+    targets = [
+        f"/tmp/../{name}",
+        f"/usr/{name}",
+        f"/etc/{name}",
+        f"{outside}/{name}",
+        f"{mirror}/{name}",
+    ]
+    project, sha = hostile({"write.py": WRITE_EACH}, test=f"python3 write.py {' '.join(targets)}")
+
+    result = verify(project=project, commit=sha)
+
+    assert result.log.decode().splitlines()[1:6] == [
+        f"/tmp/../{name} written",
+        f"/usr/{name} OSError(30, 'Read-only file system')",
+        f"/etc/{name} written",
+        f"{outside}/{name} written",
+        f"{mirror}/{name} OSError(30, 'Read-only file system')",
+    ]
+    assert [os.path.exists(os.path.normpath(path)) for path in targets] == [False] * 5
+    assert list(outside.iterdir()) == []
+    assert workspaces(runner_root) == []
+
+
+def test_daemons_do_not_outlive_the_verification(hostile, runner_root):
+    project, sha = hostile({"test.py": DAEMONS})
+
+    started = time.monotonic()
+    result = verify(project=project, commit=sha)
+
+    assert time.monotonic() - started < 3
+    assert result.problems == []
+    assert result.steps[0]["outcome"] == "exited with 0"
+    assert b"daemons started\n" in result.log
+    assert sandbox_processes() == []
+    assert workspaces(runner_root) == []
+
+
+def test_a_report_linked_outside_the_repository_is_refused(hostile, runner_root, tmp_path):
+    secret = tmp_path / "host-secret.xml"
+    secret.write_text("<testsuite>host-secret-marker-3b8e</testsuite>")
+    links = {"reports/junit.xml": str(secret), "shadow": "/etc/shadow"}
+    project, sha = hostile(
+        {"read.py": READ_EACH}, symlinks=links, test="python3 read.py shadow reports/junit.xml"
+    )
+
+    result = verify(project=project, commit=sha)
+
+    assert result.problems == [
+        "JUnit report: reports/junit.xml goes through a symbolic link; reports must be plain files"
+    ]
+    assert result.junit is None
+    assert result.log.splitlines()[1:3] == [
+        b"shadow FileNotFoundError(2, 'No such file or directory')",
+        b"reports/junit.xml FileNotFoundError(2, 'No such file or directory')",
+    ]
+    assert b"host-secret-marker-3b8e" not in result.log + result.diff
+    assert (secret.stat().st_uid, secret.read_text()) == (
+        0,
+        "<testsuite>host-secret-marker-3b8e</testsuite>",
+    )
+    assert workspaces(runner_root) == []
+
+
+def test_an_unknown_commit_is_unavailable_naming_it(hostile, runner_root):
+    project, _ = hostile({"test.py": WRITE_JUNIT})
+    unknown = "0123456789abcdef0123456789abcdef01234567"
+
+    with pytest.raises(RunnerUnavailable) as raised:
+        verify(project=project, commit=unknown)
+
+    assert str(raised.value) == (
+        f"commit {unknown} is not in the repository (fetched just now); was it pushed?"
+    )
+    assert workspaces(runner_root) == []
+
+
+def test_an_unreachable_repository_is_unavailable_with_gits_message(hostile, runner_root):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    project.repository_url = "file:///nonexistent"
+
+    with pytest.raises(RunnerUnavailable) as raised:
+        verify(project=project, commit=sha)
+
+    assert str(raised.value) == (
+        "git clone: fatal: '/nonexistent' does not appear to be a git repository\n"
+        "fatal: Could not read from remote repository.\n\n"
+        "Please make sure you have the correct access rights\n"
+        "and the repository exists."
+    )
+    assert not (runner_root / "mirrors" / "1.git").exists()
+    assert workspaces(runner_root) == []
+
+
+def test_a_second_verification_fetches_into_the_same_mirror(hostile, repository, runner_root):
+    project, first = hostile({"test.py": WRITE_JUNIT})
+    cloned = verify(project=project, commit=first)
+    mirror = (runner_root / "mirrors" / "1.git").stat().st_ino
+
+    second = repository.commit({"later.txt": "pushed after the first verification\n"})
+    fetched = verify(project=project, commit=second)
+
+    assert (cloned.mirror, cloned.commit, cloned.problems) == ("cloned", first, [])
+    assert (fetched.mirror, fetched.commit, fetched.problems) == ("fetched", second, [])
+    assert (runner_root / "mirrors" / "1.git").stat().st_ino == mirror
+    assert workspaces(runner_root) == []
+
+
+def test_a_one_second_budget_still_runs_the_test(hostile, runner_root):
+    project, sha = hostile({"test.py": WRITE_JUNIT}, timeout_seconds=1)
+
+    result = verify(project=project, commit=sha)
+
+    assert result.problems == []
+    assert result.steps[0]["outcome"] == "exited with 0"
+    assert workspaces(runner_root) == []
+
+
+def test_the_test_command_can_use_git_in_its_workspace(hostile, runner_root):
+    project, sha = hostile(
+        {"test.py": WRITE_JUNIT}, test="git log -1 --format='%H %s' && python3 test.py"
+    )
+
+    result = verify(project=project, commit=sha)
+
+    assert result.problems == []
+    assert result.log.splitlines()[1] == f"{sha} hostile".encode()
+    assert workspaces(runner_root) == []
