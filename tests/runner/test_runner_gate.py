@@ -13,23 +13,9 @@ from evidence.models import Evidence, GateRun
 from projects import services as project_services
 from projects.models import Event
 from tasks import context, services
-from tasks.demo.repository import VERIFY, build
-
-CRITERIA = [
-    {
-        "key": "AC-1",
-        "text": "Claims respect priority and dependencies.",
-        "proof": {"check": "tests", "select": "tests/test_claimqueue.py::*"},
-    }
-]
-POLICY = {"runner": {"required": True}, "required-evidence": {}, "tests-pass": {}, "diff-scope": {}}
-PASSING_JUNIT = (
-    b'<testsuite tests="2"><testcase classname="tests.test_claimqueue.ClaimTest" '
-    b'name="test_claim_takes_highest_priority_first"/><testcase '
-    b'classname="tests.test_claimqueue.ClaimTest" '
-    b'name="test_claim_skips_tasks_with_open_dependencies"/></testsuite>'
-)
-FAILING_TEST = "tests/test_claimqueue.py::ClaimTest::test_claim_skips_tasks_with_open_dependencies"
+from tasks.demo.repository import FAILING_TEST, VERIFY, build
+from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
+from tasks.demo.runner_demo import CRITERIA, POLICY
 
 
 @pytest.fixture

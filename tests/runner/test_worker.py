@@ -24,7 +24,9 @@ from projects import services as project_services
 from projects.models import Event
 from proof.workers import celery_worker
 from tasks import context, services
-from tasks.demo.repository import VERIFY, build
+from tasks.demo.repository import FAILING_TEST, VERIFY, build
+from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
+from tasks.demo.runner_demo import CRITERIA, POLICY
 from tasks.models import Task
 from tests.conftest import postgres_only
 
@@ -32,21 +34,6 @@ pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
 REDIS_URL = os.environ.get("FACTORY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 SANDBOX_UID = "65534"
-CRITERIA = [
-    {
-        "key": "AC-1",
-        "text": "Claims respect priority and dependencies.",
-        "proof": {"check": "tests", "select": "tests/test_claimqueue.py::*"},
-    }
-]
-POLICY = {"runner": {"required": True}, "required-evidence": {}, "tests-pass": {}, "diff-scope": {}}
-PASSING_JUNIT = (
-    b'<testsuite tests="2"><testcase classname="tests.test_claimqueue.ClaimTest" '
-    b'name="test_claim_takes_highest_priority_first"/><testcase '
-    b'classname="tests.test_claimqueue.ClaimTest" '
-    b'name="test_claim_skips_tasks_with_open_dependencies"/></testsuite>'
-)
-FAILING_TEST = "tests/test_claimqueue.py::ClaimTest::test_claim_skips_tasks_with_open_dependencies"
 
 
 def reset_connections():
