@@ -5,37 +5,62 @@ from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from projects import services
+from projects import services, verify
 from projects.models import Project
 from projects.policy import registry
 from projects.rest import IdCursorPagination, JSONInputSerializer, errors
 from projects.roles import roles_in
 from projects.selectors import project_ids_for, visible_project
 
-VERIFY_SCHEMA = {
-    "type": "object",
-    "description": (
-        "How the runner verifies each submission at its commit ({} for no runner): setup "
-        "commands, the test command (sh -c, no network), where it writes JUnit and "
-        "Cobertura, and its limits. See docs/runner.md."
-    ),
-    "properties": {
-        "setup": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
-        "test": {"type": "string"},
-        "junit": {"type": "string"},
-        "coverage": {"type": "string", "nullable": True},
-        "timeout_seconds": {"type": "integer", "minimum": 1},
-        "memory_mb": {"type": "integer", "minimum": 64},
-        "output_limit_bytes": {"type": "integer", "minimum": 1024},
-        "setup_network": {"type": "boolean"},
-    },
-    "additionalProperties": False,
-}
+
+def _verify_schema() -> dict:
+    """The verify block as ``projects.verify.clean_verify`` takes it: {} or the whole block."""
+    command = {"type": "string", "pattern": verify.COMMAND_PATTERN, "maxLength": verify.MAX_COMMAND}
+    path = {"type": "string", "pattern": verify.REPORT_PATH_PATTERN, "maxLength": verify.MAX_PATH}
+    limits = {
+        name: {"type": "integer", "minimum": low, "maximum": high}
+        for name, (low, high) in verify.verify_bounds().items()
+    }
+    block = {
+        "type": "object",
+        "properties": {
+            "setup": {"type": "array", "items": command, "maxItems": verify.MAX_SETUP},
+            "test": command,
+            "junit": path,
+            "coverage": {**path, "nullable": True},
+            **limits,
+            "setup_network": {"type": "boolean"},
+        },
+        "required": ["test", "junit"],
+        "additionalProperties": False,
+    }
+    return {
+        "description": (
+            "How the runner verifies each submission at its commit ({} for no runner): setup "
+            "commands, the test command (sh -c, never with the network), where it writes "
+            "JUnit and Cobertura, and its limits. See docs/runner.md."
+        ),
+        "anyOf": [{"type": "object", "maxProperties": 0}, block],
+    }
 
 
-@extend_schema_field(VERIFY_SCHEMA)
-class VerifyField(serializers.JSONField):
+@extend_schema_field(_verify_schema())
+class VerifyField(serializers.DictField):
     """``projects.verify.clean_verify`` checks it and fills in the defaults."""
+
+
+@extend_schema_field(
+    {"type": "string", "pattern": f"^$|{verify.REPOSITORY_PATTERN}", "maxLength": verify.MAX_URL}
+)
+class RepositoryField(serializers.CharField):
+    """``projects.verify.clean_repository_url`` checks it against the same pattern."""
+
+
+@extend_schema_field(
+    {"type": "string", "pattern": verify.BRANCH_PATTERN, "maxLength": verify.MAX_BRANCH}
+)
+class BranchField(serializers.CharField):
+    """``projects.verify.clean_branch`` checks it against the same pattern."""
 
 
 class ProjectSerializer(serializers.Serializer):
@@ -104,13 +129,16 @@ class ProjectDetailApi(APIView):
 
     class InputSerializer(JSONInputSerializer):
         name = serializers.CharField(max_length=200, required=False)
-        repository_url = serializers.CharField(
-            max_length=2000,
+        repository_url = RepositoryField(
+            max_length=verify.MAX_URL,
             required=False,
             allow_blank=True,
-            help_text="What git fetches: https://, ssh://, git://, file://, a path, user@host:path.",
+            trim_whitespace=False,
+            help_text="What git fetches: https://, ssh://, git://, file:///, a path, user@host:path.",
         )
-        default_branch = serializers.CharField(max_length=200, required=False)
+        default_branch = BranchField(
+            max_length=verify.MAX_BRANCH, required=False, trim_whitespace=False
+        )
         verify = VerifyField(required=False)
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
         gate_policy = GatePolicyField(
@@ -125,7 +153,7 @@ class ProjectDetailApi(APIView):
         return Response(ProjectSerializer(project, context={"request": request}).data)
 
     @extend_schema(
-        request=InputSerializer, responses={200: ProjectSerializer, **errors(400, 403, 404)}
+        request=InputSerializer, responses={200: ProjectSerializer, **errors(400, 403, 404, 409)}
     )
     def patch(self, request, slug):
         project = visible_project(request.user, slug)

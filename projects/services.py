@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from projects.errors import PermissionDenied
+from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Membership, Project
 from projects.policy import clean_policy
 from projects.roles import Role, forget_roles, has_role
@@ -70,18 +70,22 @@ CLEANERS = {
 
 
 def check_runner_ready(project: Project) -> None:
-    """Refuse (400) a gate policy with the runner when the runner has nothing to run."""
+    """Refuse (409 ``runner_unconfigured``) a policy with the runner when it has nothing to run."""
     if "runner" not in (project.gate_policy or {}):
         return
-    missing = {}
-    if not project.repository_url:
-        missing["repository_url"] = "the runner gate needs the repository to fetch from"
-    if not project.verify:
-        missing["verify"] = (
-            "the runner gate needs a verify block: the test command and its JUnit path"
+    missing = [
+        what
+        for what, present in (
+            ("repository_url (the repository to fetch from)", project.repository_url),
+            ("verify (the test command and its JUnit path)", project.verify),
         )
+        if not present
+    ]
     if missing:
-        raise ValidationError(missing)
+        raise Conflict(
+            f"the runner gate needs {' and '.join(missing)}; set them with the policy or first",
+            code="runner_unconfigured",
+        )
 
 
 def project_update(*, project: Project, actor, **changes) -> Project:

@@ -36,6 +36,12 @@ TABLES = [
 ]
 SAMPLED = ["tasks_project", "tasks_membership", "tasks_event", "evidence_evidence"]
 MOVED = ["project", "membership", "event"]
+# Later migrations add columns (the runner's default_branch and verify); the rows keep
+# every value they had in the columns they had.
+COLUMNS = {
+    "tasks_project": "id, slug, name, repository_url, gate_policy, max_attempts, task_seq, "
+    "spec_seq, decision_seq, created_at"
+}
 # Each event's subject, through its content type: the links the audit trail lives by.
 SUBJECTS = """
     SELECT e.id, ct.app_label, ct.model FROM tasks_event e
@@ -49,7 +55,7 @@ def snapshot(cursor) -> dict:
         cursor.execute(f"SELECT count(*) FROM {table}")
         state[table] = cursor.fetchone()[0]
     for table in SAMPLED:
-        cursor.execute(f"SELECT * FROM {table} ORDER BY id LIMIT 200")
+        cursor.execute(f"SELECT {COLUMNS.get(table, '*')} FROM {table} ORDER BY id LIMIT 200")
         state[f"{table} rows"] = [tuple(row) for row in cursor.fetchall()]
     cursor.execute(SUBJECTS)
     state["subjects"] = [

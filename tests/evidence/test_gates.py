@@ -16,6 +16,7 @@ from decisions import services as decision_services
 from evidence import gates
 from evidence.gates import Verdict
 from projects.policy import clean_policy, registry
+from runner.gates import RunnerGate
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"
 ALLOWED = ["tasks/**", "tests/**"]
@@ -691,6 +692,7 @@ def test_the_registry_holds_the_built_in_gates_by_name():
         "coverage": gates.CoverageGate,
         "diff-scope": gates.DiffScope,
         "required-evidence": gates.RequiredEvidence,
+        "runner": RunnerGate,
         "spec-current": gates.SpecCurrent,
         "tests-pass": gates.TestsPass,
     }

@@ -53,6 +53,8 @@ def test_a_manager_sets_the_runner_and_it_is_on_record_with_its_defaults(flow, a
         ({"repository_url": "-uhelp"}, {"repository_url"}),
         ({"repository_url": "ftp://example.org/x.git"}, {"repository_url"}),
         ({"repository_url": "file:///work/../etc"}, {"repository_url"}),
+        ({"repository_url": "file://relative/repo"}, {"repository_url"}),
+        ({"repository_url": "https://example.org/a repo.git"}, {"repository_url"}),
         ({"default_branch": "../main"}, {"default_branch"}),
         ({"default_branch": "-f"}, {"default_branch"}),
         ({"verify": {"junit": "reports/junit.xml"}}, {"verify.test"}),
@@ -64,7 +66,8 @@ def test_a_manager_sets_the_runner_and_it_is_on_record_with_its_defaults(flow, a
         ({"verify": {**VERIFY, "setup": [""]}}, {"verify.setup[0]"}),
         ({"verify": {**VERIFY, "network": True}}, {"verify.network"}),
         ({"verify": "make test"}, {"verify"}),
-        ({"gate_policy": {"runner": {}}}, {"repository_url", "verify"}),
+        ({"verify": {**VERIFY, "junit": "reports/./junit.xml"}}, {"verify.junit"}),
+        ({"verify": {**VERIFY, "test": "   "}}, {"verify.test"}),
     ],
 )
 def test_bad_runner_settings_are_400_naming_the_field_and_change_nothing(flow, api, body, errors):
@@ -86,10 +89,32 @@ def test_bad_runner_settings_are_400_naming_the_field_and_change_nothing(flow, a
 def test_a_local_repository_may_not_be_the_servers_own_directory(flow, api, settings):
     response = patch(api, flow, repository_url=f"file://{settings.BASE_DIR}")
 
-    assert response.status_code == 400
-    assert response.json()["fields"] == {
-        "repository_url": ["a local repository may not be one of the server's own directories"]
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"file://{settings.BASE_DIR} is one of the server's own directories; "
+        "a local repository may not be",
+        "code": "repository_not_allowed",
     }
+    flow.project.refresh_from_db()
+    assert flow.project.repository_url == ""
+
+
+def test_the_runner_gate_without_a_repository_and_verify_block_is_409_and_changes_nothing(
+    flow, api
+):
+    before = Event.objects.count()
+
+    response = patch(api, flow, gate_policy={"runner": {"required": True}})
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": "the runner gate needs repository_url (the repository to fetch from) and "
+        "verify (the test command and its JUnit path); set them with the policy or first",
+        "code": "runner_unconfigured",
+    }
+    flow.project.refresh_from_db()
+    assert "runner" not in flow.project.gate_policy
+    assert Event.objects.count() == before
 
 
 def test_only_managers_change_the_runner(flow, api):
