@@ -6,6 +6,7 @@ importing it, so an app's services and jobs never import each other.
 """
 
 import threading
+from contextlib import contextmanager
 
 from celery import current_app
 from django.conf import settings
@@ -24,12 +25,29 @@ def enqueue(name: str, *args, countdown: float | None = None) -> None:
         current_app.loader.import_default_modules()
     job = current_app.tasks[name]
     queue = (current_app.conf.task_routes or {}).get(name, {}).get("queue")
-    if current_app.conf.task_always_eager and queue in set(
-        settings.FACTORY_EAGER_BACKGROUND_QUEUES
-    ):
+    background = set(settings.FACTORY_EAGER_BACKGROUND_QUEUES)
+    if current_app.conf.task_always_eager and queue in background and not _local.foreground:
         threading.Thread(target=_in_background, args=(job, args), daemon=True).start()
         return
     job.apply_async(args, countdown=countdown)
+
+
+class _Local(threading.local):
+    foreground = False
+
+
+_local = _Local()
+
+
+@contextmanager
+def foreground():
+    """Run eager jobs in this thread, even those of the background queues: for a command
+    that needs their results before it exits (``seed_demo``)."""
+    _local.foreground, before = True, _local.foreground
+    try:
+        yield
+    finally:
+        _local.foreground = before
 
 
 def _in_background(job, args) -> None:

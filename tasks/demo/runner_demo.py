@@ -5,6 +5,7 @@ RD-2 is a false claim: the agent attached a passing JUnit report for code whose 
 fails, the runner ran the tests itself and the task went back to ready.
 """
 
+import contextlib
 import shutil
 
 from django.conf import settings
@@ -13,8 +14,11 @@ from django.db import transaction
 
 from decisions import services as decisions
 from evidence import services as evidence
+from evidence.models import FINISHED_GATE_STATES
 from projects import services as project_services
+from projects.errors import ServiceError
 from projects.models import Project
+from projects.queue import foreground
 from runner.sandbox import SandboxUnavailable, sandbox
 from tasks import services
 from tasks.demo.repository import VERIFY, build
@@ -85,13 +89,15 @@ def seed_runner_demo(demo, out) -> bool:
                 kind="junit",
                 criteria=["AC-1"],
             )
-        services.attempt_submit(
-            attempt=attempt,
-            actor=agent,
-            summary=f"{attempt.task.title}; the tests pass.",
-            change={"commit": commit, "branch": f"agent/{attempt.task.key.lower()}"},
-            idempotency_key=f"demo-{attempt.task.key}",
-        )
+        # With Celery eager (make run) the jobs run here, before the command exits.
+        with foreground():
+            services.attempt_submit(
+                attempt=attempt,
+                actor=agent,
+                summary=f"{attempt.task.title}; the tests pass.",
+                change={"commit": commit, "branch": f"agent/{attempt.task.key.lower()}"},
+                idempotency_key=f"demo-{attempt.task.key}",
+            )
         _check(attempt)
     return True
 
@@ -105,6 +111,9 @@ def _task(project, demo, spec, title, agent):
 
 
 def _check(attempt) -> None:
-    """Run the runner, then the gates that waited for it, here and now, as workers would."""
+    """Run what no worker has run yet: the runner, then the gates that waited for it."""
     for run in sorted(attempt.gate_runs.all(), key=lambda run: run.gate != "runner"):
-        evidence.gate_run_execute(run=run)
+        if run.state in FINISHED_GATE_STATES:
+            continue
+        with contextlib.suppress(ServiceError):  # a worker got there first
+            evidence.gate_run_execute(run=run)
