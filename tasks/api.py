@@ -9,11 +9,14 @@ import django_filters
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, prefetch_related_objects
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import MultiPartParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from decisions import api as decision_api
@@ -34,7 +37,7 @@ from projects.rest import (
     whole_number_param,
 )
 from projects.selectors import project_for, visible_project
-from tasks import selectors, services
+from tasks import brief, selectors, services
 from tasks.handoff import handoff
 from tasks.models import AttemptState, Label, Task, TaskState
 
@@ -510,23 +513,64 @@ class HandoffSerializer(serializers.Serializer):
     authoritative_evidence = serializers.ListField(child=serializers.DictField())
 
 
+class MarkdownRenderer(BaseRenderer):
+    """Text a view has already rendered as Markdown (the context brief)."""
+
+    media_type = "text/markdown"
+    format = "markdown"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data.encode(self.charset)
+
+
 class TaskContextApi(APIView):
-    """The context bundle: the smallest current material that lets an agent act on the task."""
+    """The context bundle: the smallest current material that lets an agent act on the task.
+
+    ``?format=markdown`` or ``Accept: text/markdown`` answers the brief (``tasks.brief``);
+    the budget then bounds the Markdown, and the fetch is recorded the same way.
+    """
+
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, MarkdownRenderer]
 
     @extend_schema(
         parameters=[
             OpenApiParameter(
                 "max_chars",
                 {"type": "integer", "minimum": 1},
-                description="Character budget; items are dropped least relevant first.",
-            )
+                description="Character budget; items are dropped least relevant first. "
+                "For the Markdown brief it bounds the Markdown.",
+            ),
+            OpenApiParameter(
+                "format",
+                {"type": "string", "enum": ["json", "markdown"]},
+                description="markdown: the bundle as a Markdown brief (as Accept: text/markdown).",
+            ),
         ],
-        responses={200: ContextSerializer, **errors(400, 403, 404, 409)},
+        responses={
+            (200, "application/json"): ContextSerializer,
+            (200, "text/markdown"): OpenApiTypes.STR,
+            **{
+                (code, "application/json"): response
+                for code, response in errors(400, 403, 404, 409).items()
+            },
+        },
     )
     def get(self, request, key):
         task = selectors.task_for(request.user, key)
         max_chars = whole_number_param(request, "max_chars")
-        return Response(services.task_context(task=task, actor=request.user, max_chars=max_chars))
+        markdown = isinstance(request.accepted_renderer, MarkdownRenderer)
+        bundle = services.task_context(
+            task=task, actor=request.user, max_chars=max_chars, markdown=markdown
+        )
+        return Response(brief.render(bundle) if markdown else bundle)
+
+    def handle_exception(self, exc):
+        # A refusal keeps the API's one error format, JSON, whatever format was asked for.
+        if isinstance(getattr(self.request, "accepted_renderer", None), MarkdownRenderer):
+            self.request.accepted_renderer = JSONRenderer()
+            self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
 
 
 def _reason(schema_pattern: str, description: str) -> dict:

@@ -7,7 +7,9 @@ Its cost grows with the material relevant to the task (a fixed number of queries
 each bounded by this task's own rows), never with the size of the project.
 
 With ``max_chars`` the items are added most relevant first until the budget is
-spent; the manifest lists every item, included or dropped.
+spent; the manifest lists every item, included or dropped. For a Markdown brief
+(``markdown=True``, rendered by ``tasks.brief``) each item is measured as its Markdown,
+so the same trimming bounds the brief itself.
 """
 
 import hashlib
@@ -18,6 +20,7 @@ from django.db.models import Prefetch
 
 from decisions.models import Check, Decision, DecisionState, SpecVersion
 from evidence.models import Evidence, GateRun
+from tasks import brief
 from tasks.models import Attempt, AttemptState, Task, TaskState
 
 
@@ -173,8 +176,13 @@ def _checkpoint_item(attempt: Attempt) -> Item:
     )
 
 
-def build(task: Task, *, current: Attempt | None, max_chars: int | None = None) -> dict:
-    """Assemble the bundle for ``task`` as seen from attempt ``current`` (None for a reviewer)."""
+def build(
+    task: Task, *, current: Attempt | None, max_chars: int | None = None, markdown: bool = False
+) -> dict:
+    """Assemble the bundle for ``task`` as seen from attempt ``current`` (None for a reviewer).
+
+    With ``markdown`` the items are measured, and the budget spent, as the brief's Markdown.
+    """
     task = (
         Task.objects.select_related("spec")
         .prefetch_related(
@@ -208,7 +216,10 @@ def build(task: Task, *, current: Attempt | None, max_chars: int | None = None) 
     items += [_decision_item(d) for d in _decisions(task)]
     items += [_attempt_item(a) for a in attempts if a.pk != getattr(current, "pk", None)]
     items += [_dependency_item(dep) for dep in task.depends_on.all()]
-    return _assemble(items, max_chars)
+    if markdown:
+        for item in items:
+            item.chars = len(brief.block(item.kind, item.content))
+    return _assemble(items, max_chars, markdown=markdown)
 
 
 def _pinned_version(task: Task, attempts: list[Attempt]):
@@ -239,7 +250,7 @@ def _decisions(task: Task):
     return Decision.objects.filter(pk__in=linked, state=DecisionState.ACCEPTED).order_by("number")
 
 
-def _assemble(items: list[Item], max_chars: int | None) -> dict:
+def _assemble(items: list[Item], max_chars: int | None, *, markdown: bool = False) -> dict:
     sections: dict = {
         "task": None,
         "spec": None,
@@ -248,12 +259,20 @@ def _assemble(items: list[Item], max_chars: int | None) -> dict:
         "attempts": [],
         "dependencies": [],
     }
-    manifest, used = [], 0
+    manifest, used, footer = [], 0, 0
+    if markdown and max_chars is not None:
+        # The brief's footer names every item left out: reserve room to name them all,
+        # and give each one's room back when it is included, so the brief stays in budget.
+        everything_dropped = [item.manifest(included=item.required) for item in items]
+        footer = len(brief.footer("0" * 64, everything_dropped, max_chars))
     for item in items:
-        fits = max_chars is None or item.required or used + item.chars <= max_chars
+        named = len(brief.mention(item.kind, item.id)) + len(", ") if footer else 0
+        fits = max_chars is None or item.required or used + item.chars + footer - named <= max_chars
         manifest.append(item.manifest(included=fits))
         if not fits:
             continue
+        if not item.required:
+            footer -= named
         used += item.chars
         if isinstance(sections[item.section], list):
             sections[item.section].append(item.content)

@@ -592,8 +592,11 @@ def task_update(*, task: Task, actor, **changes) -> Task:
     return task
 
 
-def task_context(*, task: Task, actor, max_chars: int | None = None) -> dict:
-    """The context bundle for ``task`` (see ``tasks.context``).
+def task_context(
+    *, task: Task, actor, max_chars: int | None = None, markdown: bool = False
+) -> dict:
+    """The context bundle for ``task`` (see ``tasks.context``); with ``markdown``, measured
+    and trimmed for its Markdown brief (``tasks.brief``).
 
     The agent holding the task's running attempt gets it under its live lease, and the
     fetch is recorded on the attempt (hash, manifest, time); reviewers and managers of
@@ -614,7 +617,9 @@ def task_context(*, task: Task, actor, max_chars: int | None = None) -> dict:
             "the context is for the agent holding the task, and for its project's reviewers and managers",
             code="not_lease_holder",
         )
-    bundle = context.build(task, current=current if holding else None, max_chars=max_chars)
+    bundle = context.build(
+        task, current=current if holding else None, max_chars=max_chars, markdown=markdown
+    )
     if holding:
         with transaction.atomic():
             attempt = current.fence(actor)  # 409 lease_lost: nothing is handed out
