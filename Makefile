@@ -4,7 +4,7 @@ UV := python3 -m uv
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run setup test lint bootstrap browser sandbox proof
+.PHONY: run setup test lint bootstrap browser sandbox shells proof
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -38,9 +38,15 @@ sandbox:
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
 	  || echo "bubblewrap is not installed: the runner will not run and its tests will be skipped"
 
+# The completion tests source `factory completion zsh` in Debian's zsh (bash is always there).
+shells:
+	@command -v zsh >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh >/dev/null; } \
+	  || echo "zsh is not installed: the zsh completion test will be skipped"
+
 # The checks before pytest use pytest's settings (factory_site.settings_test): DEBUG off as
 # in production, with a test key, and no environment needed on a fresh machine.
-test: bootstrap browser sandbox
+test: bootstrap browser sandbox shells
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py makemigrations --check --dry-run

@@ -2,7 +2,8 @@
 
 Prints a short summary by default and the API's JSON with ``--json``. A refusal
 prints ``<code>: <detail>`` on stderr and exits 1; a server or network failure
-exits 3; bad usage exits 2.
+exits 3; bad usage exits 2 (``EXIT_CODES``). ``--json`` goes before or after the
+subcommand; ``factory completion bash|zsh`` prints a completion script.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib import metadata
 
+import factory_client
+from factory_client import completion, work
 from factory_client.client import FactoryClient, FactoryError
 
 
@@ -34,31 +38,10 @@ def cmd_claim(client, args):
 
 
 def cmd_context(client, args):
-    bundle = client.context(args.key, max_chars=args.max_chars)
     if args.json:
-        return _print_json(bundle)
-    task = bundle["task"]
-    print(f"{task['key']}: {task['title']} [{task['state']}]")
-    if task["description"]:
-        print(task["description"])
-    if bundle["spec"]:
-        spec = bundle["spec"]
-        print(f"\nSpec {spec['key']} v{spec['version']}: {spec['title']}")
-        for criterion in spec["criteria"]:
-            print(f"  {criterion['key']}: {criterion['text']} — needs {criterion['needs']}")
-    for decision in bundle["decisions"]:
-        print(f"Decision {decision['key']}: {decision['title']}")
-    for attempt in bundle["attempts"]:
-        print(f"Attempt #{attempt['number']} {attempt['state']}: {attempt['ended_because']}")
-    if bundle["checkpoint"]:
-        print(
-            f"Checkpoint (attempt #{bundle['checkpoint']['attempt']}): {json.dumps(bundle['checkpoint']['data'])}"
-        )
-    dropped = [m["id"] for m in bundle["manifest"] if not m["included"]]
-    print(
-        f"\n{bundle['chars']} chars, sha256 {bundle['bundle_sha256'][:16]}…"
-        + (f", dropped {', '.join(dropped)}" if dropped else "")
-    )
+        return _print_json(client.context(args.key, max_chars=args.max_chars))
+    # The brief ends with its own newline.
+    print(client.brief(args.key, max_chars=args.max_chars), end="")
     return None
 
 
@@ -71,11 +54,7 @@ def cmd_checkpoint(client, args):
     if args.set is None:
         result = client.checkpoint(args.attempt)
     else:
-        try:
-            data = json.loads(args.set)
-        except ValueError as exc:
-            raise SystemExit(f"--set must be JSON: {exc}") from None
-        result = client.save_checkpoint(args.attempt, data, args.revision)
+        result = client.save_checkpoint(args.attempt, json.loads(args.set), args.revision)
     return (
         _print_json(result)
         if args.json
@@ -176,12 +155,71 @@ def cmd_decisions(client, args):
     return None
 
 
+def cmd_completion(client, args):
+    print(completion.script(args.shell, build_parser()), end="")
+
+
+EXIT_CODES = """\
+exit codes:
+  0  done
+  1  refused by the API (a 4xx answer), or no token
+  2  usage error
+  3  the server could not be reached, or answered 5xx
+  4  factory work: the task was released (the agent failed, changed nothing, was blocked,
+     or the push was refused)
+  5  factory work: the lease was lost and the agent stopped
+  130, 143  factory work: interrupted (Ctrl-C) or terminated; the task was released
+"""
+
+
+def client_version() -> str:
+    """The installed distribution's version, else the package's ``__version__``."""
+    try:
+        return metadata.version("factory-client")
+    except metadata.PackageNotFoundError:
+        return getattr(factory_client, "__version__", "unknown")
+
+
+def json_text(value: str) -> str:
+    """An argument that must be JSON: a usage error (exit 2) otherwise."""
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    return value
+
+
+def shared_options() -> argparse.ArgumentParser:
+    """The options every subcommand also takes after its name."""
+    shared = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: when not given after the subcommand, the top-level value stands.
+    shared.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
+    )
+    return shared
+
+
+class Subcommand(argparse.ArgumentParser):
+    """The parser of every subcommand, whoever adds it: it has the shared options."""
+
+    def __init__(self, *, parents=(), **kwargs):
+        super().__init__(parents=[shared_options(), *parents], **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="factory", description="Factory Memory from the shell.")
+    parser = argparse.ArgumentParser(
+        prog="factory",
+        description="Factory Memory from the shell.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--url", help="server URL (default $FACTORY_URL)")
     parser.add_argument("--token", help="bearer token (default $FACTORY_TOKEN)")
-    parser.add_argument("--json", action="store_true", help="print the API's JSON")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--json", action="store_true", help="print the API's JSON (here or after the subcommand)"
+    )
+    parser.add_argument("--version", action="version", version=f"factory {client_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Subcommand)
 
     p = sub.add_parser("claim", help="claim the best claimable task")
     p.add_argument("--project")
@@ -201,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("checkpoint", help="show, or with --set save, the checkpoint")
     p.add_argument("attempt", type=int)
-    p.add_argument("--set", help="JSON to save")
+    p.add_argument("--set", type=json_text, help="JSON to save")
     p.add_argument("--revision", type=int, default=0, help="the revision you last saw")
     p.set_defaults(run=cmd_checkpoint)
 
@@ -257,20 +295,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state")
     p.add_argument("--project")
     p.set_defaults(run=cmd_decisions)
+
+    p = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print a completion script: `source <(factory completion bash)` in "
+        "~/.bashrc; for zsh, save `factory completion zsh` as _factory in a directory of $fpath.",
+    )
+    p.add_argument("shell", choices=["bash", "zsh"])
+    p.set_defaults(run=cmd_completion, local=True)
+
+    work.add_parser(sub)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "local", False):  # needs no server, nor a token
+        return args.run(None, args) or 0
     try:
         with FactoryClient(args.url, args.token) as client:
-            args.run(client, args)
+            code = args.run(client, args)
     except FactoryError as exc:
-        print(f"{exc.code}: {exc.detail}", file=sys.stderr)
+        # One line, whatever the server or the network said: exit codes in EXIT_CODES.
+        print(" ".join(f"{exc.code}: {exc.detail}".split()), file=sys.stderr)
         if args.json and exc.body:
             _print_json(exc.body)
         return 1 if 400 <= exc.status < 500 or exc.code == "no_token" else 3
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

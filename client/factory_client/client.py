@@ -72,6 +72,8 @@ class FactoryClient:
                     time.sleep(min(2**attempt, 10))
                     continue
                 raise FactoryError(0, "unreachable", f"{self.url}: {exc}") from exc
+            except httpx.HTTPError as exc:  # a body it cannot decode, say: no API answered
+                raise FactoryError(0, "bad_response", f"{self.url}: {exc}") from exc
             if response.status_code == 503 and attempt + 1 < attempts:
                 time.sleep(float(response.headers.get("Retry-After", 1)))
                 continue
@@ -82,7 +84,17 @@ class FactoryClient:
 
     def _json(self, method: str, path: str, **kwargs) -> Any:
         response = self._request(method, path, **kwargs)
-        return None if response.status_code == 204 else response.json()
+        if response.status_code == 204:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            # Status 0, as when unreachable: what answered is not the API.
+            raise FactoryError(
+                0,
+                "bad_response",
+                f"{self.url} answered {response.status_code} without JSON: is it Factory Memory?",
+            ) from None
 
     # --- the calls ----------------------------------------------------------------------
 
@@ -100,6 +112,25 @@ class FactoryClient:
     def context(self, key: str, max_chars: int | None = None) -> dict:
         params = {"max_chars": max_chars} if max_chars else {}
         return self._json("GET", f"/tasks/{key}/context/", params=params, retry=True)
+
+    def brief(self, key: str, max_chars: int | None = None) -> str:
+        """The context bundle as a Markdown brief; ``max_chars`` bounds the Markdown."""
+        params = {"max_chars": max_chars} if max_chars else {}
+        response = self._request(
+            "GET",
+            f"/tasks/{key}/context/",
+            params=params,
+            headers={"Accept": "text/markdown"},
+            retry=True,
+        )
+        if not response.headers.get("Content-Type", "").startswith("text/markdown"):
+            raise FactoryError(
+                0,
+                "bad_response",
+                f"{self.url} answered {response.status_code} without Markdown: "
+                "is it Factory Memory?",
+            )
+        return response.text
 
     def heartbeat(self, attempt: int, lease_seconds: int | None = None) -> dict:
         body = {} if lease_seconds is None else {"lease_seconds": lease_seconds}
@@ -195,6 +226,10 @@ class FactoryClient:
 
     def decision(self, key: str) -> dict:
         return self._json("GET", f"/decisions/{key}/", retry=True)
+
+    def project(self, slug: str) -> dict:
+        """A project: its repository, default branch, verify block and gate policy."""
+        return self._json("GET", f"/projects/{slug}/", retry=True)
 
     def _pages(self, path: str, params: dict, limit: int = 1000) -> list[dict]:
         results, url = [], path

@@ -26,7 +26,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
@@ -141,9 +141,17 @@ def claim_task(
     }
 
 
-def get_context(ctx: Context, task: str, max_chars: int = DEFAULT_CONTEXT_CHARS) -> dict:
+def get_context(
+    ctx: Context,
+    task: str,
+    max_chars: int = DEFAULT_CONTEXT_CHARS,
+    format: Literal["json", "markdown"] = "json",
+) -> Any:  # dict or str; a union would make the SDK wrap the JSON answer in {"result": …}
     """task: its key (FM-12). max_chars: a budget; the least relevant items are dropped
-    first and the manifest says which."""
+    first and the manifest says which. format: "markdown" answers the brief, the same
+    material as concise Markdown, its footer naming the bundle's hash and what was dropped."""
+    if format == "markdown":
+        return _api(ctx).brief(task, max_chars=max_chars)
     return _api(ctx).context(task, max_chars=max_chars)
 
 
@@ -273,7 +281,8 @@ TOOLS = [
     (claim_task, "Claim the best claimable task (priority, then age) under a lease."),
     (
         get_context,
-        "The context bundle: task, pinned spec and criteria, decisions, earlier attempts, checkpoint.",
+        "The context bundle: task, pinned spec and criteria, decisions, earlier attempts, "
+        'checkpoint; format="markdown" gives the same as a concise Markdown brief.',
     ),
     (heartbeat, "Extend your lease. Fails with lease_lost once it has run out."),
     (

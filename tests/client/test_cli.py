@@ -2,8 +2,14 @@
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import threading
+import tomllib
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -13,6 +19,7 @@ from tasks.models import Task
 from tests.factories import expire_lease
 
 FACTORY = str(Path(sys.executable).parent / "factory")
+ROOT = Path(__file__).resolve().parents[2]
 JUNIT = (
     "<testsuite tests='1'><testcase classname='tests.test_claim' name='test_claim'/></testsuite>"
 )
@@ -196,3 +203,236 @@ def test_attempt_says_when_nothing_was_verified(capsys):
 
     assert runner_line(None) == "runner: not in this project's gate policy"
     assert runner_line(unverified) == "runner: passed, not verified (not verified: no sandbox)"
+
+
+def factory_alone(*args, url="http://127.0.0.1:9"):
+    """``factory`` with a token, against ``url`` (by default a port nothing listens on)."""
+    env = {**os.environ, "FACTORY_URL": url, "FACTORY_TOKEN": "fm_unused"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run([FACTORY, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+@contextmanager
+def answering(status, content_type, body):
+    """A server at 127.0.0.1 that answers every POST with ``status`` and ``body``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_json_goes_after_the_subcommand_too(live_server, flow):
+    flow.ready(title="first")
+
+    before = factory_json(live_server, flow.manager, "tasks", "--project", "FM")
+    after = factory(live_server, flow.manager, "tasks", "--project", "FM", "--json")
+
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout) == before
+    assert [(task["key"], task["title"]) for task in before] == [("FM-1", "first")]
+
+
+def test_every_subcommand_takes_json_and_json_is_always_set():
+    from factory_client.cli import build_parser
+    from factory_client.completion import walk
+
+    parser = build_parser()
+    _, commands = walk(parser)
+
+    assert [command.name for command in commands if "--json" not in command.options] == []
+    assert parser.parse_args(["tasks"]).json is False
+    assert parser.parse_args(["--json", "tasks"]).json is True
+    assert parser.parse_args(["tasks", "--json"]).json is True
+
+
+def test_version_is_the_client_distributions():
+    pyproject = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())
+
+    run = factory_alone("--version")
+
+    assert (run.returncode, run.stdout, run.stderr) == (
+        0,
+        f"factory {pyproject['project']['version']}\n",
+        "",
+    )
+
+
+def test_help_lists_the_exit_codes():
+    run = factory_alone("--help")
+
+    assert run.stdout.split("exit codes:\n", 1)[1].splitlines() == [
+        "  0  done",
+        "  1  refused by the API (a 4xx answer), or no token",
+        "  2  usage error",
+        "  3  the server could not be reached, or answered 5xx",
+        "  4  factory work: the task was released (the agent failed, changed nothing, was blocked,",
+        "     or the push was refused)",
+        "  5  factory work: the lease was lost and the agent stopped",
+        "  130, 143  factory work: interrupted (Ctrl-C) or terminated; the task was released",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "factory: error: the following arguments are required: command"),
+        (["claim", "--lease", "soon"], "factory claim: error: argument --lease: invalid int value"),
+        (["checkpoint", "1", "--set", "{"], "factory checkpoint: error: argument --set: not JSON"),
+        (["review", "FM-1", "maybe"], "factory review: error: argument verdict: invalid choice"),
+    ],
+)
+def test_bad_usage_exits_2_before_any_call(args, message):
+    run = factory_alone(*args)  # the server's port is closed: a call would exit 3
+
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr.splitlines()[0].startswith("usage: factory")
+    assert run.stderr.splitlines()[-1].startswith(message)
+
+
+def test_an_unreachable_server_exits_3_with_one_line():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound and never listening: connections are refused
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+
+        run = factory_alone("claim", url=url)
+
+    assert (run.returncode, run.stdout) == (3, "")
+    assert len(run.stderr.splitlines()) == 1
+    assert run.stderr.startswith(f"unreachable: {url}: ")
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "message"),
+    [
+        (500, "application/json", b'{"code": "boom", "detail": "it\\nbroke"}', "boom: it broke"),
+        (200, "text/html", b"<html>a web site</html>", "bad_response: {url} answered 200 "),
+    ],
+)
+def test_a_server_error_or_not_the_api_exits_3_with_one_line(status, content_type, body, message):
+    with answering(status, content_type, body) as url:
+        run = factory_alone("claim", url=url)
+
+    assert (run.returncode, run.stdout) == (3, "")
+    assert len(run.stderr.splitlines()) == 1
+    assert run.stderr.startswith(message.format(url=url))
+
+
+COMPLETIONS = [
+    (["factory", "cl"], ["claim"]),
+    (["factory", "--json", "re"], ["release", "review"]),
+    (["factory", "--url", "http://127.0.0.1:8000", "ta"], ["tasks"]),
+    (["factory", "tasks", "--json", "--"], ["--help", "--json", "--project", "--state", "--label"]),
+    (["factory", "release", "7", "--bl"], ["--blocked"]),
+    (["factory", "review", "FM-1", ""], ["approve", "reject"]),
+    (["factory", "completion", ""], ["bash", "zsh"]),
+]
+
+BASH_COMPLETE = """
+source <("$FACTORY" completion bash)
+complete -p factory
+COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
+_factory
+printf '%s\\n' "${COMPREPLY[@]}"
+"""
+
+
+@pytest.mark.parametrize(("words", "expected"), COMPLETIONS)
+def test_bash_completes_subcommands_options_and_choices(words, expected):
+    env = {**os.environ, "FACTORY": FACTORY}
+
+    run = subprocess.run(
+        ["bash", "-c", BASH_COMPLETE, "bash", *words],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout.splitlines() == ["complete -o default -F _factory factory", *expected]
+
+
+# zsh's compadd works only inside a completion widget: here it prints the candidates that
+# match the word being completed ($PREFIX), as the real one would offer them.
+ZSH_COMPLETE = """
+fpath=("$1" $fpath); shift
+autoload -Uz _factory
+compadd() {
+    while (( $# )) && [[ $1 != -- ]]; do shift; done; shift
+    local match; for match in "$@"; do [[ $match == ${PREFIX}* ]] && print -r -- $match; done
+    return 0
+}
+_files() { print -r -- '(files)' }
+words=("$@"); CURRENT=$#; PREFIX=${words[CURRENT]}
+_factory
+"""
+
+needs_zsh = pytest.mark.skipif(
+    shutil.which("zsh") is None, reason="zsh is not installed (`make shells` installs it)"
+)
+
+
+@needs_zsh
+@pytest.mark.parametrize(
+    ("words", "expected"), [*COMPLETIONS, (["factory", "evidence", "7", ""], ["(files)"])]
+)
+def test_zsh_completes_subcommands_options_and_choices(tmp_path, words, expected):
+    (tmp_path / "_factory").write_text(factory_alone("completion", "zsh").stdout)
+
+    run = subprocess.run(
+        ["zsh", "-f", "-c", ZSH_COMPLETE, "zsh", str(tmp_path), *words],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout.splitlines() == expected
+
+
+@needs_zsh
+def test_zsh_completion_sourced_after_compinit_registers_itself():
+    script = 'autoload -Uz compinit && compinit -u -D; source <("$FACTORY" completion zsh)\n'
+    script += "print -r -- $_comps[factory]"
+
+    run = subprocess.run(
+        ["zsh", "-f", "-c", script],
+        env={**os.environ, "FACTORY": FACTORY},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert (run.returncode, run.stdout, run.stderr) == (0, "_factory\n", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_context_prints_the_markdown_brief_and_the_bundle_with_json(live_server, flow):
+    task, _ = flow.claimed(spec=flow.spec(), title="Claim endpoint")
+
+    brief = factory(live_server, flow.agent, "context", task.key, "--max-chars", "3000")
+    bundle = factory_json(live_server, flow.agent, "context", task.key)
+
+    assert (brief.returncode, brief.stderr) == (0, "")
+    assert brief.stdout.startswith(f"# {task.key}: Claim endpoint\n\nState: claimed")
+    assert "- AC-3 — Readable code. — needs a reviewer's approval\n" in brief.stdout
+    assert brief.stdout.endswith(
+        f"Bundle sha256 `{bundle['bundle_sha256']}`; budget 3000 characters.\n"
+    )
+    assert len(brief.stdout) <= 3000

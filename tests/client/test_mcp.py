@@ -186,6 +186,28 @@ def test_an_agent_is_refused_a_reviewers_read_of_someone_elses_task(flow):
     assert (failed, text.split(":")[0]) == (True, "not_lease_holder")
 
 
+def test_get_context_in_markdown_answers_the_brief_and_records_its_hash(flow):
+    task, attempt = flow.claimed(spec=flow.spec())
+
+    async def steps(client):
+        arguments = {"task": task.key, "format": "markdown", "max_chars": 4000}
+        return await client.call_tool("get_context", arguments)
+
+    result = run(flow.agent, steps)
+
+    attempt.refresh_from_db()
+    (content,) = result.content
+    assert (result.is_error, result.structured_content) == (False, None)
+    assert content.text.startswith(f"# {task.key}: A task\n\nState: claimed")
+    assert (
+        "- AC-1 — Claims are exclusive. — needs JUnit evidence in which the tests matching "
+        "tests/test_claim.py::* ran and passed\n"
+    ) in content.text
+    assert content.text.endswith(
+        f"Bundle sha256 `{attempt.context_sha256}`; budget 4000 characters.\n"
+    )
+
+
 def test_another_projects_task_does_not_exist_for_the_caller(flow, other_flow):
     theirs = other_flow.ready()
 

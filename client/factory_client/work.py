@@ -1,0 +1,589 @@
+"""``factory work``: the agent loop, so any coding agent can work a task with nothing to glue.
+
+For each task: claim it; prepare a git worktree of ``--repo`` on a branch named after
+the attempt, at the project's default branch; write the brief to ``.factory/brief.md``;
+run the agent command there while keeping the lease and saving
+``.factory/checkpoint.json`` whenever the agent changes it; then either commit, push,
+verify locally (self-reported evidence), attach and submit, or release the task with
+the reason. Every step prints one line (``--json``: one JSON object per line). Nothing
+is hidden: a change outside the allowed paths is submitted and the gates say no.
+
+Exit codes: 0 submitted, or nothing to claim; 1 the API refused; 2 usage, or the
+repository is not clean; 3 the server could not be reached; 4 the task was released
+(the agent failed, changed nothing, was blocked, or the push was refused); 5 the lease
+was lost and the agent stopped; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from factory_client.client import FactoryClient, FactoryError
+
+EXIT_SUBMITTED, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_RELEASED, EXIT_LEASE_LOST, EXIT_INTERRUPTED, EXIT_TERMINATED = 4, 5, 130, 143
+FACTORY_DIR = ".factory"
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM reached the loop; ``code`` is the exit code (130 or 143)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+class Stop(Exception):
+    """The loop cannot go on; ``code`` is the exit code and the message says why."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Options:
+    command: list[str]
+    repo: Path
+    project: str | None = None
+    labels: list[str] = field(default_factory=list)
+    loop: bool = False
+    max_tasks: int | None = None
+    poll: float = 10.0
+    lease: int = 300
+    grace: float = 10.0
+    timeout: float | None = None
+    remote: str | None = None
+    stdin: bool = True
+    json: bool = False
+
+
+class Steps:
+    """Prints each step: one line a person can follow, or one JSON object per line."""
+
+    def __init__(self, as_json: bool, out=None):
+        self.as_json, self.out = as_json, out or sys.stdout
+
+    def __call__(self, step: str, text: str, **data) -> None:
+        if self.as_json:
+            line = json.dumps({"step": step, **data, "message": text})
+        else:
+            line = f"factory work: {text}"
+        print(line, file=self.out, flush=True)
+
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise Stop(EXIT_RELEASED, f"git {args[0]} failed: {said[-1] if said else done.returncode}")
+    return done.stdout.strip()
+
+
+def check_clean(repo: Path) -> None:
+    """Refuse (exit 2) a repository with uncommitted changes: the loop must not mix them in."""
+    if not (repo / ".git").exists() and git(repo, "rev-parse", "--git-dir", check=False) == "":
+        raise Stop(EXIT_USAGE, f"{repo} is not a git repository (give --repo)")
+    dirty = [
+        line
+        for line in git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
+        if not line[3:].startswith(f"{FACTORY_DIR}/")
+    ]
+    if dirty:
+        shown = ", ".join(line[3:] for line in dirty[:5])
+        raise Stop(
+            EXIT_USAGE,
+            f"{repo} has uncommitted changes ({shown}{', …' if len(dirty) > 5 else ''}); "
+            "commit or stash them before factory work",
+        )
+
+
+def _exclude_factory_dir(repo: Path) -> None:
+    exclude = Path(git(repo, "rev-parse", "--git-common-dir"))
+    exclude = (exclude if exclude.is_absolute() else repo / exclude) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    text = exclude.read_text() if exclude.exists() else ""
+    if f"/{FACTORY_DIR}/" not in text.split():
+        exclude.write_text(
+            text + ("" if text.endswith("\n") or not text else "\n") + f"/{FACTORY_DIR}/\n"
+        )
+
+
+class Agent:
+    """The agent's process, in a session of its own so that it and its children can be
+    stopped together (SIGTERM, then SIGKILL after the grace period)."""
+
+    def __init__(self, argv, *, cwd: Path, env: dict, stdin_text: str | None, log: Path):
+        self.log = open(log, "wb")  # noqa: SIM115 (closed in finish)
+        self.process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        if stdin_text is not None:
+            try:
+                self.process.stdin.write(stdin_text.encode())
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def stop(self, grace: float) -> int:
+        """SIGTERM the agent's group, then SIGKILL after ``grace`` seconds; its exit code."""
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                return self.process.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.process.wait()
+
+    def finish(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # anything it left running
+        self.log.close()
+
+
+@dataclass
+class Outcome:
+    code: int
+    message: str
+
+
+class TaskRun:
+    """One claimed task, from the worktree to the submit or the release."""
+
+    def __init__(self, client: FactoryClient, options: Options, steps: Steps, claimed: dict):
+        self.client, self.options, self.steps = client, options, steps
+        self.task, self.attempt = claimed["task"], claimed["attempt"]
+        self.key, self.attempt_id = self.task["key"], self.attempt["id"]
+        self.name = f"{self.key}-attempt-{self.attempt['number']}"
+        self.branch = f"factory/{self.key}/attempt-{self.attempt['number']}"
+        self.project = client.project(self.task["project"])
+        self.revision = 0
+        self.checkpoint_digest = None
+
+    # --- the workspace ------------------------------------------------------------
+
+    def prepare(self) -> Path:
+        repo = self.options.repo
+        _exclude_factory_dir(repo)
+        branch = self.project.get("default_branch") or "main"
+        remote = self.options.remote or self.project.get("repository_url")
+        base = branch
+        if remote:
+            git(
+                repo, "fetch", "--quiet", remote, f"+refs/heads/{branch}:refs/factory/base/{branch}"
+            )
+            base = f"refs/factory/base/{branch}"
+        self.base = git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
+        workspace = repo / FACTORY_DIR / "work" / self.name
+        if workspace.exists():
+            git(repo, "worktree", "remove", "--force", str(workspace))
+        git(repo, "worktree", "add", "--quiet", "-B", self.branch, str(workspace), self.base)
+        self.workspace = workspace
+        self.factory = workspace / FACTORY_DIR
+        self.factory.mkdir(exist_ok=True)
+        self.steps(
+            "workspace",
+            f"worktree {workspace} on branch {self.branch} at {branch} ({self.base[:12]})",
+            path=str(workspace),
+            branch=self.branch,
+            base=self.base,
+        )
+        return workspace
+
+    def write_brief(self) -> str:
+        brief = getattr(self.client, "brief", None)
+        context = self.client.context(self.key)
+        text = brief(self.key) if brief is not None else json.dumps(context, indent=2)
+        (self.factory / "brief.md").write_text(text)
+        (self.factory / "context.json").write_text(json.dumps(context, indent=2))
+        checkpoint = context.get("checkpoint")
+        if checkpoint and checkpoint.get("data") is not None:
+            (self.factory / "checkpoint.json").write_text(json.dumps(checkpoint["data"], indent=2))
+            self.steps(
+                "resume",
+                f"resuming from the checkpoint of attempt #{checkpoint.get('attempt')}",
+                attempt=checkpoint.get("attempt"),
+            )
+        self.checkpoint_digest = self._checkpoint_digest()
+        self.tests_criteria = [
+            c["key"]
+            for c in (context.get("spec") or {}).get("criteria", [])
+            if (c.get("proof") or {}).get("check") == "tests"
+        ]
+        self.steps(
+            "brief",
+            f"brief written to {self.factory / 'brief.md'} ({len(text)} chars)",
+            chars=len(text),
+            sha256=context.get("bundle_sha256"),
+        )
+        return text
+
+    def _checkpoint_digest(self) -> str | None:
+        path = self.factory / "checkpoint.json"
+        try:
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+
+    def save_checkpoint_if_changed(self) -> None:
+        digest = self._checkpoint_digest()
+        if digest is None or digest == self.checkpoint_digest:
+            return
+        try:
+            data = json.loads((self.factory / "checkpoint.json").read_text())
+        except (OSError, ValueError):
+            return  # half-written, or not JSON yet: the next look will tell
+        saved = self.client.save_checkpoint(self.attempt_id, data, self.revision)
+        self.revision, self.checkpoint_digest = saved["revision"], digest
+        self.steps(
+            "checkpoint", f"checkpoint saved (revision {self.revision})", revision=self.revision
+        )
+
+    # --- the agent -----------------------------------------------------------------
+
+    def run_agent(self, brief: str) -> Outcome:
+        brief_path = str(self.factory / "brief.md")
+        argv = [part.replace("{brief}", brief_path) for part in self.options.command]
+        env = {
+            **os.environ,
+            "FACTORY_TASK": self.key,
+            "FACTORY_ATTEMPT": str(self.attempt_id),
+            "FACTORY_ALLOWED_PATHS": json.dumps(self.task.get("allowed_paths", [])),
+            "FACTORY_BRIEF": brief_path,
+            "FACTORY_WORKSPACE": str(self.workspace),
+        }
+        logs = self.options.repo / FACTORY_DIR / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log_path = logs / f"{self.name}.log"
+        agent = Agent(
+            argv,
+            cwd=self.workspace,
+            env=env,
+            stdin_text=brief if self.options.stdin else None,
+            log=self.log_path,
+        )
+        self.steps(
+            "agent",
+            f"agent started: {shlex.join(argv)} (log {self.log_path})",
+            pid=agent.process.pid,
+            log=str(self.log_path),
+        )
+        started = time.monotonic()
+        try:
+            with self.client.keep_lease(self.attempt_id, self.options.lease) as lease:
+                while (code := agent.poll()) is None:
+                    time.sleep(0.2)
+                    self.save_checkpoint_if_changed()
+                    if lease.lost is not None:
+                        stopped = agent.stop(self.options.grace)
+                        raise Stop(
+                            EXIT_LEASE_LOST,
+                            f"lease lost ({lease.lost.code}: {lease.lost.detail}); "
+                            f"the agent was stopped (exit {stopped})",
+                        )
+                    if self.options.timeout and time.monotonic() - started > self.options.timeout:
+                        stopped = agent.stop(self.options.grace)
+                        return Outcome(
+                            EXIT_RELEASED,
+                            f"the agent ran past --timeout {self.options.timeout:g} s and was "
+                            f"stopped (exit {stopped})",
+                        )
+                self.save_checkpoint_if_changed()
+            seconds = time.monotonic() - started
+            self.steps("agent", f"agent exited {code} after {seconds:.1f} s", exit_code=code)
+            if code != 0:
+                return Outcome(EXIT_RELEASED, f"the agent exited {code}")
+            return Outcome(EXIT_SUBMITTED, "")
+        except BaseException:
+            if agent.poll() is None:
+                agent.stop(self.options.grace)
+            raise
+        finally:
+            agent.finish()
+
+    # --- the end of the attempt -------------------------------------------------------
+
+    def keep_unfinished(self, reason: str) -> None:
+        """Commit what the agent left on the attempt's branch (locally), so nothing is lost."""
+        if not hasattr(self, "workspace") or not self.workspace.exists():
+            return
+        git(self.workspace, "add", "-A", check=False)
+        if git(self.workspace, "status", "--porcelain", check=False):
+            git(
+                self.workspace,
+                "-c",
+                "user.name=factory work",
+                "-c",
+                "user.email=factory-work@localhost",
+                "commit",
+                "--quiet",
+                "-m",
+                f"Unfinished: {reason}",
+                check=False,
+            )
+            self.steps("kept", f"unfinished work kept on branch {self.branch}", branch=self.branch)
+
+    def release(self, reason: str, *, blocked: bool = False) -> None:
+        self.keep_unfinished(reason)
+        self.client.release(self.attempt_id, reason=reason, blocked=blocked)
+        word = "blocked" if blocked else "released"
+        self.steps(word, f"{self.key} {word}: {reason}", reason=reason, blocked=blocked)
+
+    def conclude(self) -> int:
+        blocked = self.factory / "blocked.md"
+        if blocked.exists():
+            self.release(blocked.read_text().strip() or "the agent is blocked", blocked=True)
+            return EXIT_RELEASED
+        git(self.workspace, "add", "-A")
+        if not git(self.workspace, "status", "--porcelain"):
+            self.release("the agent changed nothing")
+            return EXIT_RELEASED
+        summary_file = self.factory / "summary.md"
+        summary = summary_file.read_text().strip() if summary_file.exists() else ""
+        title = summary.splitlines()[0] if summary else f"{self.key}: {self.task['title']}"
+        message = "\n\n".join(
+            part
+            for part in (
+                title,
+                "\n".join(summary.splitlines()[1:]).strip(),
+                f"Factory-Task: {self.key}\nFactory-Attempt: {self.attempt_id}",
+            )
+            if part
+        )
+        git(
+            self.workspace,
+            "-c",
+            "user.name=factory work",
+            "-c",
+            "user.email=factory-work@localhost",
+            "commit",
+            "--quiet",
+            "-m",
+            message,
+        )
+        commit = git(self.workspace, "rev-parse", "HEAD")
+        self.steps("commit", f"committed {commit[:12]} on {self.branch}", commit=commit)
+        remote = self.options.remote or self.project.get("repository_url")
+        if remote:
+            pushed = subprocess.run(
+                ["git", "push", "--quiet", "--force", remote, f"HEAD:refs/heads/{self.branch}"],
+                cwd=self.workspace,
+                capture_output=True,
+                text=True,
+            )
+            if pushed.returncode != 0:
+                said = pushed.stderr.strip().splitlines()
+                self.release(f"push refused: {said[-1] if said else pushed.returncode}")
+                return EXIT_RELEASED
+            self.steps("push", f"pushed {self.branch} to {remote}", remote=remote)
+        self.attach_evidence(commit)
+        receipt = self.client.submit(
+            self.attempt_id,
+            summary or title,
+            change={"commit": commit, "branch": self.branch},
+            idempotency_key=f"factory-work-{self.attempt_id}-{commit}",
+        )
+        self.steps(
+            "submit",
+            f"{self.key} submitted at {commit[:12]}: {receipt['state']}",
+            state=receipt["state"],
+            commit=commit,
+        )
+        return EXIT_SUBMITTED
+
+    def attach_evidence(self, commit: str) -> None:
+        diff = git(self.workspace, "diff", "--no-color", self.base, commit) + "\n"
+        self._attach(diff.encode(), "diff", "change.diff")
+        verify = self.project.get("verify") or {}
+        if not verify:
+            return
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FACTORY_")}
+        output = b""
+        for command in [*verify.get("setup", []), verify["test"]]:
+            done = subprocess.run(
+                ["sh", "-c", command],
+                cwd=self.workspace,
+                env=env,
+                capture_output=True,
+                timeout=verify.get("timeout_seconds", 600),
+            )
+            output += f"$ {command}\n".encode() + done.stdout + done.stderr
+            output += f"[exit {done.returncode}]\n".encode()
+            if done.returncode != 0 and command != verify["test"]:
+                break
+        self.steps(
+            "verify",
+            f"ran the project's verify command locally (exit {done.returncode})",
+            exit_code=done.returncode,
+        )
+        self._attach(output, "log", "verify.log")
+        tests = self.tests_criteria
+        for kind, name, criteria in (
+            ("junit", verify.get("junit"), tests),
+            ("coverage", verify.get("coverage"), []),
+        ):
+            path = self.workspace / name if name else None
+            if path is not None and path.is_file() and not path.is_symlink():
+                self._attach(path.read_bytes(), kind, path.name, criteria)
+
+    def _attach(self, content: bytes, kind: str, name: str, criteria=()) -> None:
+        stored = self.client.evidence(
+            self.attempt_id, io.BytesIO(content), kind, list(criteria), name
+        )
+        self.steps(
+            "evidence",
+            f"attached {kind} {name} (evidence {stored['id']}, {stored['provenance']})",
+            kind=kind,
+            id=stored["id"],
+        )
+
+    def cleanup(self) -> None:
+        git(self.options.repo, "worktree", "remove", "--force", str(self.workspace), check=False)
+
+
+def work(client: FactoryClient, options: Options, steps: Steps) -> int:
+    """The loop: returns the exit code (see the module docstring)."""
+    check_clean(options.repo)
+    done, last = 0, EXIT_SUBMITTED
+    while options.max_tasks is None or done < options.max_tasks:
+        claimed = client.claim(options.project, options.labels, options.lease)
+        if claimed is None:
+            if not options.loop:
+                steps("idle", "nothing to claim")
+                return last
+            if done and options.max_tasks is None:
+                steps("idle", f"nothing to claim; waiting {options.poll:g} s")
+            time.sleep(options.poll)
+            continue
+        done += 1
+        run = TaskRun(client, options, steps, claimed)
+        steps(
+            "claimed",
+            f"claimed {run.key} ({run.task['title']}), attempt {run.attempt_id}",
+            task=run.key,
+            attempt=run.attempt_id,
+        )
+        last = _one(run)
+        if not options.loop:
+            return last
+    return last
+
+
+def _one(run: TaskRun) -> int:
+    try:
+        run.prepare()
+        brief = run.write_brief()
+        outcome = run.run_agent(brief)
+        if outcome.code != EXIT_SUBMITTED:
+            run.release(outcome.message)
+            return outcome.code
+        return run.conclude()
+    except Interrupted as stop:
+        run.release("interrupted")
+        raise SystemExit(stop.code) from None
+    except Stop as stop:
+        run.steps("stopped", str(stop), exit_code=stop.code)
+        if stop.code != EXIT_LEASE_LOST:
+            with contextlib.suppress(FactoryError):
+                run.release(str(stop))
+        return stop.code
+    finally:
+        if hasattr(run, "workspace"):
+            run.cleanup()
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
+
+
+def main(client: FactoryClient, options: Options, steps: Steps) -> int:
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return work(client, options, steps)
+    except Stop as stop:
+        steps("stopped", str(stop), exit_code=stop.code)
+        return stop.code
+    except Interrupted as stop:
+        steps("interrupted", "interrupted", exit_code=stop.code)
+        return stop.code
+    except SystemExit as exit_:
+        steps("interrupted", "interrupted; the task was released", exit_code=exit_.code)
+        return int(exit_.code)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def add_parser(sub) -> None:
+    """The ``work`` subcommand of ``factory``."""
+    p = sub.add_parser(
+        "work",
+        help="claim tasks and run a coding agent on each, from the brief to the submit",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--project", help="claim only in this project (its slug)")
+    p.add_argument("--labels", default="", help="claim only tasks with these labels (a,b)")
+    p.add_argument("--repo", type=Path, default=Path.cwd(), help="the git repository (default: .)")
+    p.add_argument(
+        "--loop", action="store_true", help="keep claiming; wait when nothing is claimable"
+    )
+    p.add_argument("--max-tasks", type=int, help="stop after this many tasks")
+    p.add_argument("--poll", type=float, default=10.0, help="seconds between claims in --loop")
+    p.add_argument("--lease", type=int, default=300, help="lease seconds (renewed every third)")
+    p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("--timeout", type=float, help="stop the agent after this many seconds")
+    p.add_argument("--remote", help="push here instead of the project's repository")
+    p.add_argument("--no-stdin", action="store_true", help="do not give the brief on stdin")
+    p.add_argument(
+        "agent", nargs=argparse.REMAINDER, help="-- AGENT_CMD… ({brief}: the brief's path)"
+    )
+    p.set_defaults(run=command)
+
+
+def command(client: FactoryClient, args) -> int:
+    agent = args.agent[1:] if args.agent[:1] == ["--"] else args.agent
+    if not agent:
+        print("factory work: give the agent's command after --", file=sys.stderr)
+        return EXIT_USAGE
+    options = Options(
+        command=agent,
+        repo=args.repo.resolve(),
+        project=args.project,
+        labels=[label for label in args.labels.split(",") if label],
+        loop=args.loop,
+        max_tasks=args.max_tasks,
+        poll=args.poll,
+        lease=args.lease,
+        grace=args.grace,
+        timeout=args.timeout,
+        remote=args.remote,
+        stdin=not args.no_stdin,
+        json=args.json,
+    )
+    client.retries = max(client.retries, 6)  # a server restarting mid-task is waited for
+    return main(client, options, Steps(args.json))

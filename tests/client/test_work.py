@@ -1,0 +1,309 @@
+"""`factory work` against a live server, with real processes as agents (tests/client/agent.py).
+
+The project's repository is a bare repository whose main has the demo's failing test; the
+agent works in a clone of it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from knox.models import AuthToken
+
+from evidence.models import GateRun
+from projects import services as project_services
+from tasks import services
+from tasks.demo.repository import VERIFY, build
+from tasks.models import Attempt, Task
+from tests.factories import expire_lease
+
+FACTORY = str(Path(sys.executable).parent / "factory")
+AGENT = [sys.executable, str(Path(__file__).with_name("agent.py"))]
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def sh(cwd, *args):
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def origin(tmp_path):
+    """A bare repository whose main holds the demo's false claim (one test fails)."""
+    demo = build(tmp_path / "demo")
+    sh(tmp_path, "git", "init", "-q", "--bare", "origin.git")
+    sh(demo.path, "git", "push", "-q", str(tmp_path / "origin.git"), "false-claim:main")
+    return tmp_path / "origin.git"
+
+
+@pytest.fixture
+def clone(tmp_path, origin):
+    sh(tmp_path, "git", "clone", "-q", str(origin), "clone")
+    return tmp_path / "clone"
+
+
+@pytest.fixture
+def project(flow, origin):
+    project_services.project_update(
+        project=flow.project,
+        actor=flow.manager,
+        repository_url=f"file://{origin}",
+        verify=VERIFY,
+        gate_policy={"runner": {"required": True}, "tests-pass": {}, "diff-scope": {}},
+    )
+    return flow
+
+
+def factory_work(live_server, flow, clone, *args, env=None, timeout=120):
+    token = AuthToken.objects.create(user=flow.agent)[1]
+    environ = {**os.environ, "FACTORY_URL": live_server.url, "FACTORY_TOKEN": token, **(env or {})}
+    environ.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
+        [FACTORY, "work", "--project", flow.project.slug, "--repo", str(clone), *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_a_scripted_agent_that_fixes_the_failing_test_reaches_review(live_server, project, clone):
+    task = project.ready(title="Claims respect dependencies", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    task.refresh_from_db()
+    assert task.state == "in_review"
+    attempt = task.current_attempt
+    assert attempt.summary.startswith("Claims respect dependencies again")
+    assert GateRun.objects.get(attempt=attempt, gate="runner").state == "passed"
+    assert sorted(attempt.evidence.filter(provenance="agent").values_list("kind", flat=True)) == [
+        "diff",
+        "junit",
+        "log",
+    ]
+    lines = run.stdout.splitlines()
+    assert (
+        lines[0]
+        == f"factory work: claimed {task.key} (Claims respect dependencies), attempt {attempt.pk}"
+    )
+    assert lines[-1].startswith(
+        f"factory work: {task.key} submitted at {attempt.change['commit'][:12]}"
+    )
+    branch = f"factory/{task.key}/attempt-1"
+    assert (
+        sh(clone.parent / "origin.git", "git", "rev-parse", branch).strip()
+        == attempt.change["commit"]
+    )
+
+
+def test_every_step_is_one_json_object_with_json(live_server, project, clone):
+    project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--json", "--", *AGENT, "fix")
+
+    steps = [json.loads(line)["step"] for line in run.stdout.splitlines()]
+    assert steps[:4] == ["claimed", "workspace", "brief", "agent"]
+    assert steps[-1] == "submit"
+
+
+def test_nothing_to_claim_exits_0_and_says_so(live_server, project, clone):
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert (run.returncode, run.stdout) == (0, "factory work: nothing to claim\n")
+
+
+def test_a_crashing_agents_task_is_released_with_its_exit_code(live_server, project, clone):
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "crash")
+
+    assert run.returncode == 4
+    task.refresh_from_db()
+    attempt = Attempt.objects.get(task=task)
+    assert (task.state, attempt.state, attempt.end_reason) == (
+        "ready",
+        "released",
+        "the agent exited 3",
+    )
+
+
+def test_an_agent_that_changes_nothing_releases_the_task(live_server, project, clone):
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "nothing")
+
+    assert run.returncode == 4
+    assert Attempt.objects.get(task=task).end_reason == "the agent changed nothing"
+
+
+def test_a_blocked_agent_blocks_the_task_with_its_reason(live_server, project, clone):
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "blocked")
+
+    assert run.returncode == 4
+    task.refresh_from_db()
+    assert (task.state, Attempt.objects.get(task=task).end_reason) == (
+        "blocked",
+        "The spec contradicts FM-D1.",
+    )
+
+
+def test_a_hanging_agent_that_loses_its_lease_is_stopped(live_server, project, clone, tmp_path):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    pid_file = tmp_path / "agent.pid"
+
+    def expire_when_running():
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        attempt = Attempt.objects.get(task=task)
+        expire_lease(attempt)
+        services.attempt_expire(attempt=attempt)
+
+    expirer = threading.Thread(target=expire_when_running)
+    expirer.start()
+    run = factory_work(
+        live_server,
+        project,
+        clone,
+        "--lease",
+        "3",
+        "--grace",
+        "1",
+        "--",
+        *AGENT,
+        "hang",
+        env={"AGENT_PID_FILE": str(pid_file)},
+    )
+    expirer.join()
+
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert "lease lost (lease_lost" in run.stdout
+    pid = int(pid_file.read_text())
+    assert (
+        not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    )
+    assert Attempt.objects.get(task=task).state == "abandoned"
+
+
+def test_a_second_run_resumes_from_the_first_runs_checkpoint(live_server, project, clone):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    first = factory_work(live_server, project, clone, "--", *AGENT, "checkpoint")
+
+    second = factory_work(live_server, project, clone, "--", *AGENT, "resume")
+
+    assert (first.returncode, second.returncode) == (4, 0)
+    assert "checkpoint saved (revision 1)" in first.stdout
+    assert "resuming from the checkpoint of attempt #1" in second.stdout
+    log = (clone / ".factory" / "logs" / f"{task.key}-attempt-2.log").read_text()
+    assert 'checkpoint: {\n  "step": "half way"\n}' in log
+
+
+def test_loop_empties_a_queue_of_five_tasks(live_server, project, clone):
+    project.gates({})
+    tasks = [project.ready(title=f"Task {n}", allowed_paths=["tasks/**"]) for n in range(5)]
+
+    run = factory_work(
+        live_server,
+        project,
+        clone,
+        "--loop",
+        "--max-tasks",
+        "5",
+        "--poll",
+        "0.5",
+        "--",
+        *AGENT,
+        "touch",
+    )
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert set(
+        Task.objects.filter(pk__in=[t.pk for t in tasks]).values_list("state", flat=True)
+    ) == {"in_review"}
+    assert run.stdout.count(" submitted at ") == 5
+
+
+def test_a_repository_with_uncommitted_changes_is_refused_before_any_claim(
+    live_server, project, clone
+):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    (clone / "claimqueue.py").write_text("# half-done\n")
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 2
+    assert run.stdout == (
+        f"factory work: {clone} has uncommitted changes (claimqueue.py); "
+        "commit or stash them before factory work\n"
+    )
+    task.refresh_from_db()
+    assert task.state == "ready"
+
+
+def test_ctrl_c_releases_the_task_as_interrupted_and_exits_130(
+    live_server, project, clone, tmp_path
+):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    pid_file = tmp_path / "agent.pid"
+    token = AuthToken.objects.create(user=project.agent)[1]
+    environ = {**os.environ, "FACTORY_URL": live_server.url, "FACTORY_TOKEN": token}
+    environ.update(AGENT_PID_FILE=str(pid_file))
+    environ.pop("DJANGO_SETTINGS_MODULE", None)
+    loop = subprocess.Popen(
+        [FACTORY, "work", "--repo", str(clone), "--grace", "1", "--", *AGENT, "hang"],
+        env=environ,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    loop.send_signal(signal.SIGINT)
+    out, _ = loop.communicate(timeout=60)
+
+    assert loop.returncode == 130, out
+    assert out.splitlines()[-1] == "factory work: interrupted; the task was released"
+    task.refresh_from_db()
+    assert (task.state, Attempt.objects.get(task=task).end_reason) == ("ready", "interrupted")
+
+
+def test_a_push_the_remote_refuses_releases_the_task(live_server, project, clone, origin):
+    hook = origin / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'pushes are closed today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 4
+    reason = Attempt.objects.get(task=task).end_reason
+    assert reason.startswith("push refused: ")
+    assert "unfinished work kept on branch factory/" not in run.stdout  # it was committed
+
+
+def test_a_change_outside_the_allowed_paths_is_submitted_and_diff_scope_says_no(
+    live_server, project, clone
+):
+    task = project.ready(title="A task", allowed_paths=["tasks/**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 0
+    task.refresh_from_db()
+    scope = GateRun.objects.get(attempt__task=task, gate="diff-scope")
+    assert (task.state, scope.state, scope.verdict["outside"]) == (
+        "ready",
+        "failed",
+        ["claimqueue.py"],
+    )
