@@ -84,6 +84,25 @@ class Steps:
         print(line, file=self.out, flush=True)
 
 
+PATIENCE = (1, 2, 4, 8, 15)  # seconds between tries while the server is away (30 s in all)
+
+
+def patiently(call, *args, **kwargs):
+    """``call`` again while the server cannot be reached or answers 5xx (it is restarting);
+    a refusal (4xx) is raised at once. Only calls that are safe to repeat when their
+    answer was lost go through here: the claim and the project (a lost claim's lease
+    runs out), evidence (the bytes are stored once), the release, and the submit (its
+    Idempotency-Key)."""
+    for pause in (*PATIENCE, None):
+        try:
+            return call(*args, **kwargs)
+        except FactoryError as exc:
+            if pause is None or not (exc.status == 0 or exc.status >= 500):
+                raise
+            time.sleep(pause)
+    raise AssertionError("unreachable")
+
+
 def git(repo: Path, *args: str, check: bool = True) -> str:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
     if check and done.returncode != 0:
@@ -180,7 +199,7 @@ class TaskRun:
         self.key, self.attempt_id = self.task["key"], self.attempt["id"]
         self.name = f"{self.key}-attempt-{self.attempt['number']}"
         self.branch = f"factory/{self.key}/attempt-{self.attempt['number']}"
-        self.project = client.project(self.task["project"])
+        self.project = patiently(client.project, self.task["project"])
         self.revision = 0
         self.checkpoint_digest = None
 
@@ -349,7 +368,7 @@ class TaskRun:
 
     def release(self, reason: str, *, blocked: bool = False) -> None:
         self.keep_unfinished(reason)
-        self.client.release(self.attempt_id, reason=reason, blocked=blocked)
+        patiently(self.client.release, self.attempt_id, reason=reason, blocked=blocked)
         word = "blocked" if blocked else "released"
         self.steps(word, f"{self.key} {word}: {reason}", reason=reason, blocked=blocked)
 
@@ -401,7 +420,8 @@ class TaskRun:
                 return EXIT_RELEASED
             self.steps("push", f"pushed {self.branch} to {remote}", remote=remote)
         self.attach_evidence(commit)
-        receipt = self.client.submit(
+        receipt = patiently(
+            self.client.submit,
             self.attempt_id,
             summary or title,
             change={"commit": commit, "branch": self.branch},
@@ -451,8 +471,10 @@ class TaskRun:
                 self._attach(path.read_bytes(), kind, path.name, criteria)
 
     def _attach(self, content: bytes, kind: str, name: str, criteria=()) -> None:
-        stored = self.client.evidence(
-            self.attempt_id, io.BytesIO(content), kind, list(criteria), name
+        stored = patiently(
+            lambda: self.client.evidence(
+                self.attempt_id, io.BytesIO(content), kind, list(criteria), name
+            )
         )
         self.steps(
             "evidence",
@@ -470,7 +492,7 @@ def work(client: FactoryClient, options: Options, steps: Steps) -> int:
     check_clean(options.repo)
     done, last = 0, EXIT_SUBMITTED
     while options.max_tasks is None or done < options.max_tasks:
-        claimed = client.claim(options.project, options.labels, options.lease)
+        claimed = patiently(client.claim, options.project, options.labels, options.lease)
         if claimed is None:
             if not options.loop:
                 steps("idle", "nothing to claim")

@@ -3,15 +3,18 @@
 fix         restore the claim queue's dependency filter (the demo's failing test passes)
 touch       add a file inside tasks/ (any small change)
 crash       exit 3
-hang        write its pid to $FACTORY_WORKSPACE/../../agent.pid and sleep
+hang        write its pid to $AGENT_PID_FILE and sleep
 checkpoint  save .factory/checkpoint.json and exit 1 (unfinished)
 resume      print the checkpoint it finds, then fix
+slow        write its pid to $AGENT_PID_FILE, sleep 3 s, then fix
+wipe        fix, then delete .factory/
 nothing     change nothing
 blocked     write .factory/blocked.md
 """
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -52,5 +55,12 @@ elif mode == "checkpoint":
 elif mode == "resume":
     print("checkpoint:", Path(".factory/checkpoint.json").read_text())
     fix()
+elif mode == "slow":
+    Path(os.environ["AGENT_PID_FILE"]).write_text(str(os.getpid()))
+    time.sleep(3)
+    fix()
+elif mode == "wipe":
+    fix()
+    shutil.rmtree(".factory")
 elif mode == "blocked":
     Path(".factory/blocked.md").write_text("The spec contradicts FM-D1.\n")

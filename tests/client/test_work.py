@@ -4,9 +4,11 @@ The project's repository is a bare repository whose main has the demo's failing 
 agent works in a clone of it.
 """
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -307,3 +309,90 @@ def test_a_change_outside_the_allowed_paths_is_submitted_and_diff_scope_says_no(
         "failed",
         ["claimqueue.py"],
     )
+
+
+def test_an_agent_that_deletes_factory_still_gets_its_work_submitted(live_server, project, clone):
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "wipe")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    task.refresh_from_db()
+    assert task.state == "in_review"
+    assert task.current_attempt.summary == f"{task.key}: A task"  # no summary.md was left
+
+
+class Outage:
+    """A TCP forwarder to the live server that can go away for a while, as in a restart:
+    while down, open connections are cut and new ones are closed at once."""
+
+    def __init__(self, target: str):
+        host, port = target.rsplit("//", 1)[1].split(":")
+        self.target = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.up, self.open, self.refused = threading.Event(), [], 0
+        self.up.set()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            client, _ = self.listener.accept()
+            if not self.up.is_set():
+                client.close()
+                self.refused += 1
+                continue
+            server = socket.create_connection(self.target)
+            self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink):
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def down(self):
+        self.up.clear()
+        for end in self.open:
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+        self.open = []
+
+
+def test_a_server_away_mid_task_is_waited_for(live_server, project, clone, tmp_path):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    pid_file, outage = tmp_path / "agent.pid", Outage(live_server.url)
+
+    def restart_while_the_agent_works():
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        outage.down()
+        time.sleep(6)  # the agent ends after 3 s: evidence and the submit meet the outage
+        outage.up.set()
+
+    restarter = threading.Thread(target=restart_while_the_agent_works)
+    restarter.start()
+    run = factory_work(
+        type("Server", (), {"url": outage.url}),
+        project,
+        clone,
+        "--",
+        *AGENT,
+        "slow",
+        env={"AGENT_PID_FILE": str(pid_file)},
+    )
+    restarter.join()
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert outage.refused > 0  # calls met the outage, and were made again
+    task.refresh_from_db()
+    assert task.state == "in_review"
