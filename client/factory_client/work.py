@@ -111,6 +111,16 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     return done.stdout.strip()
 
 
+def git_commit(repo: Path, message: str, *, check: bool = True) -> str:
+    """Commit what is staged, as factory work (the agent's own identity is not assumed)."""
+    return git(
+        repo,
+        *("-c", "user.name=factory work", "-c", "user.email=factory-work@localhost"),
+        *("commit", "--quiet", "-m", message),
+        check=check,
+    )
+
+
 def check_clean(repo: Path) -> None:
     """Refuse (exit 2) a repository with uncommitted changes: the loop must not mix them in."""
     if not (repo / ".git").exists() and git(repo, "rev-parse", "--git-dir", check=False) == "":
@@ -352,18 +362,7 @@ class TaskRun:
             return
         git(self.workspace, "add", "-A", check=False)
         if git(self.workspace, "status", "--porcelain", check=False):
-            git(
-                self.workspace,
-                "-c",
-                "user.name=factory work",
-                "-c",
-                "user.email=factory-work@localhost",
-                "commit",
-                "--quiet",
-                "-m",
-                f"Unfinished: {reason}",
-                check=False,
-            )
+            git_commit(self.workspace, f"Unfinished: {reason}", check=False)
             self.steps("kept", f"unfinished work kept on branch {self.branch}", branch=self.branch)
 
     def release(self, reason: str, *, blocked: bool = False) -> None:
@@ -393,17 +392,7 @@ class TaskRun:
             )
             if part
         )
-        git(
-            self.workspace,
-            "-c",
-            "user.name=factory work",
-            "-c",
-            "user.email=factory-work@localhost",
-            "commit",
-            "--quiet",
-            "-m",
-            message,
-        )
+        git_commit(self.workspace, message)
         commit = git(self.workspace, "rev-parse", "HEAD")
         self.steps("commit", f"committed {commit[:12]} on {self.branch}", commit=commit)
         remote = self.options.remote or self.project.get("repository_url")
