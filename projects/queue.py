@@ -27,9 +27,14 @@ def enqueue(name: str, *args, countdown: float | None = None) -> None:
     queue = (current_app.conf.task_routes or {}).get(name, {}).get("queue")
     background = set(settings.FACTORY_EAGER_BACKGROUND_QUEUES)
     if current_app.conf.task_always_eager and queue in background and not _local.foreground:
-        threading.Thread(target=_in_background, args=(job, args), daemon=True).start()
+        threading.Thread(
+            target=_in_background, args=(job, args), name=f"{BACKGROUND}{name}", daemon=True
+        ).start()
         return
     job.apply_async(args, countdown=countdown)
+
+
+BACKGROUND = "factory-eager:"  # the names of the threads eager background jobs run in
 
 
 class _Local(threading.local):
