@@ -227,7 +227,17 @@ def evidence_attach(
     return evidence
 
 
-def _gate_evidence_row(*, run: GateRun, blob, kind: str, name: str, media_type: str, summary: dict):
+def _gate_evidence_row(
+    *,
+    run: GateRun,
+    blob,
+    kind: str,
+    name: str,
+    media_type: str,
+    summary: dict,
+    provenance: str = Provenance.GATE,
+):
+    """A row for bytes a gate stored itself: its report, or what it measured (the runner's)."""
     name_in_store, sha256, size = blob
     return Evidence.objects.create(
         attempt_id=run.attempt_id,
@@ -238,7 +248,7 @@ def _gate_evidence_row(*, run: GateRun, blob, kind: str, name: str, media_type: 
         size=size,
         media_type=media_type,
         name=name,
-        provenance=Provenance.GATE,
+        provenance=provenance,
         summary=summary,
     )
 
@@ -271,14 +281,15 @@ def gate_runs_create(*, attempt, policy: dict) -> list[GateRun]:
     return runs
 
 
-def _first_gates(policy) -> set[str]:
+def _first_gates(names) -> set[str]:
+    """Which of the gates ``names`` go first (measure before the others read)."""
     gates = registry()
-    return {name for name in policy if name in gates and gates[name].first}
+    return {name for name in names if name in gates and gates[name].first}
 
 
 def _waiting(run: GateRun) -> bool:
     """Whether ``run`` waits for a gate that goes first (the runner) to finish."""
-    firsts = _first_gates({name: None for name in registry()})
+    firsts = _first_gates(registry())
     if run.gate in firsts:
         return False
     return (
@@ -290,7 +301,7 @@ def _waiting(run: GateRun) -> bool:
 
 def _send_waiting(run: GateRun) -> None:
     """A first gate finished: send the runs of its attempt that waited for it."""
-    if run.gate not in _first_gates({run.gate: None}):
+    if not _first_gates([run.gate]):
         return
     for pk, gate in GateRun.objects.filter(
         attempt_id=run.attempt_id, state=GateRunState.QUEUED
@@ -406,17 +417,14 @@ def _measured_rows(run: GateRun, measured, provenance: str) -> None:
     version = run.attempt.spec_version
     criteria = {c.key: c for c in version.criteria.all()} if version is not None else {}
     for attachment, name, sha256, size, _ in measured:
-        row = Evidence.objects.create(
-            attempt_id=run.attempt_id,
-            project_id=run.attempt.task.project_id,
+        row = _gate_evidence_row(
+            run=run,
+            blob=(name, sha256, size),
             kind=attachment.kind,
-            file=name,
-            sha256=sha256,
-            size=size,
-            media_type=attachment.media_type,
             name=attachment.name,
-            provenance=provenance,
+            media_type=attachment.media_type,
             summary=attachment.summary,
+            provenance=provenance,
         )
         claimed = [criteria[key] for key in attachment.criteria if key in criteria]
         if claimed:
