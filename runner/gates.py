@@ -18,7 +18,7 @@ from decisions.models import Check
 from evidence.gates import Attachment, Gate, Verdict, test_ids
 from evidence.models import Kind, Provenance
 from evidence.parsers import junit_cases, summarize
-from runner.verify import Result, RunnerUnavailable, verify
+from runner.verify import CommitNotFound, Result, RunnerUnavailable, verify
 
 FAILED_NAMED = 5
 
@@ -52,6 +52,10 @@ class RunnerGate(Gate):
     def gave_up(self, error, params):
         if params.get("required"):
             return None
+        if isinstance(error, CommitNotFound):
+            # The submission's fault, not the machine's: an optional runner must not be
+            # skipped by naming a commit that was never pushed.
+            return Verdict(False, str(error)[:2000], {"verified": False, "error": str(error)})
         return Verdict(
             True,
             f"not verified (the runner is optional): {error}"[:2000],

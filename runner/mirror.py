@@ -36,6 +36,10 @@ class GitError(RuntimeError):
     """git refused or failed; the message is git's own, trimmed."""
 
 
+class UnknownCommit(GitError):
+    """The repository was fetched, but the commit is not in it."""
+
+
 def _env() -> dict:
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -118,7 +122,7 @@ def resolve(path: Path, commit: str) -> str:
             "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}", cwd=path
         ).strip()
     except GitError:
-        raise GitError(
+        raise UnknownCommit(
             f"commit {commit} is not in the repository (fetched just now); was it pushed?"
         ) from None
 

@@ -27,6 +27,10 @@ class RunnerUnavailable(RuntimeError):
     """Nothing could be measured: the message says why (git's own words, or the sandbox's)."""
 
 
+class CommitNotFound(RunnerUnavailable):
+    """The repository answered, but the submitted commit is not in it (not pushed, or made up)."""
+
+
 class ReportProblem(ValueError):
     """A report the test should have written is missing, unsafe or too large."""
 
@@ -69,11 +73,14 @@ def verify(*, project, commit: str) -> Result:
             path, project.default_branch, sha, limit=settings.FACTORY_RUNNER_REPORT_MAX_BYTES
         )
         workspace = git.checkout(path, sha, owner=_owner())
+    except git.UnknownCommit as exc:
+        raise CommitNotFound(str(exc)) from exc
     except (git.GitError, SandboxUnavailable) as exc:
         raise RunnerUnavailable(str(exc)) from exc
     result = Result(commit=sha, base=base, mirror=how, diff=diff)
     started = time.monotonic()
     try:
+        _forget_committed_reports(project.verify, workspace / "src")
         _run_steps(box, project.verify, workspace / "src", path, result)
         if not result.problems or result.steps[-1]["name"] == "test":
             _read_reports(project.verify, workspace / "src", result)
@@ -81,6 +88,22 @@ def verify(*, project, commit: str) -> Result:
         git.remove(workspace)
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def _forget_committed_reports(block: dict, src: Path) -> None:
+    """Remove report files the commit itself carries: a report counts only if this run's
+    test command wrote it (a committed passing JUnit must not stand in for the tests)."""
+    for kind in ("junit", "coverage"):
+        relative = block.get(kind)
+        if not relative:
+            continue
+        path = src / relative
+        # Links are left alone: nothing is removed through one, and read_report refuses
+        # a report that is one or lies behind one, saying so.
+        if any(folder.is_symlink() for folder in [path, *path.parents] if src in folder.parents):
+            continue
+        if path.is_file():
+            path.unlink()
 
 
 def _check_reachable(root: Path) -> None:

@@ -364,3 +364,13 @@ def test_the_test_command_can_use_git_in_its_workspace(hostile, runner_root):
     assert result.problems == []
     assert result.log.splitlines()[1] == f"{sha} hostile".encode()
     assert workspaces(runner_root) == []
+
+
+def test_a_report_committed_in_the_repository_never_stands_in_for_the_tests(hostile):
+    passing = '<testsuite tests="1"><testcase classname="t" name="test_ok"/></testsuite>'
+    project, commit = hostile({"reports/junit.xml": passing, "test.py": "print('no tests run')\n"})
+
+    result = verify(project=project, commit=commit)
+
+    assert result.junit is None
+    assert result.problems == ["JUnit report: the test command wrote nothing at reports/junit.xml"]

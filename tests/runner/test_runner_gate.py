@@ -173,7 +173,7 @@ def test_an_unknown_commit_is_an_error_with_gits_message_after_every_try(
     runner = runs(attempt)["runner"]
     assert (runner.state, runner.tries) == ("error", settings.FACTORY_GATE_MAX_TRIES)
     assert runner.summary == (
-        f"the gate crashed on all {settings.FACTORY_GATE_MAX_TRIES} tries: RunnerUnavailable: "
+        f"the gate crashed on all {settings.FACTORY_GATE_MAX_TRIES} tries: CommitNotFound: "
         "commit 0123456789abcdef is not in the repository (fetched just now); was it pushed?"
     )
     assert (attempt.task.state, attempt.state) == ("ready", "failed")
@@ -305,3 +305,23 @@ def test_a_runner_root_the_sandbox_cannot_reach_is_the_machines_fault_not_the_su
     assert str(refused.value).startswith(
         f"the sandbox's user (65534) cannot pass through {private} on the way to"
     )
+
+
+def test_an_unknown_commit_fails_even_an_optional_runner(
+    runner_flow, django_capture_on_commit_callbacks
+):
+    project_services.project_update(
+        project=runner_flow.project,
+        actor=runner_flow.manager,
+        gate_policy={"runner": {"required": False}},
+    )
+    _, attempt = claimed(runner_flow)
+
+    attempt = submit(attempt, "0123456789abcdef", django_capture_on_commit_callbacks)
+
+    runner = runs(attempt)["runner"]
+    assert (runner.state, runner.verdict["verified"]) == ("failed", False)
+    assert runner.summary == (
+        "commit 0123456789abcdef is not in the repository (fetched just now); was it pushed?"
+    )
+    assert attempt.task.state == "ready"
