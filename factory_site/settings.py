@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "evidence",
     "runner",
     "tasks",
+    "events",
 ]
 
 MIDDLEWARE = [
@@ -208,6 +209,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tasks.jobs.reconcile_job",
         "schedule": env_int("FACTORY_RECONCILE_SECONDS", 30),
     },
+    # Webhook retries that are due, and tries whose worker died or whose message was lost.
+    "webhooks": {
+        "task": "events.jobs.deliveries_due_job",
+        "schedule": env_int("FACTORY_WEBHOOK_SWEEP_SECONDS", 10),
+    },
 }
 
 # --- REST API -------------------------------------------------------------------
@@ -325,7 +331,28 @@ FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
 FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)
 # Jobs of these queues run in a thread of their own when Celery is eager (the embedded
 # default), so a submit answers at once while the runner works.
-FACTORY_EAGER_BACKGROUND_QUEUES = env_list("FACTORY_EAGER_BACKGROUND_QUEUES", "verify")
+FACTORY_EAGER_BACKGROUND_QUEUES = env_list(
+    "FACTORY_EAGER_BACKGROUND_QUEUES", "verify,events.jobs.deliver_job"
+)
+
+# Webhooks (docs/api.md "Events out"). A try waits FACTORY_WEBHOOK_TIMEOUT seconds for an
+# answer; failed tries are retried after these delays (seconds, ±20 % jitter: about a day
+# in all), then the delivery is failed; a subscription with no success for
+# FACTORY_WEBHOOK_DISABLE_AFTER seconds is turned off. Targets inside the network
+# (loopback, private, link-local) are refused unless allowed: a developer's site allows them.
+FACTORY_WEBHOOK_TIMEOUT = float(env("FACTORY_WEBHOOK_TIMEOUT", "10"))
+FACTORY_WEBHOOK_RETRY_SCHEDULE = [
+    float(x)
+    for x in env_list(
+        "FACTORY_WEBHOOK_RETRY_SCHEDULE", "5,30,120,600,1800,3600,7200,14400,28800,28800"
+    )
+]
+FACTORY_WEBHOOK_DISABLE_AFTER = env_int("FACTORY_WEBHOOK_DISABLE_AFTER", 24 * 3600)
+FACTORY_WEBHOOK_ALLOW_PRIVATE = env_bool("FACTORY_WEBHOOK_ALLOW_PRIVATE", DEBUG)
+# The live stream (GET /api/v1/events/stream): a comment every FACTORY_STREAM_HEARTBEAT
+# seconds keeps proxies from closing it; a client this many events behind is dropped.
+FACTORY_STREAM_HEARTBEAT = float(env("FACTORY_STREAM_HEARTBEAT", "15"))
+FACTORY_STREAM_BACKLOG = env_int("FACTORY_STREAM_BACKLOG", 1000)
 
 LOGGING = {
     "version": 1,

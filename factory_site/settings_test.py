@@ -12,6 +12,8 @@ os.environ.setdefault("FACTORY_SINGLE_PROCESS", "1")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 # Tests run the runner's job in the submitting thread, so they can assert what it did.
 os.environ.setdefault("FACTORY_EAGER_BACKGROUND_QUEUES", "")
+# Tests' webhook receivers listen on 127.0.0.1 (tests/events asserts the refusal with it off).
+os.environ.setdefault("FACTORY_WEBHOOK_ALLOW_PRIVATE", "1")
 
 from factory_site.settings import *  # noqa: F403
 

@@ -7,6 +7,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from decisions.urls import api_patterns as decision_api
 from decisions.urls import ui_patterns as decision_ui
+from events.urls import api_patterns as events_api
+from events.urls import ui_patterns as events_ui
 from evidence.urls import api_patterns as evidence_api
 from evidence.urls import ui_patterns as evidence_ui
 from projects.urls import api_patterns as project_api
@@ -18,7 +20,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/v1/", include(project_api + task_api + decision_api + evidence_api)),
+    path("api/v1/", include(project_api + task_api + decision_api + evidence_api + events_api)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file of its own (?script) and
     # api_docs.html moves its inline style to a file: the page runs under the site's CSP.
@@ -31,6 +33,7 @@ urlpatterns = [
     *evidence_ui,
     *project_ui,
     *decision_ui,
+    *events_ui,
 ]
 
 handler404 = "factory_site.views.not_found"

@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from projects.roles import Role
+from projects.signals import event_recorded
 
 # --- Append-only storage ----------------------------------------------------------
 
@@ -207,7 +208,7 @@ class Event(AppendOnlyModel):
     ) -> "Event":
         """Write the event for ``subject`` in the caller's transaction."""
         project_id, task_id = subject.audit_scope()
-        return cls.objects.create(
+        event = cls.objects.create(
             project_id=project_id,
             task_id=task_id,
             content_type=ContentType.objects.get_for_model(subject),
@@ -220,6 +221,8 @@ class Event(AppendOnlyModel):
             reason=reason or "",
             extra=extra or {},
         )
+        event_recorded.send(sender=cls, event=event, subject=subject)
+        return event
 
     @property
     def actor_label(self) -> str:

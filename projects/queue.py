@@ -17,8 +17,8 @@ def enqueue(name: str, *args, countdown: float | None = None) -> None:
     """Send the job registered as ``name`` (``"evidence.jobs.gate_run_job"``) now.
 
     With Celery eager (the embedded default, no broker), a job of one of
-    ``FACTORY_EAGER_BACKGROUND_QUEUES`` (the runner's ``verify``) runs in a thread of
-    its own, so the request that started it answers at once, as it would with workers.
+    ``FACTORY_EAGER_BACKGROUND_QUEUES`` (the runner's ``verify``; a job may be named there
+    too, as webhook tries are) runs in a thread of its own, so the request that started it answers at once, as it would with workers.
     """
     if name not in current_app.tasks:
         # A web process has not imported the apps' jobs.py yet: do what a worker does at start.
@@ -26,7 +26,8 @@ def enqueue(name: str, *args, countdown: float | None = None) -> None:
     job = current_app.tasks[name]
     queue = (current_app.conf.task_routes or {}).get(name, {}).get("queue")
     background = set(settings.FACTORY_EAGER_BACKGROUND_QUEUES)
-    if current_app.conf.task_always_eager and queue in background and not _local.foreground:
+    eager = current_app.conf.task_always_eager
+    if eager and (queue in background or name in background) and not _local.foreground:
         threading.Thread(
             target=_in_background, args=(job, args), name=f"{BACKGROUND}{name}", daemon=True
         ).start()

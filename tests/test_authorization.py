@@ -13,6 +13,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from decisions import services as decisions
+from events import services as events
 from projects.models import Event
 from projects.roles import Role
 from projects.services import membership_grant
@@ -206,6 +207,43 @@ ENDPOINTS = {
         {"reason": "no"},
         "json",
     ),
+    "webhooks.list": lambda f: ("get", "/api/v1/projects/FM/webhooks/", None, None),
+    "webhooks.create": lambda f: (
+        "post",
+        "/api/v1/projects/FM/webhooks/",
+        {"url": "http://127.0.0.1:9/hook"},
+        "json",
+    ),
+    "webhooks.detail": lambda f: (
+        "get",
+        f"/api/v1/projects/FM/webhooks/{f.subscription().pk}/",
+        None,
+        None,
+    ),
+    "webhooks.edit": lambda f: (
+        "patch",
+        f"/api/v1/projects/FM/webhooks/{f.subscription().pk}/",
+        {"active": False},
+        "json",
+    ),
+    "webhooks.delete": lambda f: (
+        "delete",
+        f"/api/v1/projects/FM/webhooks/{f.subscription().pk}/",
+        None,
+        None,
+    ),
+    "webhooks.deliveries": lambda f: (
+        "get",
+        f"/api/v1/projects/FM/webhooks/{f.subscription().pk}/deliveries/",
+        None,
+        None,
+    ),
+    "webhooks.redeliver": lambda f: (
+        "post",
+        "/api/v1/projects/FM/webhooks/{}/deliveries/{}/redeliver/".format(*f.delivery()),
+        {},
+        "json",
+    ),
 }
 
 
@@ -227,6 +265,16 @@ class World(Flow):
 
     def evidence(self):
         return self.attach(self.held[1])
+
+    def subscription(self):
+        return events.subscription_create(
+            project=self.project, actor=self.manager, url="http://127.0.0.1:9/hook"
+        )
+
+    def delivery(self):
+        subscription = self.subscription()
+        self.ready()
+        return subscription.pk, subscription.deliveries.get().pk
 
     def draft_version(self):
         spec = self.spec()

@@ -1,0 +1,1 @@
+"""Events out: webhook subscriptions, their outbox of deliveries, and the live stream."""

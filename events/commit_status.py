@@ -1,0 +1,47 @@
+"""The commit status a ``commit-status`` subscription posts: the shape GitHub, Gitea and
+Forgejo take at ``POST …/statuses/{sha}`` (``state``, ``target_url``, ``description``,
+``context``), for the attempt's commit, when the gates start, fail or pass and when the
+review decides.
+"""
+
+# The event types a commit status is posted for, and the state each one posts.
+STATES = {
+    "attempt.submitted": "pending",
+    "attempt.gates_failed": "failure",
+    "task.in_review": "pending",
+    "task.approved": "success",
+    "task.rejected": "failure",
+}
+
+
+def wanted(type_name: str, payload: dict) -> bool:
+    return type_name in STATES and bool(payload["data"].get("change", {}).get("commit"))
+
+
+def url(template: str, payload: dict) -> str:
+    """The subscription's URL with ``{sha}`` replaced by the commit."""
+    return template.replace("{sha}", payload["data"]["change"]["commit"])
+
+
+def body(payload: dict, context: str) -> dict:
+    type_name, data = payload["type"], payload["data"]
+    state = STATES[type_name]
+    if type_name == "attempt.gates_failed":
+        gates = data.get("gates") or []
+        if any(g["state"] == "error" for g in gates):
+            state = "error"
+        description = "gates failed: " + ", ".join(g["gate"] for g in gates) if gates else ""
+        description = description or data.get("reason") or "gates failed"
+    else:
+        description = {
+            "attempt.submitted": "the gates are running",
+            "task.in_review": "the gates passed; waiting for review",
+            "task.approved": f"approved by {data.get('reviewer') or 'a reviewer'}",
+            "task.rejected": f"rejected: {data.get('reason') or ''}".strip(),
+        }[type_name]
+    return {
+        "state": state,
+        "target_url": data["url"],
+        "description": description[:140],  # the code hosts' limit
+        "context": context,
+    }

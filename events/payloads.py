@@ -1,0 +1,130 @@
+"""What a receiver is told about an event: enough to act without calling back.
+
+``envelope(event, subject, type)`` is the JSON every face sends (webhooks, the live
+stream): ``{id, type, time, actor, project, data: {key, url, api_url, …}}``, where ``id``
+is the audit Event's id. It is built from the rows as they are when the event is written
+(inside its transaction, for the outbox), so a later change does not rewrite it.
+"""
+
+from django.conf import settings
+
+from decisions.models import Decision, SpecVersion
+from evidence.models import GateRun
+from projects.models import Event, Project
+from tasks.models import Attempt, Task
+
+
+def site(path: str) -> str:
+    return settings.SITE_URL.rstrip("/") + path
+
+
+def envelope(event: Event, subject, type_name: str, *, project_slug: str | None = None) -> dict:
+    if project_slug is None:
+        project_slug = Project.objects.only("slug").get(pk=event.project_id).slug
+    data = {"from_state": event.from_state, "to_state": event.to_state, "reason": event.reason}
+    data.update(_data(subject, event, type_name))
+    return {
+        "id": event.pk,
+        "type": type_name,
+        "time": event.created_at.isoformat().replace("+00:00", "Z"),
+        "actor": event.actor.get_username() if event.actor_id else None,
+        "project": project_slug,
+        "data": data,
+    }
+
+
+def _task_urls(key: str) -> dict:
+    return {"url": site(f"/tasks/{key}/"), "api_url": site(f"/api/v1/tasks/{key}/")}
+
+
+def _attempt(attempt: Attempt | None) -> dict | None:
+    if attempt is None:
+        return None
+    return {
+        "id": attempt.pk,
+        "number": attempt.number,
+        "agent": attempt.agent.get_username(),
+        "state": attempt.state,
+        "api_url": site(f"/api/v1/attempts/{attempt.pk}/"),
+    }
+
+
+def _change(attempt: Attempt | None) -> dict:
+    change = (attempt.change if attempt else None) or {}
+    return {k: change[k] for k in ("commit", "branch", "url") if change.get(k)}
+
+
+def _failed_gates(attempt: Attempt) -> list[dict]:
+    runs = GateRun.objects.filter(attempt=attempt, state__in=["failed", "error"]).order_by("gate")
+    return [{"gate": r.gate, "state": r.state, "summary": r.summary} for r in runs]
+
+
+def _data(subject, event: Event, type_name: str) -> dict:
+    if isinstance(subject, Task):
+        return _task(subject, event, type_name)
+    if isinstance(subject, Attempt):
+        data = {"key": subject.task.key, "title": subject.task.title}
+        data.update(_task_urls(subject.task.key))
+        data["attempt"] = _attempt(subject)
+        data["change"] = _change(subject)
+        if type_name == "attempt.submitted":
+            data["summary"] = subject.summary
+        elif type_name == "attempt.gates_failed":
+            data["gates"] = _failed_gates(subject)
+        elif type_name == "lease.expired":
+            data["lease_expired_at"] = (
+                subject.lease_expires_at.isoformat() if subject.lease_expires_at else None
+            )
+        return data
+    if isinstance(subject, GateRun):
+        attempt = subject.attempt
+        data = {"key": attempt.task.key, "gate": subject.gate, "state": subject.state}
+        data.update(_task_urls(attempt.task.key))
+        data["summary"] = subject.summary
+        data["attempt"] = _attempt(attempt)
+        data["change"] = _change(attempt)
+        return data
+    if isinstance(subject, Decision):
+        return {
+            "key": subject.key,
+            "title": subject.title,
+            "state": subject.state,
+            "url": site(f"/decisions/{subject.key}/"),
+            "api_url": site(f"/api/v1/decisions/{subject.key}/"),
+            "decided_by": subject.decided_by.get_username() if subject.decided_by_id else None,
+        }
+    if isinstance(subject, SpecVersion):
+        spec = subject.spec
+        return {
+            "key": spec.key,
+            "title": spec.title,
+            "version": subject.number,
+            "url": site(f"/specs/{spec.key}/"),
+            "api_url": site(f"/api/v1/specs/{spec.key}/"),
+            "source_decision": (
+                subject.source_decision.key if subject.source_decision_id else None
+            ),
+        }
+    return {"key": event.object_key}
+
+
+def _task(task: Task, event: Event, type_name: str) -> dict:
+    data = {"key": task.key, "title": task.title, "state": task.state}
+    data.update(_task_urls(task.key))
+    number = (event.extra or {}).get("attempt") or task.attempt_count
+    attempt = None
+    if number:
+        attempt = Attempt.objects.select_related("agent").filter(task=task, number=number).first()
+    data["attempt"] = _attempt(attempt)
+    data["change"] = _change(attempt)
+    if type_name in ("task.approved", "task.rejected"):
+        data["verdict"] = "approve" if type_name == "task.approved" else "reject"
+        data["reviewer"] = event.actor.get_username() if event.actor_id else None
+    elif type_name == "task.failed":
+        data["gates"] = _failed_gates(attempt) if attempt else []
+    elif type_name == "task.in_review" and attempt is not None:
+        data["gates"] = [
+            {"gate": r.gate, "state": r.state, "summary": r.summary}
+            for r in GateRun.objects.filter(attempt=attempt).order_by("gate")
+        ]
+    return data

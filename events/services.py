@@ -1,0 +1,399 @@
+"""Every write of the events app: subscriptions, the outbox, and delivery tries.
+
+- ``subscription_create`` / ``_update`` / ``_delete``: managers only, each an audit Event.
+- ``outbox_write``: called inside the transaction that records an audit Event (the
+  kernel's ``event_recorded``); writes the deliveries the event owes and starts them
+  once it commits.
+- ``delivery_try``: one signed POST of one delivery, outside any transaction; its
+  outcome and the next try are written after.
+- ``delivery_redeliver`` and ``deliveries_due`` (the sweep that finds tries that are due,
+  or whose worker died, whatever became of their broker messages).
+"""
+
+import json
+import logging
+import random
+from datetime import timedelta
+
+import httpx
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from events import commit_status, signing, targets
+from events.models import Delivery, DeliveryStatus, Format, Subscription
+from events.payloads import envelope
+from events.types import TYPES, matches, type_of
+from projects.models import Event, Project
+from projects.queue import enqueue, enqueue_on_commit
+from projects.roles import Role
+from projects.services import check_storable, require_role
+
+log = logging.getLogger(__name__)
+
+DELIVER_JOB = "events.jobs.deliver_job"
+EDITABLE = {"url", "description", "types", "format", "token", "context", "active"}
+
+
+# --- Subscriptions -------------------------------------------------------------------
+
+
+def _clean(changes: dict, *, format_: str) -> dict:
+    errors = {}
+    if "url" in changes:
+        url = (changes["url"] or "").strip()
+        why = targets.refusal(url)
+        if why is None and format_ == Format.COMMIT_STATUS and "{sha}" not in url:
+            why = "a commit-status URL names where the commit goes with {sha}"
+        if why:
+            errors["url"] = why
+        changes["url"] = url
+    if "types" in changes:
+        types = changes["types"] or []
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            errors["types"] = "a list of event types"
+        else:
+            nouns = {t.split(".")[0] for t in TYPES}
+            unknown = [
+                t for t in types if t not in TYPES and not (t.endswith(".*") and t[:-2] in nouns)
+            ]
+            if unknown:
+                errors["types"] = f"unknown event types: {', '.join(unknown)}"
+            changes["types"] = list(dict.fromkeys(types))
+    if "format" in changes and changes["format"] not in Format.values:
+        errors["format"] = f"choose one of {', '.join(Format.values)}"
+    for name in ("description", "token", "context"):
+        if name in changes:
+            changes[name] = (changes[name] or "").strip()
+            check_storable(changes[name], name)
+    if errors:
+        raise ValidationError(errors)
+    return changes
+
+
+def subscription_create(
+    *,
+    project: Project,
+    actor,
+    url: str,
+    types: list[str] | None = None,
+    format: str = Format.STANDARD,
+    description: str = "",
+    token: str = "",
+    context: str = "factory-memory",
+) -> Subscription:
+    """A new active subscription with a fresh secret. Managers of the project only."""
+    require_role(actor, project.pk, Role.MANAGER)
+    fields = _clean(
+        {
+            "url": url,
+            "types": types or [],
+            "format": format,
+            "description": description,
+            "token": token,
+            "context": context or "factory-memory",
+        },
+        format_=format,
+    )
+    with transaction.atomic():
+        subscription = Subscription.objects.create(
+            project=project, created_by=actor, secret=signing.new_secret(), **fields
+        )
+        Event.record(
+            subscription,
+            actor=actor,
+            transition="create",
+            from_state="",
+            to_state="active",
+            extra={"url": subscription.url, "types": subscription.types},
+        )
+    return subscription
+
+
+def subscription_update(*, subscription: Subscription, actor, **changes) -> Subscription:
+    """Change a subscription's target, types, format, token or whether it is active.
+
+    Turning a subscription back on clears why it was off and makes its pending
+    deliveries due at once.
+    """
+    unknown = set(changes) - EDITABLE
+    if unknown:
+        raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
+    require_role(actor, subscription.project_id, Role.MANAGER)
+    format_ = changes.get("format", subscription.format)
+    if "format" in changes and "url" not in changes:
+        changes["url"] = subscription.url  # a new format checks the URL again
+    changes = _clean(changes, format_=format_)
+    if "active" in changes and not isinstance(changes["active"], bool):
+        raise ValidationError({"active": "true or false"})
+    with transaction.atomic():
+        subscription = Subscription.objects.select_for_update().get(pk=subscription.pk)
+        changes = {k: v for k, v in changes.items() if getattr(subscription, k) != v}
+        if not changes:
+            return subscription
+        was_active = subscription.active
+        for name, value in changes.items():
+            setattr(subscription, name, value)
+        fields = [*changes, "updated_at"]
+        if subscription.active and not was_active:
+            subscription.disabled_reason = ""
+            subscription.failing_since = None
+            fields += ["disabled_reason", "failing_since"]
+            due = subscription.deliveries.filter(status=DeliveryStatus.PENDING)
+            due.update(next_try_at=timezone.now(), locked_until=None)
+            for pk in due.values_list("pk", flat=True):
+                enqueue_on_commit(DELIVER_JOB, pk)
+        subscription.save(update_fields=fields)
+        Event.record(
+            subscription,
+            actor=actor,
+            transition="edit",
+            from_state="active" if was_active else "inactive",
+            to_state="active" if subscription.active else "inactive",
+            extra={"fields": sorted(k for k in changes if k != "token")},
+        )
+    return subscription
+
+
+def subscription_delete(*, subscription: Subscription, actor) -> None:
+    """Remove a subscription and its delivery log; the audit trail keeps that it existed."""
+    require_role(actor, subscription.project_id, Role.MANAGER)
+    with transaction.atomic():
+        Event.record(
+            subscription,
+            actor=actor,
+            transition="delete",
+            from_state="active" if subscription.active else "inactive",
+            to_state="",
+            extra={"url": subscription.url},
+        )
+        subscription.delete()
+
+
+# --- The outbox ----------------------------------------------------------------------
+
+
+def outbox_write(*, event: Event, subject) -> list[Delivery]:
+    """Write the deliveries ``event`` owes, in the caller's transaction, and start them
+    when it commits. Also wakes the live stream (PostgreSQL NOTIFY is transactional too).
+
+    One query for an event no subscription wants; events without a type cost none.
+    """
+    label = subject._meta.label_lower
+    type_name = type_of(label, event.transition, event.to_state, getattr(subject, "gate", ""))
+    if type_name is None:
+        return []
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [STREAM_CHANNEL, str(event.pk)])
+    wanted = [
+        s
+        for s in Subscription.objects.filter(
+            project_id=event.project_id, active=True
+        ).select_related("project")
+        if matches(s.types, type_name)
+    ]
+    if not wanted:
+        return []
+    payload = envelope(event, subject, type_name, project_slug=wanted[0].project.slug)
+    now = timezone.now()
+    deliveries = [
+        Delivery(subscription=s, event=event, type=type_name, payload=payload, next_try_at=now)
+        for s in wanted
+        if s.format != Format.COMMIT_STATUS or commit_status.wanted(type_name, payload)
+    ]
+    Delivery.objects.bulk_create(deliveries)
+    for delivery in deliveries:
+        enqueue_on_commit(DELIVER_JOB, delivery.pk)
+    return deliveries
+
+
+STREAM_CHANNEL = "factory_events"
+
+
+# --- Tries ---------------------------------------------------------------------------
+
+
+def _claim(delivery_id: int) -> Delivery | None:
+    """Take the try's lease, or None when the delivery is not pending, not due, or
+    another worker holds it. A dead worker's lease expires and the sweep tries again."""
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True)
+            .select_related("subscription__project")
+            .filter(pk=delivery_id, status=DeliveryStatus.PENDING)
+            .first()
+        )
+        if delivery is None or not delivery.subscription.active:
+            return None
+        if delivery.locked_until and delivery.locked_until > now:
+            return None
+        delivery.tries += 1
+        delivery.last_try_at = now
+        delivery.locked_until = now + timedelta(seconds=settings.FACTORY_WEBHOOK_TIMEOUT + 30)
+        delivery.save(update_fields=["tries", "last_try_at", "locked_until"])
+    return delivery
+
+
+def _request(delivery: Delivery) -> tuple[str, dict, bytes]:
+    subscription = delivery.subscription
+    if subscription.format == Format.COMMIT_STATUS:
+        body = json.dumps(commit_status.body(delivery.payload, subscription.context)).encode()
+        url = commit_status.url(subscription.url, delivery.payload)
+        headers = {"Authorization": f"Bearer {subscription.token}"} if subscription.token else {}
+    else:
+        body = json.dumps(delivery.payload, separators=(",", ":")).encode()
+        url = subscription.url
+        headers = {}
+    headers.update(signing.headers(subscription.secret, delivery.webhook_id, body))
+    headers.update({"content-type": "application/json", "user-agent": "factory-memory-webhooks"})
+    return url, headers, body
+
+
+def _post(delivery: Delivery) -> tuple[int | None, str]:
+    """POST once: ``(status code or None, error)``. Redirects are answers, not followed."""
+    url, headers, body = _request(delivery)
+    why = targets.refusal(url)
+    if why:
+        return None, f"refused: {why}"
+    try:
+        response = httpx.post(
+            url,
+            content=body,
+            headers=headers,
+            timeout=settings.FACTORY_WEBHOOK_TIMEOUT,
+            follow_redirects=False,
+        )
+    except httpx.TimeoutException:
+        return None, f"no answer within {settings.FACTORY_WEBHOOK_TIMEOUT} s"
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:500]
+    if 200 <= response.status_code < 300:
+        return response.status_code, ""
+    if 300 <= response.status_code < 400:
+        where = response.headers.get("location", "")
+        return response.status_code, f"redirected to {where[:200]}; redirects are not followed"
+    return response.status_code, response.text[:200]
+
+
+def retry_delay(tries: int) -> float | None:
+    """Seconds before the next try after ``tries`` failed ones, with ±20 % jitter so that
+    a receiver coming back is not hit by every delivery at once; None when spent."""
+    schedule = settings.FACTORY_WEBHOOK_RETRY_SCHEDULE
+    if tries > len(schedule):
+        return None
+    return schedule[tries - 1] * random.uniform(0.8, 1.2)
+
+
+def delivery_try(*, delivery_id: int) -> Delivery | None:
+    """Try one delivery once, if it is pending, due and nobody else is trying it.
+
+    The POST runs outside any transaction; its outcome is written after. A failure
+    schedules the next try by ``FACTORY_WEBHOOK_RETRY_SCHEDULE`` (about a day in all),
+    then marks the delivery failed; a subscription with no success for
+    ``FACTORY_WEBHOOK_DISABLE_AFTER`` seconds is turned off, with the reason.
+    """
+    delivery = _claim(delivery_id)
+    if delivery is None:
+        return None
+    code, error = _post(delivery)
+    now = timezone.now()
+    ok = code is not None and 200 <= code < 300
+    with transaction.atomic():
+        subscription = Subscription.objects.select_for_update().get(pk=delivery.subscription_id)
+        delivery.last_code = code
+        delivery.last_error = error
+        delivery.locked_until = None
+        if ok:
+            delivery.status = DeliveryStatus.DELIVERED
+            delivery.delivered_at = now
+            delivery.next_try_at = None
+        else:
+            delay = retry_delay(delivery.tries)
+            if delay is None:
+                delivery.status = DeliveryStatus.FAILED
+                delivery.next_try_at = None
+            else:
+                delivery.next_try_at = now + timedelta(seconds=delay)
+        delivery.save(
+            update_fields=[
+                "last_code",
+                "last_error",
+                "locked_until",
+                "status",
+                "delivered_at",
+                "next_try_at",
+            ]
+        )
+        _health(subscription, ok=ok, now=now, error=error or f"answered {code}")
+    if not ok:
+        log.info("webhook %s: try %s failed: %s", delivery.webhook_id, delivery.tries, error)
+    return delivery
+
+
+def _health(subscription: Subscription, *, ok: bool, now, error: str) -> None:
+    if ok:
+        if subscription.failing_since is not None:
+            subscription.failing_since = None
+            subscription.save(update_fields=["failing_since"])
+        return
+    if subscription.failing_since is None:
+        subscription.failing_since = now
+        subscription.save(update_fields=["failing_since"])
+        return
+    failing = (now - subscription.failing_since).total_seconds()
+    if subscription.active and failing >= settings.FACTORY_WEBHOOK_DISABLE_AFTER:
+        hours = failing / 3600
+        subscription.active = False
+        subscription.disabled_reason = (
+            f"turned off at {now:%Y-%m-%d %H:%M} UTC: no delivery succeeded for {hours:.1f} h;"
+            f" the last try: {error}"
+        )
+        subscription.save(update_fields=["active", "disabled_reason"])
+        Event.record(
+            subscription,
+            actor=None,
+            transition="disable",
+            from_state="active",
+            to_state="inactive",
+            reason=subscription.disabled_reason,
+        )
+
+
+def delivery_redeliver(*, delivery: Delivery, actor) -> Delivery:
+    """Send a delivery again, with the same ``webhook-id``, whatever became of it.
+    Managers only; the subscription must be active."""
+    require_role(actor, delivery.subscription.project_id, Role.MANAGER)
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update().select_related("subscription").get(pk=delivery.pk)
+        )
+        if not delivery.subscription.active:
+            raise ValidationError(
+                {"subscription": "the subscription is turned off; turn it on first"}
+            )
+        delivery.status = DeliveryStatus.PENDING
+        delivery.next_try_at = timezone.now()
+        delivery.locked_until = None
+        delivery.save(update_fields=["status", "next_try_at", "locked_until"])
+        enqueue_on_commit(DELIVER_JOB, delivery.pk)
+    return delivery
+
+
+def deliveries_due(*, limit: int = 500) -> int:
+    """Start a try for each pending delivery that is due and not held by a live try:
+    retries, and the tries whose worker died or whose broker message was lost."""
+    now = timezone.now()
+    ids = list(
+        Delivery.objects.filter(
+            status=DeliveryStatus.PENDING, next_try_at__lte=now, subscription__active=True
+        )
+        .exclude(locked_until__gt=now)
+        .order_by("next_try_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+    for pk in ids:
+        enqueue(DELIVER_JOB, pk)
+    return len(ids)

@@ -1,0 +1,167 @@
+"""The live stream's engine: one listener per web process, many clients.
+
+The hub waits for new audit events — PostgreSQL ``LISTEN factory_events`` (the outbox
+``NOTIFY``s each typed event's id when its transaction commits), or a poll of the event
+table on SQLite — reads each batch once, builds its envelopes once, and offers them to
+every connected client whose projects and types want them. A client is a bounded
+queue: one that stops reading falls ``FACTORY_STREAM_BACKLOG`` events behind and is
+dropped. No client holds a database connection: the hub's reads run in a worker thread
+that closes its connection when done, and the listener's one connection is shared.
+"""
+
+import asyncio
+import logging
+
+import psycopg
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection, connections
+
+from events.payloads import envelope
+from events.services import STREAM_CHANNEL
+from events.types import matches, type_of
+from projects.models import Event
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5  # SQLite, and PostgreSQL's safety net between notifications
+
+
+def _closing(function):
+    """Run ``function`` in a worker thread, closing that thread's connection after."""
+
+    def run(*args):
+        try:
+            return function(*args)
+        finally:
+            connections.close_all()
+
+    return sync_to_async(run, thread_sensitive=False)
+
+
+def typed(events) -> list[tuple[int, int, dict]]:
+    """``(event id, project id, envelope)`` for each event that has a type."""
+    items = []
+    for event in events:
+        subject = event.subject
+        if subject is None:  # a subject deleted since (a webhook subscription)
+            continue
+        label = event.content_type.app_label + "." + event.content_type.model
+        name = type_of(label, event.transition, event.to_state, getattr(subject, "gate", ""))
+        if name is not None:
+            items.append(
+                (
+                    event.pk,
+                    event.project_id,
+                    envelope(event, subject, name, project_slug=event.project.slug),
+                )
+            )
+    return items
+
+
+def _events():
+    return Event.objects.select_related("project", "actor", "content_type").prefetch_related(
+        "subject"
+    )
+
+
+def read_by_ids(ids: list[int]):
+    return typed(_events().filter(pk__in=ids).order_by("pk"))
+
+
+def read_after(last: int, project_ids=None, limit: int = 2000):
+    rows = _events().filter(pk__gt=last).order_by("pk")
+    if project_ids is not None:
+        rows = rows.filter(project_id__in=project_ids)
+    return typed(rows[:limit])
+
+
+def newest_id() -> int:
+    return Event.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+class Client:
+    """One connected stream: what it may see, and what waits to be sent to it."""
+
+    def __init__(self, project_ids: set[int], types: list[str]):
+        self.project_ids = project_ids
+        self.types = types
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize=settings.FACTORY_STREAM_BACKLOG)
+        self.dropped = False
+        self.task: asyncio.Task | None = None
+
+    def wants(self, project_id: int, payload: dict) -> bool:
+        return project_id in self.project_ids and matches(self.types, payload["type"])
+
+    def offer(self, item) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            self.dropped = True  # it stopped reading: let it go rather than buffer forever
+            if self.task is not None:
+                self.task.cancel()
+
+
+class Hub:
+    """The process's one listener. It runs while at least one client is connected."""
+
+    def __init__(self):
+        self.clients: set[Client] = set()
+        self.listener: asyncio.Task | None = None
+        self.loop = None
+
+    def join(self, client: Client) -> None:
+        self.clients.add(client)
+        loop = asyncio.get_running_loop()
+        if self.listener is None or self.listener.done() or self.loop is not loop:
+            self.loop = loop
+            self.listener = loop.create_task(self._listen())
+
+    def leave(self, client: Client) -> None:
+        self.clients.discard(client)
+
+    def publish(self, items) -> None:
+        for event_id, project_id, payload in items:
+            for client in list(self.clients):
+                if not client.dropped and client.wants(project_id, payload):
+                    client.offer((event_id, payload))
+
+    async def _listen(self) -> None:
+        while self.clients:
+            try:
+                if connection.vendor == "postgresql":
+                    await self._listen_postgres()
+                else:
+                    await self._poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database went away: wait, then listen again
+                log.warning("the live stream's listener failed; retrying", exc_info=True)
+                await asyncio.sleep(1)
+
+    async def _poll(self) -> None:
+        last = await _closing(newest_id)()
+        while self.clients:
+            await asyncio.sleep(POLL_SECONDS)
+            items = await _closing(read_after)(last)
+            if items:
+                self.publish(items)
+            last = await _closing(newest_id)() if not items else max(last, items[-1][0])
+
+    async def _listen_postgres(self) -> None:
+        params = connections["default"].get_connection_params()
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as listen:
+            await listen.execute(f"LISTEN {STREAM_CHANNEL}")
+            while self.clients:
+                ids = []
+                async for note in listen.notifies(timeout=POLL_SECONDS):
+                    ids.append(int(note.payload))
+                    if len(ids) >= 500:
+                        break
+                if ids:
+                    self.publish(await _closing(read_by_ids)(sorted(set(ids))))
+
+
+hub = Hub()

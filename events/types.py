@@ -1,0 +1,81 @@
+"""The event types the world outside hears, named ``noun.verb``, and which audit
+Event each one is.
+
+An audit Event is one transition of one state machine; the few that matter to
+outsiders get a type here. One Event has at most one type, so a delivery (one per
+event and subscription) has one stable ``webhook-id``.
+"""
+
+# (model label, transition, state reached or None for any) → type; the first match wins.
+RULES: list[tuple[str, str, str | None, str]] = [
+    ("tasks.task", "publish", None, "task.published"),
+    ("tasks.task", "claim", None, "task.claimed"),
+    ("tasks.task", "gates_passed", None, "task.in_review"),
+    ("tasks.task", "gates_failed", "failed", "task.failed"),
+    ("tasks.task", "approve", None, "task.approved"),
+    ("tasks.task", "reject", None, "task.rejected"),
+    ("tasks.task", "block", None, "task.blocked"),
+    ("tasks.task", "cancel", None, "task.cancelled"),
+    ("tasks.attempt", "submit", None, "attempt.submitted"),
+    ("tasks.attempt", "gates_failed", None, "attempt.gates_failed"),
+    ("tasks.attempt", "expire", None, "lease.expired"),
+    ("decisions.decision", "propose", None, "decision.proposed"),
+    ("decisions.decision", "accept", None, "decision.accepted"),
+    ("decisions.decision", "reject", None, "decision.rejected"),
+    ("decisions.decision", "supersede", None, "decision.superseded"),
+    ("decisions.specversion", "accept", None, "spec.version_accepted"),
+    # A gate run's verdict; the runner's own gate has a type of its own.
+    ("evidence.gaterun:runner", "*finish", None, "runner.finished"),
+    ("evidence.gaterun", "*finish", None, "gate.finished"),
+]
+
+FINISHES = {"succeed", "fail", "crash"}
+
+TYPES: list[str] = list(dict.fromkeys(rule[3] for rule in RULES))
+
+DESCRIPTIONS = {
+    "task.published": "a draft task became ready to claim",
+    "task.claimed": "an agent claimed a task (a new attempt started)",
+    "attempt.submitted": "an agent submitted its attempt; the gates start",
+    "attempt.gates_failed": "a gate failed; the attempt ended",
+    "task.in_review": "every gate passed; the task waits for a reviewer",
+    "task.approved": "a reviewer approved the task: it is done",
+    "task.rejected": "a reviewer rejected the attempt, with a reason",
+    "task.failed": "the task's attempts are used up",
+    "task.blocked": "the agent released the task as blocked",
+    "task.cancelled": "a manager cancelled the task",
+    "decision.proposed": "a decision was proposed",
+    "decision.accepted": "a decision was accepted",
+    "decision.rejected": "a decision was rejected",
+    "decision.superseded": "a later accepted decision superseded this one",
+    "spec.version_accepted": "a spec version became the current one",
+    "lease.expired": "an attempt's lease ran out without a heartbeat",
+    "gate.finished": "a gate run reached its verdict",
+    "runner.finished": "Factory Memory's runner reached its verdict on the commit",
+}
+
+
+def type_of(label: str, transition: str, to_state: str, gate: str = "") -> str | None:
+    """The type of an audit Event of model ``label`` (``"tasks.task"``), or None."""
+    for rule_label, rule_transition, state, name in RULES:
+        model, _, rule_gate = rule_label.partition(":")
+        if model != label or (rule_gate and rule_gate != gate):
+            continue
+        if rule_transition == "*finish":
+            if transition not in FINISHES:
+                continue
+        elif rule_transition != transition:
+            continue
+        if state is None or state == to_state:
+            return name
+    return None
+
+
+def matches(wanted: list[str], name: str) -> bool:
+    """Whether a subscription or stream that asked for ``wanted`` (empty: all) wants ``name``.
+
+    ``task.*`` wants every ``task.`` type.
+    """
+    if not wanted:
+        return True
+    return any(w == name or (w.endswith(".*") and name.startswith(w[:-1])) for w in wanted)

@@ -1,0 +1,253 @@
+"""The webhook pages (managers), and the live stream ``GET /api/v1/events/stream``.
+
+The stream is Server-Sent Events from an async view: it needs the ASGI app
+(``uvicorn factory_site.asgi:application``, as ``make run`` serves the site). Under WSGI
+it answers 501 saying so rather than hold a worker thread per client.
+"""
+
+import asyncio
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+from rest_framework.exceptions import AuthenticationFailed
+
+from events import services
+from events.forms import SubscriptionEditForm, SubscriptionForm
+from events.models import Delivery, Subscription
+from events.stream import Client, _closing, hub, read_after
+from events.types import TYPES
+from projects.auth import BearerTokenAuthentication
+from projects.errors import ServiceError, refusal_text
+from projects.models import Project
+from projects.roles import Role
+from projects.selectors import project_ids_for
+
+# --- The live stream -------------------------------------------------------------------
+
+
+def _error(detail: str, code: str, status: int, **extra) -> JsonResponse:
+    return JsonResponse({"detail": detail, "code": code, **extra}, status=status)
+
+
+def _who(request):
+    """``(user, ids of the user's projects)`` from a bearer token or the session."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if header.startswith("Bearer "):
+        user, _ = BearerTokenAuthentication().authenticate_credentials(
+            header.removeprefix("Bearer ").strip().encode()
+        )
+    else:
+        user = request.user
+        if not user.is_authenticated:
+            return None, set()
+    return user, set(project_ids_for(user))
+
+
+def _project_id(slug: str, ids: set[int]) -> int | None:
+    return Project.objects.filter(slug=slug, pk__in=ids).values_list("pk", flat=True).first()
+
+
+async def stream(request):
+    """Server-Sent Events of the caller's projects, filtered by ``project`` and ``types``,
+    resumable with ``Last-Event-ID`` (or ``?last_event_id=``)."""
+    if not isinstance(request, ASGIRequest):
+        return _error(
+            "the live stream is served by the ASGI app: uvicorn factory_site.asgi:application",
+            "stream_needs_asgi",
+            501,
+        )
+    try:
+        user, ids = await _closing(_who)(request)
+    except AuthenticationFailed:
+        return _error("Invalid token.", "authentication_failed", 401)
+    if user is None:
+        return _error("Authentication credentials were not provided.", "not_authenticated", 401)
+    slug = request.GET.get("project", "")
+    if slug:
+        pid = await _closing(_project_id)(slug, ids)
+        if pid is None:
+            return _error(f"no project {slug} among yours", "not_found", 404)
+        ids = {pid}
+    types = [t.strip() for t in request.GET.get("types", "").split(",") if t.strip()]
+    nouns = {t.split(".")[0] for t in TYPES}
+    unknown = [t for t in types if t not in TYPES and not (t.endswith(".*") and t[:-2] in nouns)]
+    if unknown:
+        return _error(
+            f"unknown event types: {', '.join(unknown)}",
+            "invalid",
+            400,
+            fields={"types": [f"choose from {', '.join(TYPES)}"]},
+        )
+    last = request.headers.get("Last-Event-ID") or request.GET.get("last_event_id") or ""
+    if last and not (last.isascii() and last.isdigit()):
+        return _error(
+            "Last-Event-ID is an event id",
+            "invalid",
+            400,
+            fields={"last_event_id": ["a whole number"]},
+        )
+    response = StreamingHttpResponse(
+        _frames(Client(ids, types), int(last) if last else None),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
+    return response
+
+
+def frame(event_id: int, payload: dict) -> str:
+    return f"id: {event_id}\nevent: {payload['type']}\ndata: {json.dumps(payload)}\n\n"
+
+
+async def _frames(client: Client, last: int | None):
+    client.task = asyncio.current_task()
+    hub.join(client)  # before the backlog is read, so nothing falls between the two
+    try:
+        yield "retry: 2000\n: connected\n\n"
+        sent = last or 0
+        if last is not None:
+            for event_id, project_id, payload in await _closing(read_after)(
+                last, client.project_ids
+            ):
+                if client.wants(project_id, payload):
+                    sent = max(sent, event_id)
+                    yield frame(event_id, payload)
+        while True:
+            try:
+                event_id, payload = await asyncio.wait_for(
+                    client.queue.get(), settings.FACTORY_STREAM_HEARTBEAT
+                )
+            except TimeoutError:
+                yield ": heartbeat\n\n"
+                continue
+            if last is not None and event_id <= sent:
+                continue  # already sent from the backlog
+            yield frame(event_id, payload)
+    finally:
+        hub.leave(client)
+
+
+# --- Pages -----------------------------------------------------------------------------
+
+
+def _managed(request, slug: str) -> Project:
+    project = Project.objects.filter(
+        slug=slug, pk__in=project_ids_for(request.user, Role.MANAGER)
+    ).first()
+    if project is None:
+        raise Http404("no such project among those you manage")
+    return project
+
+
+@login_required
+def webhooks_index(request):
+    """The projects the user manages, each with its subscriptions."""
+    projects = Project.objects.filter(pk__in=project_ids_for(request.user, Role.MANAGER))
+    projects = projects.order_by("slug").prefetch_related("subscriptions")
+    return render(request, "events/index.html", {"projects": projects, "nav": "webhooks"})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def webhooks(request, slug):
+    """A project's subscriptions and a form for a new one; its secret is shown once."""
+    project = _managed(request, slug)
+    created = None
+    form = SubscriptionForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            created = services.subscription_create(
+                project=project, actor=request.user, **form.cleaned_data
+            )
+        except (ValidationError, ServiceError) as exc:
+            _form_errors(form, exc)
+        else:
+            messages.success(request, "Subscribed. Copy the secret now: it is not shown again.")
+            form = SubscriptionForm()
+    rows = project.subscriptions.all()
+    response = render(
+        request,
+        "events/webhooks.html",
+        {"project": project, "rows": rows, "form": form, "created": created, "nav": "webhooks"},
+    )
+    response["Cache-Control"] = "no-store"  # the answer to a POST shows the secret
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def webhook(request, slug, pk):
+    """One subscription: change it, turn it on or off, remove it, read its delivery log
+    and redeliver."""
+    project = _managed(request, slug)
+    subscription = Subscription.objects.filter(project=project, pk=pk).first()
+    if subscription is None:
+        raise Http404("no such webhook")
+    form = SubscriptionEditForm(
+        request.POST if request.POST.get("action") == "edit" else None,
+        initial={
+            "url": subscription.url,
+            "description": subscription.description,
+            "format": subscription.format,
+            "types": subscription.types,
+            "context": subscription.context,
+            "active": subscription.active,
+        },
+    )
+    if request.method == "POST":
+        action = request.POST.get("action")
+        try:
+            if action == "delete":
+                services.subscription_delete(subscription=subscription, actor=request.user)
+                messages.success(request, "Webhook removed.")
+                return redirect("webhooks", slug=project.slug)
+            if action == "redeliver":
+                delivery = Delivery.objects.filter(
+                    subscription=subscription, pk=request.POST.get("delivery") or 0
+                ).first()
+                if delivery is None:
+                    raise Http404("no such delivery")
+                services.delivery_redeliver(delivery=delivery, actor=request.user)
+                messages.success(request, f"Delivery {delivery.webhook_id} queued again.")
+                return redirect("webhook", slug=project.slug, pk=subscription.pk)
+            if action == "edit" and form.is_valid():
+                changes = dict(form.cleaned_data)
+                if not changes["token"]:
+                    changes.pop("token")
+                services.subscription_update(
+                    subscription=subscription, actor=request.user, **changes
+                )
+                messages.success(request, "Webhook saved.")
+                return redirect("webhook", slug=project.slug, pk=subscription.pk)
+        except (ValidationError, ServiceError) as exc:
+            if action == "edit":
+                _form_errors(form, exc)
+            else:
+                messages.error(request, refusal_text(exc))
+    deliveries = subscription.deliveries.select_related("event")[:100]
+    return render(
+        request,
+        "events/webhook.html",
+        {
+            "project": project,
+            "subscription": subscription,
+            "form": form,
+            "deliveries": deliveries,
+            "nav": "webhooks",
+        },
+    )
+
+
+def _form_errors(form, exc) -> None:
+    if isinstance(exc, ValidationError) and hasattr(exc, "message_dict"):
+        for field, problems in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, problems)
+    else:
+        form.add_error(None, refusal_text(exc))
