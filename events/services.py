@@ -178,22 +178,14 @@ def outbox_write(*, event: Event, subject) -> list[Delivery]:
     """Write the deliveries ``event`` owes, in the caller's transaction, and start them
     when it commits. Also wakes the live stream (PostgreSQL NOTIFY is transactional too).
 
-    One query for an event no subscription wants; events without a type cost none.
+    One query for an event with a type (the NOTIFY and the subscriptions together),
+    none for one without; and the deliveries' insert when a subscription wants it.
     """
     label = subject._meta.label_lower
     type_name = type_of(label, event.transition, event.to_state, getattr(subject, "gate", ""))
     if type_name is None:
         return []
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [STREAM_CHANNEL, str(event.pk)])
-    wanted = [
-        s
-        for s in Subscription.objects.filter(
-            project_id=event.project_id, active=True
-        ).select_related("project")
-        if matches(s.types, type_name)
-    ]
+    wanted = [s for s in _subscriptions(event) if matches(s.types, type_name)]
     if not wanted:
         return []
     payload = envelope(event, subject, type_name, project_slug=wanted[0].project.slug)
@@ -210,6 +202,41 @@ def outbox_write(*, event: Event, subject) -> list[Delivery]:
 
 
 STREAM_CHANNEL = "factory_events"
+
+# The outer side (the NOTIFY) is always evaluated, so it runs even with no subscriptions.
+_NOTIFY_AND_SUBSCRIPTIONS = f"""
+SELECT s.id, s.types, s.format, p.slug
+FROM (SELECT pg_notify(%s, %s)) AS n
+LEFT JOIN {Subscription._meta.db_table} s ON s.project_id = %s AND s.active
+LEFT JOIN {Project._meta.db_table} p ON p.id = s.project_id
+"""
+
+
+def _subscriptions(event: Event) -> list[Subscription]:
+    """The project's active subscriptions; on PostgreSQL, wake the live stream too (its
+    NOTIFY is delivered when the transaction commits, never if it rolls back)."""
+    if connection.vendor != "postgresql":
+        return list(
+            Subscription.objects.filter(project_id=event.project_id, active=True)
+            .select_related("project")
+            .only("id", "types", "format", "project__slug")
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(_NOTIFY_AND_SUBSCRIPTIONS, [STREAM_CHANNEL, str(event.pk), event.project_id])
+        rows = cursor.fetchall()
+    found = []
+    for pk, types, format_, slug in rows:
+        if pk is None:
+            continue
+        subscription = Subscription(
+            pk=pk,
+            project_id=event.project_id,
+            types=json.loads(types) if isinstance(types, str) else types,
+            format=format_,
+        )
+        subscription.project = Project(pk=event.project_id, slug=slug)
+        found.append(subscription)
+    return found
 
 
 # --- Tries ---------------------------------------------------------------------------

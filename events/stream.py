@@ -11,6 +11,7 @@ that closes its connection when done, and the listener's one connection is share
 
 import asyncio
 import logging
+import weakref
 
 import psycopg
 from asgiref.sync import sync_to_async
@@ -103,19 +104,18 @@ class Client:
 
 
 class Hub:
-    """The process's one listener. It runs while at least one client is connected."""
+    """The event loop's one listener (a server process has one loop). It runs while at
+    least one client is connected."""
 
     def __init__(self):
         self.clients: set[Client] = set()
         self.listener: asyncio.Task | None = None
-        self.loop = None
+        self.listening = asyncio.Event()  # set once new events will be heard
 
     def join(self, client: Client) -> None:
         self.clients.add(client)
-        loop = asyncio.get_running_loop()
-        if self.listener is None or self.listener.done() or self.loop is not loop:
-            self.loop = loop
-            self.listener = loop.create_task(self._listen())
+        if self.listener is None or self.listener.done():
+            self.listener = asyncio.get_running_loop().create_task(self._listen())
 
     def leave(self, client: Client) -> None:
         self.clients.discard(client)
@@ -128,6 +128,7 @@ class Hub:
 
     async def _listen(self) -> None:
         while self.clients:
+            self.listening.clear()
             try:
                 if connection.vendor == "postgresql":
                     await self._listen_postgres()
@@ -141,6 +142,7 @@ class Hub:
 
     async def _poll(self) -> None:
         last = await _closing(newest_id)()
+        self.listening.set()
         while self.clients:
             await asyncio.sleep(POLL_SECONDS)
             items = await _closing(read_after)(last)
@@ -154,6 +156,7 @@ class Hub:
         params.pop("context", None)
         async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as listen:
             await listen.execute(f"LISTEN {STREAM_CHANNEL}")
+            self.listening.set()
             while self.clients:
                 ids = []
                 async for note in listen.notifies(timeout=POLL_SECONDS):
@@ -164,4 +167,12 @@ class Hub:
                     self.publish(await _closing(read_by_ids)(sorted(set(ids))))
 
 
-hub = Hub()
+_hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub]" = weakref.WeakKeyDictionary()
+
+
+def hub() -> Hub:
+    """The running event loop's hub (asyncio queues and tasks belong to one loop)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _hubs:
+        _hubs[loop] = Hub()
+    return _hubs[loop]

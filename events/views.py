@@ -6,6 +6,7 @@ it answers 501 saying so rather than hold a worker thread per client.
 """
 
 import asyncio
+import contextlib
 import json
 
 from django.conf import settings
@@ -108,8 +109,10 @@ def frame(event_id: int, payload: dict) -> str:
 
 async def _frames(client: Client, last: int | None):
     client.task = asyncio.current_task()
-    hub.join(client)  # before the backlog is read, so nothing falls between the two
+    hub().join(client)  # before the backlog is read, so nothing falls between the two
     try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hub().listening.wait(), 10)
         yield "retry: 2000\n: connected\n\n"
         sent = last or 0
         if last is not None:
@@ -131,7 +134,7 @@ async def _frames(client: Client, last: int | None):
                 continue  # already sent from the backlog
             yield frame(event_id, payload)
     finally:
-        hub.leave(client)
+        hub().leave(client)
 
 
 # --- Pages -----------------------------------------------------------------------------

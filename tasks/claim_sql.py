@@ -4,8 +4,9 @@ A claim on the ORM takes eleven round trips (expire overdue leases, BEGIN, lock 
 candidate, insert the attempt, its event, update the task, its event, COMMIT, ...).
 This statement does the same writes in one: a writable CTE that locks the best
 claimable row with ``FOR NO KEY UPDATE SKIP LOCKED``, inserts the attempt, moves the
-task ``ready → claimed`` and writes the two events that ``fire`` would write, in one
-implicit transaction. ``tests/tasks/test_claim_sql.py`` holds it to the ORM path:
+task ``ready → claimed`` and writes the two events that ``fire`` would write; then,
+in the same transaction, the kernel's ``event_recorded`` is sent for both, as
+``Event.record`` would. ``tests/tasks/test_claim_sql.py`` holds it to the ORM path:
 same rows, same events, same refusals.
 
 It steps aside (returns ``OVERDUE``) when a lease in the caller's projects has run
@@ -26,10 +27,11 @@ import time
 import psycopg
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import connection, transaction
 
 from decisions.models import Spec, SpecVersion, SpecVersionState
 from projects.models import Event, Project
+from projects.signals import event_recorded
 from tasks.models import Attempt, AttemptState, Task, TaskState
 
 OVERDUE = object()  # a lease ran out: the ORM path must expire it first
@@ -191,8 +193,12 @@ def _statement(project_count: int, with_labels: bool) -> str:
         UNION ALL
         SELECT {_event_values(CLAIM_EVENT)}
         FROM attempt a JOIN candidate c ON c.id = a.task_id JOIN task ON task.id = c.id
+        RETURNING id, transition
     )
-    SELECT o.found, {rows_out},
+    SELECT o.found,
+           (SELECT e.id FROM events e WHERE e.transition = 'start'),
+           (SELECT e.id FROM events e WHERE e.transition = 'claim'),
+           {rows_out},
            ARRAY(SELECT l.name FROM tasks_task_labels tl JOIN tasks_label l ON l.id = tl.label_id
                  WHERE tl.task_id = tk.id ORDER BY l.name),
            ARRAY(SELECT dt.key FROM tasks_task_depends_on d JOIN tasks_task dt ON dt.id = d.to_task_id
@@ -238,12 +244,44 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
         task_type=task_type,
         start_extra=json.dumps({"lease_expires_at": template.lease_expires_at.isoformat()}),
     )
-    row = _execute_prepared(sql, params)
-    if row[0]:
-        return OVERDUE
-    if row[1] is None:
-        return None
-    return _attempt_from_row(row[1:], agent)
+    # A transaction of its own, so that what the kernel's seam writes for the two events
+    # (the webhook outbox, ADR 0013) commits with them or not at all.
+    with transaction.atomic():
+        row = _execute_prepared(sql, params)
+        if row[0]:
+            return OVERDUE
+        if row[3] is None:
+            return None
+        attempt = _attempt_from_row(row[3:], agent)
+        start = json.loads(params["start_extra"])
+        for pk, subject, extra in (
+            (row[1], attempt, start),
+            (row[2], attempt.task, {"attempt": attempt.number}),
+        ):
+            event = _written_event(pk, subject, attempt, extra, now)
+            event_recorded.send(sender=Event, event=event, subject=subject)
+    return attempt
+
+
+def _written_event(pk, subject, attempt, extra, now) -> Event:
+    """The Event the statement wrote, as ``Event.record`` would have returned it."""
+    claim = subject is attempt.task
+    values = CLAIM_EVENT if claim else START_EVENT
+    return Event(
+        pk=pk,
+        project_id=attempt.task.project_id,
+        task_id=attempt.task_id,
+        content_type=ContentType.objects.get_for_model(type(subject)),
+        object_id=subject.pk,
+        object_key=str(subject),
+        actor=attempt.agent,
+        transition=values["transition"].strip("'"),
+        from_state=TaskState.READY if claim else "",
+        to_state=TaskState.CLAIMED if claim else AttemptState.RUNNING,
+        reason="",
+        extra=extra,
+        created_at=now,
+    )
 
 
 def _instance(model, fields, values):
