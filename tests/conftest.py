@@ -1,6 +1,9 @@
+import threading
+import time
 from pathlib import Path
 
 import pytest
+import uvicorn
 from django.conf import settings
 
 from tests.factories import Flow, ProjectFactory
@@ -57,3 +60,36 @@ def api(db):
 @pytest.fixture(autouse=True)
 def _isolated_uploads(settings, tmp_path):
     settings.FACTORY_UPLOAD_TEMP_DIR = str(tmp_path / "uploads")
+
+
+class Server:
+    """The site's ASGI app under uvicorn, in a thread of this process (same database)."""
+
+    def __init__(self):
+        from factory_site.asgi import django_application
+
+        config = uvicorn.Config(
+            django_application, host="127.0.0.1", port=0, lifespan="off", log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self):
+        self.server.should_exit = self.server.force_exit = True  # streams stay open
+        self.thread.join(10)
+
+
+@pytest.fixture
+def asgi_server(settings, transactional_db):
+    """The site served through ASGI (the live stream needs it), on a free port."""
+    settings.FACTORY_STREAM_HEARTBEAT = 0.3
+    server = Server()
+    yield server
+    server.stop()

@@ -2,13 +2,13 @@
 projects' events, resumable with Last-Event-ID, kept open with heartbeats."""
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 from django.db import connection
 from knox.models import AuthToken
 
@@ -17,38 +17,6 @@ from tasks import services
 from tests.conftest import postgres_only
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class Server:
-    """The site's ASGI app under uvicorn, in a thread of this process (same database)."""
-
-    def __init__(self):
-        from factory_site.asgi import django_application
-
-        config = uvicorn.Config(
-            django_application, host="127.0.0.1", port=0, lifespan="off", log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self):
-        self.server.should_exit = self.server.force_exit = True  # streams stay open
-        self.thread.join(10)
-
-
-@pytest.fixture
-def asgi_server(settings):
-    settings.FACTORY_STREAM_HEARTBEAT = 0.3
-    server = Server()
-    yield server
-    server.stop()
 
 
 def token(user) -> str:
@@ -74,31 +42,31 @@ class Reader:
             time.sleep(0.02)
 
     def _read(self):
-        try:
+        with contextlib.suppress(httpx.RemoteProtocolError):  # the server stops at the end
             self._read_until_closed()
-        except httpx.RemoteProtocolError:
-            pass  # the server stopped at the end of the test
 
     def _read_until_closed(self):
-        with httpx.Client(timeout=30) as client:
-            with client.stream("GET", self.url, headers=self.headers) as response:
-                self.status = response.status_code
-                self.content_type = response.headers.get("content-type", "")
-                self.ready.set()
-                if response.status_code != 200:
-                    self.body = json.loads(response.read())
-                    return
-                fields = {}
-                for line in response.iter_lines():
-                    if line.startswith(":"):
-                        self.comments.append(line[1:].strip())
-                    elif line == "" and "data" in fields:
-                        payload = json.loads(fields["data"])
-                        self.events.append((int(fields["id"]), fields["event"], payload))
-                        fields = {}
-                    elif ":" in line:
-                        name, _, value = line.partition(":")
-                        fields[name] = value.lstrip()
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("GET", self.url, headers=self.headers) as response,
+        ):
+            self.status = response.status_code
+            self.content_type = response.headers.get("content-type", "")
+            self.ready.set()
+            if response.status_code != 200:
+                self.body = json.loads(response.read())
+                return
+            fields = {}
+            for line in response.iter_lines():
+                if line.startswith(":"):
+                    self.comments.append(line[1:].strip())
+                elif line == "" and "data" in fields:
+                    payload = json.loads(fields["data"])
+                    self.events.append((int(fields["id"]), fields["event"], payload))
+                    fields = {}
+                elif ":" in line:
+                    name, _, value = line.partition(":")
+                    fields[name] = value.lstrip()
 
     def wait_for(self, count, seconds=10):
         deadline = time.monotonic() + seconds
