@@ -207,17 +207,18 @@ STREAM_CHANNEL = "factory_events"
 _NOTIFY_AND_SUBSCRIPTIONS = f"""
 SELECT s.id, s.types, s.format, p.slug
 FROM (SELECT pg_notify(%s, %s)) AS n
-LEFT JOIN {Subscription._meta.db_table} s ON s.project_id = %s AND s.active
+LEFT JOIN {Subscription._meta.db_table} s ON s.project_id = %s
 LEFT JOIN {Project._meta.db_table} p ON p.id = s.project_id
 """
 
 
 def _subscriptions(event: Event) -> list[Subscription]:
-    """The project's active subscriptions; on PostgreSQL, wake the live stream too (its
+    """The project's subscriptions, those turned off included (their deliveries wait
+    until they are turned on again); on PostgreSQL, wake the live stream too (its
     NOTIFY is delivered when the transaction commits, never if it rolls back)."""
     if connection.vendor != "postgresql":
         return list(
-            Subscription.objects.filter(project_id=event.project_id, active=True)
+            Subscription.objects.filter(project_id=event.project_id)
             .select_related("project")
             .only("id", "types", "format", "project__slug")
         )

@@ -1,14 +1,18 @@
 """The outbox: each event a subscription wants is written with the event, delivered
 signed as Standard Webhooks, with one stable id, and retried until it lands."""
 
+from datetime import timedelta
+
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils import timezone
 
 from events import services
 from events.models import Delivery, Subscription
 from projects.errors import PermissionDenied
 from projects.models import Event
+from tasks import services as task_services
 
 
 @pytest.fixture
@@ -54,20 +58,12 @@ def test_an_event_that_rolls_back_owes_nothing(flow, subscribe):
     subscribe()
     task = flow.draft()
 
-    with pytest.raises(RuntimeError), django_transaction_atomic():
-        from tasks import services as task_services
-
+    with pytest.raises(RuntimeError), transaction.atomic():
         task_services.task_publish(task=task, actor=flow.manager)
         raise RuntimeError("the caller's transaction fails after the event")
 
     assert Delivery.objects.count() == 0
     assert not Event.objects.filter(transition="publish").exists()
-
-
-def django_transaction_atomic():
-    from django.db import transaction
-
-    return transaction.atomic()
 
 
 def test_types_not_wanted_are_not_written(flow, subscribe):
@@ -130,3 +126,196 @@ def test_a_target_inside_the_network_is_refused_unless_allowed(flow, settings):
         services.subscription_create(project=flow.project, actor=flow.manager, url="ftp://x.org/")
     assert refused.value.message_dict["url"] == ["must be an http:// or https:// URL"]
     assert Subscription.objects.count() == 0
+
+
+def payloads(subscription):
+    return {d.type: d.payload for d in subscription.deliveries.order_by("pk")}
+
+
+def test_a_rejection_tells_the_verdict_the_reason_and_the_commit(flow, subscribe):
+    subscription = subscribe(types=["task.*", "attempt.*"])
+    task, _ = flow.in_review()
+
+    task_services.task_reject(task=task, actor=flow.reviewer, reason="the test is skipped")
+
+    sent = payloads(subscription)
+    assert list(sent) == [
+        "task.published",
+        "task.claimed",
+        "attempt.submitted",
+        "task.in_review",
+        "task.rejected",
+    ]
+    data = sent["task.rejected"]["data"]
+    assert (data["verdict"], data["reason"], data["reviewer"]) == (
+        "reject",
+        "the test is skipped",
+        flow.reviewer.username,
+    )
+    assert (data["key"], data["to_state"], data["change"]) == (
+        task.key,
+        "ready",
+        {"commit": "abc123"},
+    )
+    assert data["attempt"]["number"] == 1
+
+
+def test_failed_gates_are_named_with_their_summaries(flow, subscribe):
+    subscription = subscribe(types=["attempt.gates_failed", "task.failed"])
+
+    flow.failed()
+
+    sent = payloads(subscription)
+    assert list(sent) == ["attempt.gates_failed", "task.failed"]
+    assert sent["attempt.gates_failed"]["data"]["reason"] == "tests-pass: 1 failed"
+    assert sent["task.failed"]["data"]["to_state"] == "failed"
+
+
+def test_decisions_and_spec_versions_have_types_of_their_own(flow, subscribe):
+    subscription = subscribe(types=["spec.*", "decision.*"])
+
+    spec = flow.spec()
+
+    sent = payloads(subscription)
+    assert list(sent) == ["spec.version_accepted"]
+    assert sent["spec.version_accepted"]["data"]["key"] == spec.key
+    assert sent["spec.version_accepted"]["data"]["version"] == 1
+
+
+def test_a_commit_status_subscription_posts_the_code_hosts_shape(
+    flow, receiver, django_capture_on_commit_callbacks
+):
+    services.subscription_create(
+        project=flow.project,
+        actor=flow.manager,
+        url=receiver.url + "/statuses/{sha}",
+        format="commit-status",
+        token="ghp_secret",
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        task, _ = flow.in_review()
+        task_services.task_approve(task=task, actor=flow.reviewer)
+
+    assert [path for path, _, _ in receiver.requests] == ["/hook/statuses/abc123"] * 3
+    assert {h["authorization"] for _, h, _ in receiver.requests} == {"Bearer ghp_secret"}
+    assert receiver.json_bodies() == [
+        {
+            "state": "pending",
+            "target_url": f"http://127.0.0.1:8000/tasks/{task.key}/",
+            "description": "the gates are running",
+            "context": "factory-memory",
+        },
+        {
+            "state": "pending",
+            "target_url": f"http://127.0.0.1:8000/tasks/{task.key}/",
+            "description": "the gates passed; waiting for review",
+            "context": "factory-memory",
+        },
+        {
+            "state": "success",
+            "target_url": f"http://127.0.0.1:8000/tasks/{task.key}/",
+            "description": f"approved by {flow.reviewer.username}",
+            "context": "factory-memory",
+        },
+    ]
+
+
+def test_a_commit_status_url_must_say_where_the_commit_goes(flow, receiver):
+    with pytest.raises(ValidationError) as refused:
+        services.subscription_create(
+            project=flow.project, actor=flow.manager, url=receiver.url, format="commit-status"
+        )
+
+    assert "{sha}" in refused.value.message_dict["url"][0]
+    assert Subscription.objects.count() == 0
+
+
+def test_unknown_event_types_are_refused_by_name(flow, receiver):
+    with pytest.raises(ValidationError) as refused:
+        services.subscription_create(
+            project=flow.project, actor=flow.manager, url=receiver.url, types=["task.eaten"]
+        )
+
+    assert refused.value.message_dict["types"] == ["unknown event types: task.eaten"]
+
+
+def test_a_delivery_that_never_lands_is_failed_when_the_schedule_is_spent(
+    flow, subscribe, receiver, settings, django_capture_on_commit_callbacks
+):
+    settings.FACTORY_WEBHOOK_RETRY_SCHEDULE = [0.0, 0.0]
+    subscribe(types=["task.published"])
+    receiver.status = 503
+
+    with django_capture_on_commit_callbacks(execute=True):
+        flow.ready()
+    for _ in range(3):
+        services.deliveries_due()
+
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.tries, delivery.next_try_at) == ("failed", 3, None)
+    assert services.deliveries_due() == 0
+
+
+def test_a_subscription_failing_for_a_day_is_turned_off_and_says_why(
+    flow, subscribe, receiver, django_capture_on_commit_callbacks
+):
+    subscription = subscribe(types=["task.published"])
+    Subscription.objects.filter(pk=subscription.pk).update(
+        failing_since=timezone.now() - timedelta(hours=25)
+    )
+    receiver.status = 500
+
+    with django_capture_on_commit_callbacks(execute=True):
+        flow.ready()
+
+    subscription.refresh_from_db()
+    assert subscription.active is False
+    assert "no delivery succeeded for 25.0 h" in subscription.disabled_reason
+    assert "answered 500" in subscription.disabled_reason
+    assert Event.objects.filter(transition="disable", object_id=subscription.pk).count() == 1
+    assert services.deliveries_due() == 0  # nothing is tried while it is off
+
+
+def test_turning_a_subscription_back_on_sends_what_waited(
+    flow, subscribe, receiver, django_capture_on_commit_callbacks
+):
+    subscription = subscribe(types=["task.published"])
+    services.subscription_update(subscription=subscription, actor=flow.manager, active=False)
+    flow.ready()
+    assert Delivery.objects.get().status == "pending"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.subscription_update(subscription=subscription, actor=flow.manager, active=True)
+
+    assert Delivery.objects.get().status == "delivered"
+    assert receiver.types() == ["task.published"]
+
+
+def test_redeliver_sends_a_delivered_event_again_with_the_same_id(
+    flow, subscribe, receiver, django_capture_on_commit_callbacks
+):
+    subscribe(types=["task.published"])
+    with django_capture_on_commit_callbacks(execute=True):
+        flow.ready()
+    delivery = Delivery.objects.get()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delivery_redeliver(delivery=delivery, actor=flow.manager)
+
+    assert [i for i, _ in receiver.received] == [delivery.webhook_id] * 2
+
+
+def test_a_target_that_moved_inside_the_network_is_not_posted_to(
+    flow, subscribe, receiver, settings, django_capture_on_commit_callbacks
+):
+    subscribe(types=["task.published"])
+    settings.FACTORY_WEBHOOK_ALLOW_PRIVATE = False
+
+    with django_capture_on_commit_callbacks(execute=True):
+        flow.ready()
+
+    delivery = Delivery.objects.get()
+    assert delivery.status == "pending"
+    assert delivery.last_error.startswith("refused: 127.0.0.1 resolves to 127.0.0.1")
+    assert receiver.requests == []
