@@ -1,4 +1,5 @@
 # Two commands on a fresh machine: `make run` (site with demo data) and `make test`.
+# `make run` serves the site through ASGI (uvicorn), as the live event stream needs.
 UV_VERSION := 0.13.8
 UV := python3 -m uv
 HOST ?= 127.0.0.1
@@ -23,7 +24,7 @@ run: setup
 	@echo "  Users (password factory-demo): maria (manager), rita and ravi (reviewers),"
 	@echo "  ada and alan (agents), vera (verifier), admin (superuser, /admin/)."
 	@echo ""
-	DEBUG=1 $(UV) run python manage.py runserver $(HOST):$(PORT)
+	DEBUG=1 $(UV) run uvicorn factory_site.asgi:application --host $(HOST) --port $(PORT)
 
 # Browser tests drive Debian's Chromium (Playwright cannot download browsers here).
 browser:

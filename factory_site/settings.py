@@ -353,6 +353,9 @@ FACTORY_WEBHOOK_ALLOW_PRIVATE = env_bool("FACTORY_WEBHOOK_ALLOW_PRIVATE", DEBUG)
 # seconds keeps proxies from closing it; a client this many events behind is dropped.
 FACTORY_STREAM_HEARTBEAT = float(env("FACTORY_STREAM_HEARTBEAT", "15"))
 FACTORY_STREAM_BACKLOG = env_int("FACTORY_STREAM_BACKLOG", 1000)
+# Set when a WSGI site's proxy sends /api/v1/events/stream to an ASGI process, so that
+# pages served by WSGI update live too (a site served through ASGI always does).
+FACTORY_STREAM_ROUTED = env_bool("FACTORY_STREAM_ROUTED", False)
 
 LOGGING = {
     "version": 1,

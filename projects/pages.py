@@ -1,6 +1,9 @@
 """What every page of the review UI shares: who is looking, in which projects, what they
 may do, and whether the browser asked for a partial (htmx)."""
 
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+
 from projects.errors import ServiceError
 from projects.fsm import check
 from projects.models import Project
@@ -20,7 +23,10 @@ def navigation(request):
     roles = set().union(*roles_by_project(user).values())
     if user.is_superuser:
         roles |= SUPERUSER_ROLES
-    return {"nav_roles": sorted(roles)}
+    # Pages update live when the event stream is reachable: served through ASGI, or
+    # routed by the proxy to an ASGI process beside a WSGI site (docs/deploy.md).
+    live = isinstance(request, ASGIRequest) or settings.FACTORY_STREAM_ROUTED
+    return {"nav_roles": sorted(roles), "live_stream": live}
 
 
 def user_projects(user) -> list[Project]:

@@ -66,11 +66,13 @@ class Server:
     """The site's ASGI app under uvicorn, in a thread of this process (same database)."""
 
     def __init__(self):
+        from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
         from factory_site.asgi import django_application
 
-        config = uvicorn.Config(
-            django_application, host="127.0.0.1", port=0, lifespan="off", log_level="warning"
-        )
+        # Static files as the live server serves them: the browser tests need htmx.
+        app = ASGIStaticFilesHandler(django_application)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="off", log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

@@ -1,0 +1,59 @@
+// Factory Memory: live updates from the event stream (GET /api/v1/events/stream).
+// Pages work without it: the gate panel still polls while checking, and a reload shows
+// everything. Served under WSGI the stream answers 501 and EventSource gives up quietly.
+(function () {
+  "use strict";
+  var live = document.getElementById("live");
+  if (!live || !window.EventSource) return;
+  var kind = live.getAttribute("data-live-kind");
+  var key = live.getAttribute("data-live-key");
+  var source = new EventSource(live.getAttribute("data-live-url"));
+  var TASK_TYPES = ["task.claimed", "attempt.submitted", "attempt.gates_failed", "task.in_review",
+    "task.approved", "task.rejected", "task.failed", "task.blocked", "task.cancelled", "lease.expired"];
+  var GATE_TYPES = ["gate.finished", "runner.finished"];
+  var QUEUE_TYPES = ["task.in_review", "task.approved", "task.rejected", "task.failed",
+    "task.cancelled"];
+
+  function editing() {
+    // A reviewer halfway through a reason must not lose it to a refresh.
+    var fields = document.querySelectorAll("#main textarea, #main input[type=text]");
+    return Array.prototype.some.call(fields, function (f) { return f.value.trim() !== ""; });
+  }
+
+  function notice(payload) {
+    live.textContent = "";
+    var text = payload.data.key + ": " + payload.type.replace(".", " ") +
+      (payload.actor ? " by " + payload.actor : "") + ". ";
+    live.appendChild(document.createTextNode(text));
+    var link = document.createElement("a");
+    link.href = window.location.href;
+    link.textContent = "Reload to see it";
+    live.appendChild(link);
+    live.className = "notice";
+    live.hidden = false;
+  }
+
+  function onTask(event) {
+    var payload = JSON.parse(event.data);
+    if (payload.data.key !== key) return;
+    if (GATE_TYPES.indexOf(event.type) >= 0) {
+      var panel = document.getElementById("gate-runs");
+      if (panel && panel.getAttribute("hx-get") && window.htmx) window.htmx.trigger(panel, "factory:refresh");
+      return;
+    }
+    if (editing()) notice(payload);
+    else window.location.reload();
+  }
+
+  function onQueue() {
+    if (!window.htmx) return;
+    window.htmx.ajax("GET", window.location.href, { target: "#queue", select: "#queue", swap: "outerHTML" });
+  }
+
+  if (kind === "task") {
+    TASK_TYPES.concat(GATE_TYPES).forEach(function (t) { source.addEventListener(t, onTask); });
+  } else if (kind === "queue") {
+    QUEUE_TYPES.forEach(function (t) { source.addEventListener(t, onQueue); });
+  }
+  window.addEventListener("beforeunload", function () { source.close(); });
+})();
