@@ -32,7 +32,7 @@ class Subscription(models.Model):
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="subscriptions")
-    url = models.URLField(max_length=2000)
+    url = models.CharField(max_length=2000, help_text="Where to post; events.targets checks it.")
     description = models.CharField(max_length=200, blank=True)
     format = models.CharField(max_length=20, choices=Format.choices, default=Format.STANDARD)
     types = models.JSONField(

@@ -3,7 +3,8 @@
 ``envelope(event, subject, type)`` is the JSON every face sends (webhooks, the live
 stream): ``{id, type, time, actor, project, data: {key, url, api_url, …}}``, where ``id``
 is the audit Event's id. It is built from the rows as they are when the event is written
-(inside its transaction, for the outbox), so a later change does not rewrite it.
+(inside its transaction, for the outbox), so a later change does not rewrite it; its
+states are the ones the event reached (the stream builds it later).
 """
 
 from django.conf import settings
@@ -78,7 +79,7 @@ def _data(subject, event: Event, type_name: str) -> dict:
         return data
     if isinstance(subject, GateRun):
         attempt = subject.attempt
-        data = {"key": attempt.task.key, "gate": subject.gate, "state": subject.state}
+        data = {"key": attempt.task.key, "gate": subject.gate, "state": event.to_state}
         data.update(_task_urls(attempt.task.key))
         data["summary"] = subject.summary
         data["attempt"] = _attempt(attempt)
@@ -88,7 +89,7 @@ def _data(subject, event: Event, type_name: str) -> dict:
         return {
             "key": subject.key,
             "title": subject.title,
-            "state": subject.state,
+            "state": event.to_state,
             "url": site(f"/decisions/{subject.key}/"),
             "api_url": site(f"/api/v1/decisions/{subject.key}/"),
             "decided_by": subject.decided_by.get_username() if subject.decided_by_id else None,
@@ -109,7 +110,8 @@ def _data(subject, event: Event, type_name: str) -> dict:
 
 
 def _task(task: Task, event: Event, type_name: str) -> dict:
-    data = {"key": task.key, "title": task.title, "state": task.state}
+    # The state the event reached: the stream builds this later, when the task may have moved.
+    data = {"key": task.key, "title": task.title, "state": event.to_state}
     data.update(_task_urls(task.key))
     number = (event.extra or {}).get("attempt") or task.attempt_count
     attempt = None

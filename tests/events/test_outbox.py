@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from events import services
 from events.models import Delivery, Subscription
+from events.types import type_of
 from projects.errors import PermissionDenied
 from projects.models import Event
 from tasks import services as task_services
@@ -319,3 +320,32 @@ def test_a_target_that_moved_inside_the_network_is_not_posted_to(
     assert delivery.status == "pending"
     assert delivery.last_error.startswith("refused: 127.0.0.1 resolves to 127.0.0.1")
     assert receiver.requests == []
+
+
+PASSING = (
+    b"<testsuite tests='1'><testcase classname='tests.test_claim' name='test_claim'/></testsuite>"
+)
+
+
+def test_a_gates_verdict_is_an_event_and_the_runners_has_a_type_of_its_own(
+    flow, subscribe, django_capture_on_commit_callbacks
+):
+    subscription = subscribe(types=["gate.finished", "runner.finished"])
+    flow.gates({"tests-pass": {}})
+    _, attempt = flow.claimed()
+    flow.attach(attempt, PASSING, kind="junit", name="junit.xml")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        task_services.attempt_submit(
+            attempt=attempt, actor=flow.agent, summary="done", change={"commit": "abc123"}
+        )
+
+    [payload] = payloads(subscription).values()
+    assert (payload["type"], payload["data"]["gate"], payload["data"]["state"]) == (
+        "gate.finished",
+        "tests-pass",
+        "passed",
+    )
+    assert payload["data"]["summary"] == "1 tests passed"
+    assert type_of("evidence.gaterun", "fail", "failed", gate="runner") == "runner.finished"
+    assert type_of("evidence.gaterun", "start", "running", gate="runner") is None
