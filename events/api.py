@@ -85,7 +85,7 @@ class SubscriptionListApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: NewSubscriptionSerializer, **errors(400, 403, 404)},
+        responses={201: NewSubscriptionSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, slug):
         project = managed_project(request.user, slug)

@@ -14,4 +14,5 @@ def deliver_job(delivery_id: int) -> None:
 
 @shared_task(**JOB_OPTIONS)
 def deliveries_due_job() -> int:
+    services.deliveries_prune()
     return services.deliveries_due()

@@ -25,6 +25,7 @@ from events import commit_status, signing, targets
 from events.models import Delivery, DeliveryStatus, Format, Subscription
 from events.payloads import envelope
 from events.types import TYPES, matches, type_of
+from projects.errors import Conflict
 from projects.models import Event, Project
 from projects.queue import enqueue, enqueue_on_commit
 from projects.roles import Role
@@ -83,8 +84,16 @@ def subscription_create(
     token: str = "",
     context: str = "factory-memory",
 ) -> Subscription:
-    """A new active subscription with a fresh secret. Managers of the project only."""
+    """A new active subscription with a fresh secret. Managers of the project only; at
+    most ``FACTORY_WEBHOOK_MAX_PER_PROJECT`` per project."""
     require_role(actor, project.pk, Role.MANAGER)
+    limit = settings.FACTORY_WEBHOOK_MAX_PER_PROJECT
+    if Subscription.objects.filter(project=project).count() >= limit:
+        raise Conflict(
+            f"{project.slug} has {limit} webhooks, the most a project may have;"
+            " remove one or point several event types at one receiver",
+            code="too_many_webhooks",
+        )
     fields = _clean(
         {
             "url": url,
@@ -330,7 +339,11 @@ def delivery_try(*, delivery_id: int) -> Delivery | None:
     now = timezone.now()
     ok = code is not None and 200 <= code < 300
     with transaction.atomic():
-        subscription = Subscription.objects.select_for_update().get(pk=delivery.subscription_id)
+        subscription = (
+            Subscription.objects.select_for_update().filter(pk=delivery.subscription_id).first()
+        )
+        if subscription is None:  # removed while the try was in flight
+            return None
         delivery.last_code = code
         delivery.last_error = error
         delivery.locked_until = None
@@ -408,6 +421,16 @@ def delivery_redeliver(*, delivery: Delivery, actor) -> Delivery:
         delivery.save(update_fields=["status", "next_try_at", "locked_until"])
         enqueue_on_commit(DELIVER_JOB, delivery.pk)
     return delivery
+
+
+def deliveries_prune() -> int:
+    """Forget finished deliveries older than ``FACTORY_WEBHOOK_LOG_DAYS`` (the audit trail
+    keeps the events themselves); pending ones are never pruned."""
+    before = timezone.now() - timedelta(days=settings.FACTORY_WEBHOOK_LOG_DAYS)
+    deleted, _ = Delivery.objects.filter(
+        status__in=[DeliveryStatus.DELIVERED, DeliveryStatus.FAILED], created_at__lt=before
+    ).delete()
+    return deleted
 
 
 def deliveries_due(*, limit: int = 500) -> int:

@@ -349,6 +349,8 @@ FACTORY_WEBHOOK_RETRY_SCHEDULE = [
 ]
 FACTORY_WEBHOOK_DISABLE_AFTER = env_int("FACTORY_WEBHOOK_DISABLE_AFTER", 24 * 3600)
 FACTORY_WEBHOOK_ALLOW_PRIVATE = env_bool("FACTORY_WEBHOOK_ALLOW_PRIVATE", DEBUG)
+FACTORY_WEBHOOK_MAX_PER_PROJECT = env_int("FACTORY_WEBHOOK_MAX_PER_PROJECT", 20)
+FACTORY_WEBHOOK_LOG_DAYS = env_int("FACTORY_WEBHOOK_LOG_DAYS", 30)  # delivered/failed kept
 # The live stream (GET /api/v1/events/stream): a comment every FACTORY_STREAM_HEARTBEAT
 # seconds keeps proxies from closing it; a client this many events behind is dropped.
 FACTORY_STREAM_HEARTBEAT = float(env("FACTORY_STREAM_HEARTBEAT", "15"))

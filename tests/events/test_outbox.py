@@ -11,7 +11,7 @@ from django.utils import timezone
 from events import services
 from events.models import Delivery, Subscription
 from events.types import type_of
-from projects.errors import PermissionDenied
+from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
 from tasks import services as task_services
 
@@ -349,3 +349,28 @@ def test_a_gates_verdict_is_an_event_and_the_runners_has_a_type_of_its_own(
     assert payload["data"]["summary"] == "1 tests passed"
     assert type_of("evidence.gaterun", "fail", "failed", gate="runner") == "runner.finished"
     assert type_of("evidence.gaterun", "start", "running", gate="runner") is None
+
+
+def test_a_project_has_at_most_the_webhooks_its_limit_allows(flow, receiver, settings):
+    settings.FACTORY_WEBHOOK_MAX_PER_PROJECT = 2
+    for _ in range(2):
+        services.subscription_create(project=flow.project, actor=flow.manager, url=receiver.url)
+
+    with pytest.raises(Conflict) as refused:
+        services.subscription_create(project=flow.project, actor=flow.manager, url=receiver.url)
+
+    assert refused.value.code == "too_many_webhooks"
+    assert Subscription.objects.count() == 2
+
+
+def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(flow, subscribe):
+    subscribe()
+    flow.ready()
+    flow.ready()
+    old = timezone.now() - timedelta(days=31)
+    first, second = Delivery.objects.order_by("pk")
+    Delivery.objects.filter(pk=first.pk).update(status="delivered", created_at=old)
+    Delivery.objects.filter(pk=second.pk).update(created_at=old)
+
+    assert services.deliveries_prune() == 1
+    assert list(Delivery.objects.values_list("pk", flat=True)) == [second.pk]
