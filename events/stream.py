@@ -111,6 +111,7 @@ class Hub:
         self.clients: set[Client] = set()
         self.listener: asyncio.Task | None = None
         self.listening = asyncio.Event()  # set once new events will be heard
+        self.last_seen = 0  # the newest event offered, to catch up after a lost connection
 
     def join(self, client: Client) -> None:
         self.clients.add(client)
@@ -122,6 +123,7 @@ class Hub:
 
     def publish(self, items) -> None:
         for event_id, project_id, payload in items:
+            self.last_seen = max(self.last_seen, event_id)
             for client in list(self.clients):
                 if not client.dropped and client.wants(project_id, payload):
                     client.offer((event_id, payload))
@@ -156,6 +158,8 @@ class Hub:
         params.pop("context", None)
         async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as listen:
             await listen.execute(f"LISTEN {STREAM_CHANNEL}")
+            if self.last_seen:  # the connection was lost: what was missed meanwhile
+                self.publish(await _closing(read_after)(self.last_seen))
             self.listening.set()
             while self.clients:
                 ids = []
