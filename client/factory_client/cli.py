@@ -2,8 +2,9 @@
 
 Prints a short summary by default and the API's JSON with ``--json``. A refusal
 prints ``<code>: <detail>`` on stderr and exits 1; a server or network failure
-exits 3; bad usage exits 2 (``EXIT_CODES``). ``--json`` goes before or after the
-subcommand; ``factory completion bash|zsh`` prints a completion script.
+exits 3; bad usage exits 2; ``factory wait`` past its timeout exits 6
+(``EXIT_CODES``). ``--json`` goes before or after the subcommand; ``factory
+completion bash|zsh`` prints a completion script.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from importlib import metadata
 
 import factory_client
 from factory_client import completion, work
-from factory_client.client import FactoryClient, FactoryError
+from factory_client.client import TASK_STATES, FactoryClient, FactoryError, WaitTimeout
+
+EXIT_TIMEOUT = 6  # after work.py's 4 and 5
 
 
 def _print_json(value) -> None:
@@ -155,6 +158,29 @@ def cmd_decisions(client, args):
     return None
 
 
+def cmd_wait(client, args):
+    try:
+        task = client.wait_for_task(args.key, args.until, args.timeout)
+    except WaitTimeout as timeout:
+        print(f"timeout: {timeout.detail}", file=sys.stderr)
+        if args.json:
+            _print_json(timeout.body)
+        return EXIT_TIMEOUT
+    return _print_json(task) if args.json else print(f"{task['key']} is {task['state']}")
+
+
+def task_states(value: str) -> list[str]:
+    """``in_review,done``: task states, a usage error (exit 2) if one is unknown."""
+    states = [state.strip() for state in value.split(",") if state.strip()]
+    unknown = [state for state in states if state not in TASK_STATES]
+    if not states or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown task state {', '.join(unknown) or '(none)'}: "
+            f"choose from {', '.join(TASK_STATES)}"
+        )
+    return states
+
+
 def cmd_completion(client, args):
     print(completion.script(args.shell, build_parser()), end="")
 
@@ -168,6 +194,7 @@ exit codes:
   4  factory work: the task was released (the agent failed, changed nothing, was blocked,
      or the push was refused)
   5  factory work: the lease was lost and the agent stopped
+  6  factory wait: the timeout passed before the task reached the states
   130, 143  factory work: interrupted (Ctrl-C) or terminated; the task was released
 """
 
@@ -295,6 +322,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state")
     p.add_argument("--project")
     p.set_defaults(run=cmd_decisions)
+
+    p = sub.add_parser(
+        "wait",
+        help="wait until a task reaches one of some states",
+        description="Wait until the task is in one of the states given to --until, then print "
+        'it ("FM-12 is in_review"); follows the live stream, or polls where the site has none. '
+        "Exits 6 if the timeout passes first.",
+    )
+    p.add_argument("key")
+    p.add_argument(
+        "--until",
+        required=True,
+        type=task_states,
+        metavar="STATES",
+        help=f"comma-separated task states ({', '.join(TASK_STATES)})",
+    )
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="default 600")
+    p.set_defaults(run=cmd_wait)
 
     p = sub.add_parser(
         "completion",

@@ -5,20 +5,50 @@ Refusals raise ``FactoryError`` carrying the API's status, ``code`` and ``detail
 Reads and submits (which carry an ``Idempotency-Key``) are retried when the server
 is briefly unavailable (503 or a dropped connection); nothing else is retried.
 ``keep_lease`` heartbeats an attempt from a background thread while the agent works.
+``events`` follows the live stream (Server-Sent Events), and ``wait_for_task`` waits on
+it for a task to reach a state, polling instead where the site serves no stream.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import queue
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+log = logging.getLogger("factory_client")
+
+# The server sends a heartbeat comment every FACTORY_STREAM_HEARTBEAT seconds (15 by
+# default): a stream silent for this long has been dropped on the way.
+STREAM_READ_TIMEOUT = 60.0
+STREAM_RECONNECTS = 5  # failed connections in a row before giving up
+TASK_STATES = (
+    "draft",
+    "ready",
+    "claimed",
+    "checking",
+    "in_review",
+    "done",
+    "blocked",
+    "failed",
+    "cancelled",
+)
+# What ``wait_for_task`` follows: the task's own events, and its attempts' (a submit, a
+# failed gate or an expired lease moves the task without a task event of its own).
+WAIT_TYPES = ("task.*", "attempt.*", "lease.expired")
+WAIT_POLL_SECONDS = 2.0
+# Some moves have no event at all (a release, an unblock, a reopen): the state is read
+# again at least this often while waiting on the stream.
+WAIT_RECHECK_SECONDS = 15.0
 
 
 class FactoryError(Exception):
@@ -27,6 +57,19 @@ class FactoryError(Exception):
     def __init__(self, status: int, code: str, detail: str, body: dict | None = None):
         super().__init__(f"{code}: {detail}")
         self.status, self.code, self.detail, self.body = status, code, detail, body or {}
+
+
+class WaitTimeout(FactoryError):
+    """``wait_for_task`` gave up: the task did not reach the states in time.
+
+    ``task`` is the task as last read (None if it never was)."""
+
+    def __init__(self, key: str, until: list[str], timeout: float, task: dict | None):
+        state = task["state"] if task else "unknown"
+        detail = f"{key} did not reach {' or '.join(until)} within {timeout:g} s (it is {state})"
+        body = {"code": "timeout", "detail": detail, "key": key, "state": state}
+        super().__init__(0, "timeout", detail, body)
+        self.task = task
 
 
 class FactoryClient:
@@ -231,6 +274,157 @@ class FactoryClient:
         """A project: its repository, default branch, verify block and gate policy."""
         return self._json("GET", f"/projects/{slug}/", retry=True)
 
+    # --- the live stream ------------------------------------------------------------------
+
+    def events(
+        self,
+        project: str | None = None,
+        types=None,
+        last_event_id: int | str | None = None,
+        *,
+        read_timeout: float = STREAM_READ_TIMEOUT,
+        reconnects: int = STREAM_RECONNECTS,
+    ) -> Iterator[dict]:
+        """The live stream's events as they happen: ``{"id", "type", "payload"}`` each,
+        ``payload`` being the event's JSON (``{"id", "type", "time", "actor", "project",
+        "data"}``).
+
+        ``project`` (a slug) and ``types`` (names, ``task.*`` for a family) narrow it;
+        ``last_event_id`` resumes after that event. A dropped or silent connection is
+        opened again with ``Last-Event-ID`` after a pause (the server's ``retry``,
+        doubling while connecting fails); after ``reconnects`` failed reconnections in a
+        row it raises ``unreachable``. A refusal raises ``FactoryError`` (501 ``stream_needs_asgi``
+        where the site is served through WSGI). The generator never ends by itself.
+        """
+        for kind, value in self._stream(
+            project, types, last_event_id, read_timeout=read_timeout, reconnects=reconnects
+        ):
+            if kind == "event":
+                yield value
+
+    def _stream(
+        self,
+        project,
+        types,
+        last_event_id=None,
+        *,
+        read_timeout: float = STREAM_READ_TIMEOUT,
+        reconnects: int = STREAM_RECONNECTS,
+        stop: threading.Event | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """``("open", None)`` each time a connection is listening, then ``("event", {…})``
+        for each event and ``("comment", text)`` for each comment (the heartbeats)."""
+        params = {}
+        if project:
+            params["project"] = project
+        if types:
+            params["types"] = types if isinstance(types, str) else ",".join(types)
+        last = str(last_event_id) if last_event_id is not None else None
+        timeout = httpx.Timeout(10.0, read=read_timeout)
+        failures, pause = 0, 1.0
+        while stop is None or not stop.is_set():
+            headers = {"Accept": "text/event-stream"}
+            if last is not None:
+                headers["Last-Event-ID"] = last
+            opened = False
+            try:
+                with self.http.stream(
+                    "GET", "/events/stream", params=params, headers=headers, timeout=timeout
+                ) as response:
+                    if response.status_code in (502, 503, 504):  # a proxy, or a restart
+                        reason = f"it answered {response.status_code}"
+                    else:
+                        _check_stream(self.url, response)
+                        for item in _sse(response.iter_lines()):
+                            if not opened:
+                                # The server's first line comes once it listens for new
+                                # events: nothing that happens from here on is missed.
+                                opened, failures = True, 0
+                                yield "open", None
+                            if item[0] == "retry":
+                                pause = item[1]
+                                continue
+                            if item[0] == "event" and item[1]["id"] is not None:
+                                last = str(item[1]["id"])
+                            yield item
+                            if stop is not None and stop.is_set():
+                                return
+                        reason = "the stream ended"
+            except httpx.TransportError as exc:  # refused, dropped, or silent too long
+                reason = str(exc) or type(exc).__name__
+            except httpx.HTTPError as exc:
+                raise FactoryError(0, "bad_response", f"{self.url}: {exc}") from exc
+            if stop is not None and stop.is_set():
+                return
+            if not opened:
+                failures += 1
+            if failures > reconnects:
+                raise FactoryError(0, "unreachable", f"{self.url}: {reason}")
+            log.info("the event stream was interrupted (%s); reconnecting", reason)
+            time.sleep(min(pause * 2 ** max(failures - 1, 0), 30.0))
+
+    def wait_for_task(self, key: str, until, timeout: float) -> dict:
+        """Wait until task ``key`` is in one of the states ``until``; return the task.
+
+        The stream is opened first and the task read once it listens, so a move between
+        the two is not missed; then the stream is followed (the task is read again at
+        each reconnection, at each event of its attempts, and every
+        ``WAIT_RECHECK_SECONDS``). Where the site serves no stream (501
+        ``stream_needs_asgi``: a WSGI server), or the stream fails, the task is read
+        every ``WAIT_POLL_SECONDS`` instead. Raises ``WaitTimeout`` (code ``timeout``)
+        after ``timeout`` seconds, and ``FactoryError`` on a refusal (``not_found``).
+        """
+        wanted = [until] if isinstance(until, str) else list(until)
+        unknown = [state for state in wanted if state not in TASK_STATES]
+        if not wanted or unknown:
+            raise FactoryError(
+                0,
+                "invalid",
+                f"unknown task states {', '.join(unknown) or '(none given)'}: "
+                f"choose from {', '.join(TASK_STATES)}",
+            )
+        deadline = time.monotonic() + timeout
+        follower = _Follower(self, key.split("-")[0], WAIT_TYPES)
+        task = None
+        try:
+            recheck = None
+            while True:
+                remaining = deadline - time.monotonic()
+                if recheck is not None:
+                    remaining = min(remaining, recheck - time.monotonic())
+                item = follower.next(remaining)
+                if item is None:  # the deadline, or time to read the task again
+                    task = self.task(key)
+                    if task["state"] in wanted:
+                        return task
+                    if time.monotonic() >= deadline:
+                        raise WaitTimeout(key, wanted, timeout, task)
+                    recheck = time.monotonic() + WAIT_RECHECK_SECONDS
+                    continue
+                kind, value = item
+                if kind == "error":
+                    if 400 <= value.status < 500:  # not_found, a bad token
+                        raise value
+                    log.info("%s; polling %s every %g s instead", value, key, WAIT_POLL_SECONDS)
+                    return self._poll_task(key, wanted, deadline, timeout)
+                if kind == "open" or (kind == "event" and _moves(value, key, wanted)):
+                    task = self.task(key)
+                    if task["state"] in wanted:
+                        return task
+                    recheck = time.monotonic() + WAIT_RECHECK_SECONDS
+        finally:
+            follower.stop()
+
+    def _poll_task(self, key: str, wanted: list[str], deadline: float, timeout: float) -> dict:
+        while True:
+            task = self.task(key)
+            if task["state"] in wanted:
+                return task
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitTimeout(key, wanted, timeout, task)
+            time.sleep(min(WAIT_POLL_SECONDS, remaining))
+
     def _pages(self, path: str, params: dict, limit: int = 1000) -> list[dict]:
         results, url = [], path
         params = {**params, "page_size": min(limit, 200)}
@@ -277,6 +471,98 @@ class LeaseKeeper:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class _Follower:
+    """Reads the stream in a thread, so the reader can wait on it with a deadline.
+
+    The thread ends at the next line after ``stop`` (a heartbeat at the latest)."""
+
+    def __init__(self, client: FactoryClient, project: str, types):
+        self.items: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._stream = client._stream(project, types, stop=self._stop)
+        self._thread = threading.Thread(target=self._run, name="factory-stream", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for item in self._stream:
+                self.items.put(item)
+        except FactoryError as exc:
+            self.items.put(("error", exc))
+        except Exception as exc:  # whatever it is, the reader falls back to polling
+            self.items.put(("error", FactoryError(0, "stream_failed", repr(exc))))
+
+    def next(self, seconds: float) -> tuple[str, Any] | None:
+        """The next item, or None after ``seconds``."""
+        try:
+            return self.items.get(timeout=max(seconds, 0))
+        except queue.Empty:
+            return None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _check_stream(url: str, response: httpx.Response) -> None:
+    """Raise the refusal (``stream_needs_asgi`` under WSGI), or if this is no stream."""
+    if response.status_code >= 400:
+        response.read()
+        raise _error(response)
+    if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
+        raise FactoryError(
+            0,
+            "bad_response",
+            f"{url} answered {response.status_code} without an event stream: is it Factory Memory?",
+        )
+
+
+def _moves(event: dict, key: str, wanted: list[str]) -> bool:
+    """Whether a stream event may have brought task ``key`` into a ``wanted`` state."""
+    payload = event["payload"] if isinstance(event["payload"], dict) else {}
+    data = payload.get("data") or {}
+    if data.get("key") != key:
+        return False
+    if event["type"].startswith("task."):
+        return data.get("to_state") in wanted
+    return True  # an attempt's event: its to_state is the attempt's; read the task's
+
+
+def _sse(lines) -> Iterator[tuple[str, Any]]:
+    """Server-Sent Events from lines: ``("event", {"id", "type", "payload"})``,
+    ``("comment", text)`` and ``("retry", seconds)``."""
+    fields: dict[str, Any] = {"data": []}
+    for line in lines:
+        if line == "":
+            if fields["data"]:
+                data = "\n".join(fields["data"])
+                try:
+                    payload = json.loads(data)
+                except ValueError:
+                    payload = data
+                event_id = fields.get("id")
+                yield (
+                    "event",
+                    {
+                        "id": int(event_id) if event_id and event_id.isdigit() else event_id,
+                        "type": fields.get("event") or "message",
+                        "payload": payload,
+                    },
+                )
+            fields = {"data": []}
+            continue
+        if line.startswith(":"):
+            yield "comment", line[1:].strip()
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            fields["data"].append(value)
+        elif name in ("id", "event"):
+            fields[name] = value
+        elif name == "retry" and value.isdigit():
+            yield "retry", int(value) / 1000
 
 
 def _error(response: httpx.Response) -> FactoryError:

@@ -39,11 +39,13 @@ claim_task gives you a task and an attempt under a lease; get_context gives you 
 its acceptance criteria and what each needs as proof, the decisions in force and why
 earlier attempts ended. Heartbeat before the lease runs out, save_checkpoint so a
 successor can resume, attach_evidence for each criterion, propose_decision for choices
-the next worker must respect, then submit_attempt (or release_task). A refusal's text
+the next worker must respect, then submit_attempt (or release_task); wait_for_task with
+until=["in_review", "ready", "failed"] waits for the gates' verdict. A refusal's text
 starts with its code: lease_lost means your lease is gone; claim again.
 """
 
 DEFAULT_CONTEXT_CHARS = 24_000
+MAX_WAIT_SECONDS = 600  # a tool call held open longer outlives most clients' patience
 KINDS = ("junit", "coverage", "diff", "log", "screenshot", "json", "note", "link")
 
 
@@ -267,6 +269,19 @@ def get_task(ctx: Context, task: str) -> dict:
     }
 
 
+def wait_for_task(ctx: Context, key: str, until: list[str], timeout_seconds: float = 60) -> dict:
+    """key: the task (FM-12); until: the states to wait for (in_review, done, ready, failed,
+    …); timeout_seconds: at most 600."""
+    seconds = max(0.0, min(float(timeout_seconds), MAX_WAIT_SECONDS))
+    task = _api(ctx).wait_for_task(key, until, seconds)
+    return {
+        "key": task["key"],
+        "title": task["title"],
+        "state": task["state"],
+        "attempt": task["current_attempt"],
+    }
+
+
 def search_decisions(
     ctx: Context, q: str = "", state: str | None = None, project: str | None = None, limit: int = 10
 ) -> list[dict]:
@@ -305,6 +320,11 @@ TOOLS = [
     (
         get_task,
         "A task's state and the four handoff answers (what changed, why, what is open, evidence).",
+    ),
+    (
+        wait_for_task,
+        "Wait until a task is in one of the states `until`, then answer its state; a tool "
+        "error starting with timeout: if it is not within timeout_seconds.",
     ),
     (
         search_decisions,

@@ -284,6 +284,7 @@ def test_help_lists_the_exit_codes():
         "  4  factory work: the task was released (the agent failed, changed nothing, was blocked,",
         "     or the push was refused)",
         "  5  factory work: the lease was lost and the agent stopped",
+        "  6  factory wait: the timeout passed before the task reached the states",
         "  130, 143  factory work: interrupted (Ctrl-C) or terminated; the task was released",
     ]
 

@@ -45,6 +45,7 @@ TOOLS = {
     "submit_attempt",
     "release_task",
     "get_task",
+    "wait_for_task",
     "search_decisions",
 }
 BAD = {"Authorization": "Bearer fm_" + "0" * 64}
