@@ -9,7 +9,8 @@
   var key = live.getAttribute("data-live-key");
   var source = new EventSource(live.getAttribute("data-live-url"));
   var TASK_TYPES = ["task.claimed", "attempt.submitted", "attempt.gates_failed", "task.in_review",
-    "task.approved", "task.rejected", "task.failed", "task.blocked", "task.cancelled", "lease.expired"];
+    "task.approved", "task.rejected", "task.failed", "task.blocked", "task.released", "task.unblocked",
+    "task.reopened", "task.cancelled", "lease.expired"];
   var GATE_TYPES = ["gate.finished", "runner.finished"];
   var QUEUE_TYPES = ["task.in_review", "task.approved", "task.rejected", "task.failed",
     "task.cancelled"];

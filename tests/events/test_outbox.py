@@ -374,3 +374,22 @@ def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(flow, subscrib
 
     assert services.deliveries_prune() == 1
     assert list(Delivery.objects.values_list("pk", flat=True)) == [second.pk]
+
+
+def test_every_way_a_task_returns_to_ready_has_a_type(flow, subscribe):
+    subscription = subscribe(types=["task.released", "task.unblocked", "task.reopened"])
+    failed, _ = flow.failed()
+    blocked, _ = flow.blocked()
+    _, attempt = flow.claimed()
+
+    task_services.attempt_release(attempt=attempt, actor=flow.agent, reason="later")
+    task_services.task_unblock(task=blocked, actor=flow.manager)
+    task_services.task_reopen(task=failed, actor=flow.manager)
+
+    assert [
+        (d.type, d.payload["data"]["to_state"]) for d in subscription.deliveries.order_by("pk")
+    ] == [
+        ("task.released", "ready"),
+        ("task.unblocked", "ready"),
+        ("task.reopened", "ready"),
+    ]

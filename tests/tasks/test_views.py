@@ -510,7 +510,7 @@ def test_the_gate_panel_polls_while_the_attempt_is_checking(client, flow):
     response = client.get(f"/tasks/{task.key}/gates/", headers={"HX-Request": "true"})
 
     assert response.status_code == 200
-    assert 'hx-get="/tasks/FM-1/gates/" hx-trigger="every 2s"' in html(response)
+    assert 'hx-get="/tasks/FM-1/gates/" hx-trigger="every 2s, factory:refresh"' in html(response)
     assert "HX-Refresh" not in response
     assert "<html" not in html(response)
 
