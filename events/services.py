@@ -19,6 +19,7 @@ import httpx
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from events import commit_status, signing, targets
@@ -150,7 +151,7 @@ def subscription_update(*, subscription: Subscription, actor, **changes) -> Subs
             subscription.failing_since = None
             fields += ["disabled_reason", "failing_since"]
             due = subscription.deliveries.filter(status=DeliveryStatus.PENDING)
-            due.update(next_try_at=timezone.now(), locked_until=None)
+            due.update(next_try_at=timezone.now() + _requeue(), locked_until=None)
             for pk in due.values_list("pk", flat=True):
                 enqueue_on_commit(DELIVER_JOB, pk)
         subscription.save(update_fields=fields)
@@ -200,7 +201,14 @@ def outbox_write(*, event: Event, subject) -> list[Delivery]:
     payload = envelope(event, subject, type_name, project_slug=wanted[0].project.slug)
     now = timezone.now()
     deliveries = [
-        Delivery(subscription=s, event=event, type=type_name, payload=payload, next_try_at=now)
+        # The first try is sent on commit; the sweep sends it only if that message is lost.
+        Delivery(
+            subscription=s,
+            event=event,
+            type=type_name,
+            payload=payload,
+            next_try_at=now + _requeue(),
+        )
         for s in wanted
         if s.format != Format.COMMIT_STATUS or commit_status.wanted(type_name, payload)
     ]
@@ -258,7 +266,9 @@ def _claim(delivery_id: int) -> Delivery | None:
     now = timezone.now()
     with transaction.atomic():
         delivery = (
-            Delivery.objects.select_for_update(skip_locked=True)
+            # ``of=self``: a writer holding the project or subscription row (numbering a
+            # task, inserting an event) must not make this try skip.
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("subscription__project")
             .filter(pk=delivery_id, status=DeliveryStatus.PENDING)
             .first()
@@ -416,7 +426,7 @@ def delivery_redeliver(*, delivery: Delivery, actor) -> Delivery:
                 {"subscription": "the subscription is turned off; turn it on first"}
             )
         delivery.status = DeliveryStatus.PENDING
-        delivery.next_try_at = timezone.now()
+        delivery.next_try_at = timezone.now() + _requeue()
         delivery.locked_until = None
         delivery.save(update_fields=["status", "next_try_at", "locked_until"])
         enqueue_on_commit(DELIVER_JOB, delivery.pk)
@@ -433,18 +443,26 @@ def deliveries_prune() -> int:
     return deleted
 
 
+def _requeue() -> timedelta:
+    return timedelta(seconds=settings.FACTORY_WEBHOOK_REQUEUE_AFTER)
+
+
 def deliveries_due(*, limit: int = 500) -> int:
-    """Start a try for each pending delivery that is due and not held by a live try:
-    retries, and the tries whose worker died or whose broker message was lost."""
+    """Start a try for each pending delivery that is due: retries whose time has come,
+    first tries whose message was lost, and tries whose worker died (their lease ran out).
+
+    What it sends is not due again for ``FACTORY_WEBHOOK_REQUEUE_AFTER`` seconds, so a
+    backlog the workers have not reached yet is not queued twice.
+    """
     now = timezone.now()
     ids = list(
-        Delivery.objects.filter(
-            status=DeliveryStatus.PENDING, next_try_at__lte=now, subscription__active=True
-        )
+        Delivery.objects.filter(status=DeliveryStatus.PENDING, subscription__active=True)
+        .filter(Q(next_try_at__lte=now) | Q(locked_until__lte=now))
         .exclude(locked_until__gt=now)
         .order_by("next_try_at")
         .values_list("pk", flat=True)[:limit]
     )
+    Delivery.objects.filter(pk__in=ids).update(next_try_at=now + _requeue())
     for pk in ids:
         enqueue(DELIVER_JOB, pk)
     return len(ids)

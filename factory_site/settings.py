@@ -351,6 +351,8 @@ FACTORY_WEBHOOK_DISABLE_AFTER = env_int("FACTORY_WEBHOOK_DISABLE_AFTER", 24 * 36
 FACTORY_WEBHOOK_ALLOW_PRIVATE = env_bool("FACTORY_WEBHOOK_ALLOW_PRIVATE", DEBUG)
 FACTORY_WEBHOOK_MAX_PER_PROJECT = env_int("FACTORY_WEBHOOK_MAX_PER_PROJECT", 20)
 FACTORY_WEBHOOK_LOG_DAYS = env_int("FACTORY_WEBHOOK_LOG_DAYS", 30)  # delivered/failed kept
+# A try the sweep (or a commit) has sent is not sent again for this long unless it ran.
+FACTORY_WEBHOOK_REQUEUE_AFTER = env_int("FACTORY_WEBHOOK_REQUEUE_AFTER", 60)
 # The live stream (GET /api/v1/events/stream): a comment every FACTORY_STREAM_HEARTBEAT
 # seconds keeps proxies from closing it; a client this many events behind is dropped.
 FACTORY_STREAM_HEARTBEAT = float(env("FACTORY_STREAM_HEARTBEAT", "15"))
