@@ -1,11 +1,11 @@
 """The webhooks API: a project's subscriptions and their delivery logs (managers)."""
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from events import services
+from events import services, targets
 from events.models import Format
 from events.selectors import delivery_of, managed_project, subscription_of
 from events.types import TYPES
@@ -51,21 +51,40 @@ class DeliverySerializer(serializers.Serializer):
     payload = serializers.DictField(read_only=True)
 
 
-TYPE_HELP = f"Event types wanted (empty: all; `task.*`: a noun's): {', '.join(TYPES)}."
+TYPE_HELP = "Event types wanted; none: all; `task.*`: every type of a noun."
+TYPE_CHOICES = [*TYPES, *dict.fromkeys(f"{t.split('.')[0]}.*" for t in TYPES)]
+URL_HELP = "http(s) URL. For commit-status: {sha} where the commit goes (else it is appended)."
 
 
-class SubscriptionListApi(APIView):
+@extend_schema_field(
+    {"type": "string", "pattern": targets.URL_PATTERN, "maxLength": targets.MAX_URL}
+)
+class TargetField(serializers.CharField):
+    """``events.targets.refusal`` checks it against the same pattern (and the network)."""
+
+
+def types_field():
+    return serializers.ListField(
+        child=serializers.ChoiceField(choices=TYPE_CHOICES),
+        required=False,
+        max_length=len(TYPE_CHOICES),
+        help_text=TYPE_HELP,
+    )
+
+
+class SubscriptionListApi(generics.ListAPIView):
     """A project's webhook subscriptions; a new one answers its signing secret, once."""
+
+    serializer_class = SubscriptionSerializer
+    pagination_class = IdCursorPagination
+
+    def get_queryset(self):
+        return managed_project(self.request.user, self.kwargs["slug"]).subscriptions.all()
 
     class InputSerializer(JSONInputSerializer):
         reject_unknown_fields = True
-        url = serializers.CharField(
-            max_length=2000,
-            help_text="http(s) URL; for format commit-status, with {sha} where the commit goes.",
-        )
-        types = serializers.ListField(
-            child=serializers.CharField(max_length=40), required=False, help_text=TYPE_HELP
-        )
+        url = TargetField(max_length=targets.MAX_URL, help_text=URL_HELP)
+        types = types_field()
         format = serializers.ChoiceField(choices=Format.values, required=False)
         description = serializers.CharField(max_length=200, required=False, allow_blank=True)
         token = serializers.CharField(
@@ -76,12 +95,9 @@ class SubscriptionListApi(APIView):
         )
         context = serializers.CharField(max_length=100, required=False)
 
-    @extend_schema(responses={200: SubscriptionSerializer(many=True), **errors(403, 404)})
-    def get(self, request, slug):
-        project = managed_project(request.user, slug)
-        page = IdCursorPagination()
-        rows = page.paginate_queryset(project.subscriptions.all(), request, view=self)
-        return page.get_paginated_response(SubscriptionSerializer(rows, many=True).data)
+    @extend_schema(responses={200: SubscriptionSerializer(many=True), **errors(400, 403, 404)})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(
         request=InputSerializer,
@@ -102,10 +118,8 @@ class SubscriptionDetailApi(APIView):
 
     class InputSerializer(JSONInputSerializer):
         reject_unknown_fields = True
-        url = serializers.CharField(max_length=2000, required=False)
-        types = serializers.ListField(
-            child=serializers.CharField(max_length=40), required=False, help_text=TYPE_HELP
-        )
+        url = TargetField(max_length=targets.MAX_URL, required=False, help_text=URL_HELP)
+        types = types_field()
         format = serializers.ChoiceField(choices=Format.values, required=False)
         description = serializers.CharField(max_length=200, required=False, allow_blank=True)
         token = serializers.CharField(max_length=500, required=False, allow_blank=True)
@@ -136,15 +150,19 @@ class SubscriptionDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class DeliveryListApi(APIView):
+class DeliveryListApi(generics.ListAPIView):
     """A subscription's delivery log, newest first: status, answer code, tries, next try."""
 
-    @extend_schema(responses={200: DeliverySerializer(many=True), **errors(403, 404)})
-    def get(self, request, slug, pk):
-        subscription = subscription_of(managed_project(request.user, slug), pk)
-        page = NewestFirstPagination()
-        rows = page.paginate_queryset(subscription.deliveries.all(), request, view=self)
-        return page.get_paginated_response(DeliverySerializer(rows, many=True).data)
+    serializer_class = DeliverySerializer
+    pagination_class = NewestFirstPagination
+
+    def get_queryset(self):
+        project = managed_project(self.request.user, self.kwargs["slug"])
+        return subscription_of(project, self.kwargs["pk"]).deliveries.all()
+
+    @extend_schema(responses={200: DeliverySerializer(many=True), **errors(400, 403, 404)})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
 
 
 class DeliveryRedeliverApi(APIView):

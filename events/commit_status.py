@@ -19,8 +19,12 @@ def wanted(type_name: str, payload: dict) -> bool:
 
 
 def url(template: str, payload: dict) -> str:
-    """The subscription's URL with ``{sha}`` replaced by the commit."""
-    return template.replace("{sha}", payload["data"]["change"]["commit"])
+    """The subscription's URL with ``{sha}`` replaced by the commit; without ``{sha}``, the
+    commit is its last path segment (``…/statuses`` → ``…/statuses/4be1c0d``)."""
+    commit = payload["data"]["change"]["commit"]
+    if "{sha}" in template:
+        return template.replace("{sha}", commit)
+    return template.rstrip("/") + "/" + commit
 
 
 def body(payload: dict, context: str) -> dict:

@@ -8,10 +8,21 @@ since a name may resolve elsewhere later.
 """
 
 import ipaddress
+import re
 import socket
 from urllib.parse import urlsplit
 
 from django.conf import settings
+
+# What a target looks like, written once for the check below and the API's schema: http(s),
+# a host name or IPv4 address, a port from 1 to 65535, then any path without spaces.
+_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,250}[A-Za-z0-9])?"
+_PORT = (
+    r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}"
+    r"|[1-9][0-9]{0,3}))?"
+)
+URL_PATTERN = rf"^https?://{_HOST}{_PORT}(?:[/?#][^\s\u0000]*)?$"
+MAX_URL = 2000
 
 
 def refusal(url: str) -> str | None:
@@ -23,10 +34,10 @@ def refusal(url: str) -> str | None:
         return "not a valid URL"
     if parts.scheme not in ("http", "https"):
         return "must be an http:// or https:// URL"
-    if not parts.hostname:
-        return "must name a host"
     if parts.username or parts.password:
         return "must not carry credentials; commit statuses take a token instead"
+    if len(url) > MAX_URL or not re.fullmatch(URL_PATTERN, url):
+        return "must be http(s)://host[:port][/path], with no spaces"
     if settings.FACTORY_WEBHOOK_ALLOW_PRIVATE:
         return None
     try:

@@ -24,6 +24,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from decisions import services as decision_services
 from decisions.models import Decision, Spec, SpecVersion
+from events import services as events_services
 from evidence.models import Evidence, blob_name
 from projects.models import Event
 from tasks.models import Attempt, Task
@@ -105,6 +106,9 @@ class World:
         self.flow = flow = Flow(ProjectFactory(slug="FM"), prefix="fm")
         self.other = Flow(ProjectFactory(slug="OT"), prefix="ot")
         flow.gates({})
+        self.subscription = events_services.subscription_create(
+            project=flow.project, actor=flow.manager, url="http://127.0.0.1:9/hook"
+        )
         self.spec = flow.spec()
         self.review_task, self.review_attempt = flow.in_review(agent=flow.agent2)
         self.task, self.attempt = flow.claimed(agent=flow.agent, spec=self.spec)
@@ -118,6 +122,7 @@ class World:
             spec=self.spec, actor=flow.manager, body="v2", criteria=CRITERIA
         )
         self.other_task = self.other.draft(title="Elsewhere")
+        self.delivery = self.subscription.deliveries.first()
 
     def client(self, api, role: str):
         client = api(getattr(self.flow, role))

@@ -662,6 +662,8 @@ BODIES = {
         "decision": "d",
     },
     ("POST", "/api/v1/decisions/{key}/reject/"): {"reason": "r"},
+    ("POST", "/api/v1/projects/{slug}/webhooks/"): {"url": "http://127.0.0.1:9/hook"},
+    ("PATCH", "/api/v1/projects/{slug}/webhooks/{id}/"): {"description": "d"},
 }
 
 
@@ -687,6 +689,8 @@ def fill(world, method: str, template: str) -> str:
         .replace("{evidence_id}", str(world.evidence.pk))
         .replace("{slug}", "FM")
         .replace("{number}", number)
+        .replace("{id}", str(world.subscription.pk))
+        .replace("{delivery}", str(world.delivery.pk))
     )
 
 
@@ -775,9 +779,9 @@ def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, metho
 
 
 def test_every_operation_of_the_schema_is_walked():
-    """38 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 38
-    assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH"}
+    """45 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
+    assert len(OPERATIONS) == 45
+    assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 
 @pytest.mark.django_db

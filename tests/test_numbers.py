@@ -13,6 +13,7 @@ from django.urls.resolvers import RoutePattern
 from knox.models import AuthToken
 
 from decisions import services as decision_services
+from events import services as events_services
 from projects.numbers import whole_number
 from tests.factories import CRITERIA
 
@@ -37,6 +38,9 @@ def routes(resolver=None, prefix=""):
 
 @pytest.fixture
 def world(flow):
+    subscription = events_services.subscription_create(
+        project=flow.project, actor=flow.manager, url="http://127.0.0.1:9/hook"
+    )
     spec = flow.spec(criteria=CRITERIA)
     task, attempt = flow.claimed(spec=spec)
     evidence = flow.attach(attempt, b"log\n")
@@ -51,6 +55,8 @@ def world(flow):
         "project": "FM",
         "attempt": attempt.pk,
         "evidence": evidence.pk,
+        "subscription": subscription.pk,
+        "delivery": subscription.deliveries.first().pk,
         "flow": flow,
     }
 
@@ -68,6 +74,8 @@ def fill(route: str, world, number=None) -> str:
         "attempt_id": world["attempt"],
         "evidence_id": world["evidence"],
         "number": 1,
+        "pk": world["subscription"],
+        "delivery": world["delivery"],
     }
     path = route.replace("<key:key>", key).replace("<key:slug>", key)
     for name, value in ids.items():

@@ -222,14 +222,21 @@ def test_a_commit_status_subscription_posts_the_code_hosts_shape(
     ]
 
 
-def test_a_commit_status_url_must_say_where_the_commit_goes(flow, receiver):
-    with pytest.raises(ValidationError) as refused:
-        services.subscription_create(
-            project=flow.project, actor=flow.manager, url=receiver.url, format="commit-status"
-        )
+def test_a_commit_status_url_without_sha_gets_the_commit_appended(
+    flow, receiver, django_capture_on_commit_callbacks
+):
+    services.subscription_create(
+        project=flow.project,
+        actor=flow.manager,
+        url=receiver.url + "/statuses/",
+        format="commit-status",
+        types=["attempt.submitted"],
+    )
 
-    assert "{sha}" in refused.value.message_dict["url"][0]
-    assert Subscription.objects.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        flow.checking()
+
+    assert [path for path, _, _ in receiver.requests] == ["/hook/statuses/abc123"]
 
 
 def test_unknown_event_types_are_refused_by_name(flow, receiver):
