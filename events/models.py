@@ -57,7 +57,7 @@ class Subscription(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["project", "pk"]
+        ordering = ["pk"]
         indexes = [models.Index(fields=["project", "active"], name="subscription_project")]
 
     def __str__(self) -> str:

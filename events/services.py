@@ -136,7 +136,7 @@ def subscription_update(*, subscription: Subscription, actor, **changes) -> Subs
     if "active" in changes and not isinstance(changes["active"], bool):
         raise ValidationError({"active": "true or false"})
     with transaction.atomic():
-        subscription = Subscription.objects.select_for_update().get(pk=subscription.pk)
+        subscription = Subscription.objects.select_for_update(no_key=True).get(pk=subscription.pk)
         changes = {k: v for k, v in changes.items() if getattr(subscription, k) != v}
         if not changes:
             return subscription
@@ -347,8 +347,13 @@ def delivery_try(*, delivery_id: int) -> Delivery | None:
     now = timezone.now()
     ok = code is not None and 200 <= code < 300
     with transaction.atomic():
+        # The subscription's row alone (no ordering join to the project), and in the mode
+        # that does not block deliveries being inserted for it meanwhile.
         subscription = (
-            Subscription.objects.select_for_update().filter(pk=delivery.subscription_id).first()
+            Subscription.objects.select_for_update(no_key=True, of=("self",))
+            .filter(pk=delivery.subscription_id)
+            .order_by()
+            .first()
         )
         if subscription is None:  # removed while the try was in flight
             return None

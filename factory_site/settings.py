@@ -200,6 +200,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # The runner's job has a queue of its own, so runners can live on other machines.
 CELERY_TASK_ROUTES = {"runner.jobs.verify_job": {"queue": "verify"}}
+# Webhook tries share the gates' workers unless given a queue (and workers) of their own:
+# a slow receiver then cannot hold a gate up (docs/deploy.md).
+if env("FACTORY_WEBHOOK_QUEUE"):
+    CELERY_TASK_ROUTES["events.jobs.deliver_job"] = {"queue": env("FACTORY_WEBHOOK_QUEUE")}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
