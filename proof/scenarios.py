@@ -3,6 +3,10 @@
 Each one starts the production profile, lets agent processes work every task through
 the HTTP API while a reviewer approves, injects its faults, waits for the work to end,
 lets the reconciler run, and checks the invariants. The result is one JSON object.
+
+The webhooks scenario also subscribes a receiver process (``proof/receiver.py``) to every
+event type, kills and restarts it during the run, waits for the outbox to drain, and
+checks that every typed audit event was received at least once.
 """
 
 import contextlib
@@ -10,17 +14,20 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 
+from events.types import type_of
 from proof.invariants import check_all
-from proof.stack import ROOT, Stack
+from proof.stack import REDIS_DB, ROOT, Stack, free_port
 
 # Short timings so that faults are detected and repaired within a run.
 FAST_RECOVERY = {
@@ -43,6 +50,8 @@ class Run:
     env: dict = field(default_factory=dict)
     faults: int = 0
     processes: list = field(default_factory=list)
+    webhooks: bool = False  # subscribe a receiver to every event type and check it got them
+    receiver: "Receiver | None" = None
 
 
 def _spawn_agent(
@@ -90,6 +99,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
     stack = Stack(run.name, env={**FAST_RECOVERY, **run.env})
     tokens_file = stack.work / "tokens.json"
     stack.create_database()
+    run.receiver = Receiver(stack) if run.webhooks else None
     seeded = subprocess.run(
         [
             sys.executable,
@@ -103,6 +113,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
             str(tokens_file),
             "--gates",
             json.dumps(run.gates),
+            *(["--webhook", run.receiver.url] if run.receiver else []),
         ],
         cwd=ROOT,
         env=stack.env,
@@ -112,6 +123,9 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
     if seeded.returncode:
         raise RuntimeError(seeded.stderr)
     tokens = json.loads(tokens_file.read_text())
+    if run.receiver:
+        run.receiver.secret = tokens["webhook"]["secret"]
+        run.receiver.start()
     stack.start()
     began = time.monotonic()
     run.processes = [_spawn_agent(stack, run, token, i) for i, token in enumerate(tokens["agents"])]
@@ -149,12 +163,29 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
                 os.killpg(process.pid, signal.SIGKILL)
         time.sleep(1)
         stack.manage("reconcile", check=False)
-        stack.stop()
+        try:
+            drained = run.receiver.drain(stack.url) if run.receiver else None
+        finally:
+            stack.stop()
+            if run.receiver:
+                run.receiver.kill()
     journals = sorted(stack.work.glob("*.jsonl"))
     statuses = Counter()
     for status_file in stack.work.glob("*.status.json"):
         statuses.update(json.loads(status_file.read_text()))
     invariants = check_all(stack.url, journals, stack.work / "media", expect_all_done=finished)
+    webhooks = None
+    if run.receiver:
+        webhooks = webhooks_received(stack.url, tokens["webhook"]["id"], run.receiver.log)
+        webhooks.update(
+            receiver_restarts=run.receiver.restarts,
+            drain=drained,
+            worker_job_errors=_job_errors(stack.work),
+        )
+        invariants["webhooks_all_received"] = {
+            "violations": webhooks.pop("violations"),
+            "examples": webhooks.pop("examples"),
+        }
     done = _done(stack.url)
     violations = sum(check["violations"] for check in invariants.values()) + (0 if finished else 1)
     result = {
@@ -168,6 +199,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
         "faults_injected": run.faults,
         "requests": sum(v for k, v in statuses.items()),
         "statuses": dict(sorted(statuses.items())),
+        **({"webhooks": webhooks} if webhooks else {}),
         "invariants": invariants,
         "violations": violations,
         "ok": violations == 0,
@@ -227,6 +259,217 @@ def flush_redis(every: float, times: int):
     return inject
 
 
+def restart_receiver(times: int, down: float):
+    """SIGKILL the webhook receiver ``times`` times, spaced by progress (the k-th when
+    k/(times+1) of the tasks are done); each time it stays down ``down`` seconds."""
+
+    def inject(stack: Stack, run: Run, tokens: dict, stop: threading.Event):
+        for k in range(1, times + 1):
+            while _done(stack.url) < run.tasks * k / (times + 1):
+                if stop.wait(0.5):
+                    return
+            run.receiver.kill()
+            time.sleep(down)  # deliveries fail meanwhile, and wait for their retries
+            run.receiver.start()
+            run.faults += 1
+
+    return inject
+
+
+# --- webhooks ------------------------------------------------------------------------------
+
+# Quick retries (seconds, about 90 in all) and a sweep every 2 s, so that a receiver's
+# outage is retried within the run; targets on 127.0.0.1 are allowed.
+WEBHOOK_ENV = {
+    "FACTORY_WEBHOOK_RETRY_SCHEDULE": ",".join(["1", "2", "3"] + ["5"] * 17),
+    "FACTORY_WEBHOOK_SWEEP_SECONDS": "2",
+    "FACTORY_WEBHOOK_ALLOW_PRIVATE": "1",
+}
+
+
+class Receiver:
+    """A ``proof.receiver`` process on one port and one log, killed and started again at will."""
+
+    def __init__(self, stack: Stack):
+        self.stack = stack
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+        self.log = stack.work / "received-webhooks.ndjson"
+        self.secret = ""
+        self.process: subprocess.Popen | None = None
+        self.restarts = 0
+
+    def start(self) -> None:
+        if self.process is not None:
+            self.restarts += 1
+        for _ in range(20):  # the port may be briefly held after a kill: try again
+            self.process = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "proof.receiver", "--port", str(self.port)),
+                    *("--secret", self.secret, "--log", str(self.log)),
+                ],
+                cwd=ROOT,
+                env=self.stack.env,
+                stdout=open(self.stack.work / "receiver.out", "ab"),  # noqa: SIM115
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and self.process.poll() is None:
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", self.port)),
+                ):
+                    return
+                time.sleep(0.1)
+            self.kill()
+            time.sleep(0.5)
+        raise RuntimeError(f"the webhook receiver does not start on port {self.port}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def drain(self, url: str, seconds: float = 180) -> dict:
+        """Wait (with the stack still up) until no delivery is pending: how long it took,
+        and how many messages were still queued for the workers then."""
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        began = time.monotonic()
+        while time.monotonic() - began < seconds:
+            with (
+                contextlib.suppress(psycopg.OperationalError),
+                psycopg.connect(url, connect_timeout=3) as conn,
+            ):
+                pending = conn.execute(
+                    "SELECT count(*) FROM events_delivery WHERE status = 'pending'"
+                ).fetchone()[0]
+                if pending == 0:
+                    break
+            time.sleep(1)
+        queued = subprocess.run(
+            ["redis-cli", "-n", str(REDIS_DB), "llen", self.stack.queue],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return {
+            "seconds": round(time.monotonic() - began, 1),
+            "broker_messages_left": int(queued) if queued.isdigit() else None,
+        }
+
+
+def _job_errors(work: Path) -> dict:
+    """``"job: exception" → count`` of the jobs that raised, from the workers' logs."""
+    found = Counter()
+    for log in work.glob("worker*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            name, raised, what = line.partition(" raised unexpected: ")
+            if raised:
+                job = name.rsplit("Task ", 1)[-1].split("[")[0]
+                found[f"{job}: {what.split('(')[0]}"] += 1
+    return dict(found)
+
+
+def webhooks_received(url: str, subscription_id: int, log: Path) -> dict:
+    """Every audit event with a type since the subscription was made owes one delivery,
+    which is delivered and in the receiver's log (at least once): none unwritten, none lost."""
+    with psycopg.connect(url) as conn:
+        create_event, project_id = conn.execute(
+            """
+            SELECT e.id, s.project_id FROM tasks_event e
+            JOIN django_content_type ct ON ct.id = e.content_type_id
+            JOIN events_subscription s ON s.id = e.object_id
+            WHERE ct.app_label = 'events' AND ct.model = 'subscription'
+              AND e.object_id = %s AND e.transition = 'create'
+            """,
+            (subscription_id,),
+        ).fetchone()
+        events = conn.execute(
+            """
+            SELECT e.id, ct.app_label || '.' || ct.model, e.transition, e.to_state,
+                   coalesce(g.gate, ''), extract(epoch FROM e.created_at)::float
+            FROM tasks_event e JOIN django_content_type ct ON ct.id = e.content_type_id
+            LEFT JOIN evidence_gaterun g
+              ON ct.app_label = 'evidence' AND ct.model = 'gaterun' AND g.id = e.object_id
+            WHERE e.project_id = %s AND e.id > %s
+            """,
+            (project_id, create_event),
+        ).fetchall()
+        deliveries = {
+            event_id: (kind, status, tries)
+            for event_id, kind, status, tries in conn.execute(
+                "SELECT event_id, type, status, tries FROM events_delivery"
+                " WHERE subscription_id = %s",
+                (subscription_id,),
+            )
+        }
+    wanted = {}  # event id → (type, created at)
+    for event_id, label, transition, to_state, gate, created in events:
+        kind = type_of(label, transition, to_state, gate)
+        if kind is not None:
+            wanted[event_id] = (kind, created)
+    got, copies, unreadable = {}, Counter(), 0
+    for line in log.read_text().splitlines() if log.exists() else []:
+        try:
+            fact = json.loads(line)
+        except ValueError:
+            unreadable += 1  # a line cut by a SIGKILL
+            continue
+        copies[fact["id"]] += 1
+        got.setdefault(fact["id"], fact)
+    found, latencies = [], []
+    missing = Counter()  # why a wanted event was not received: its delivery's status
+    for event_id, (kind, created) in sorted(wanted.items()):
+        webhook_id = f"msg_{event_id}_{subscription_id}"
+        delivery = deliveries.get(event_id)
+        fact = got.get(webhook_id)
+        if delivery is None:
+            missing["unwritten" if fact is None else "received_unwritten"] += 1
+            found.append(f"event {event_id} ({kind}) has no delivery")
+        elif fact is None:
+            missing[delivery[1]] += 1  # pending at the deadline, failed, or delivered unlogged
+            found.append(f"{webhook_id} ({kind}) not received: {delivery[1]}, {delivery[2]} tries")
+        elif delivery[0] != kind or delivery[1] != "delivered" or fact["event"] != event_id:
+            found.append(f"{webhook_id} ({kind}): delivery {delivery}, received {fact}")
+        if fact is not None:
+            latencies.append(fact["at"] - created)
+    owed = {f"msg_{event_id}_{subscription_id}" for event_id in wanted}
+    found += [
+        f"event {e}: a delivery of a {d[0]} not owed"
+        for e, d in deliveries.items()
+        if e not in wanted
+    ]
+    found += [f"{webhook_id} received, never owed" for webhook_id in got if webhook_id not in owed]
+    latencies.sort()
+
+    def pick(q: float) -> float | None:
+        return (
+            round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 3)
+            if latencies
+            else None
+        )
+
+    return {
+        "events_wanted": len(wanted),
+        "deliveries": len(deliveries),
+        "received_unique": len(owed & set(got)),
+        "received_total": sum(copies.values()),
+        "duplicates": sum(n - 1 for n in copies.values()),
+        "lost": sum(missing.values()),
+        "not_received_by_status": dict(missing),
+        "unreadable_lines": unreadable,
+        "tries": sum(d[2] for d in deliveries.values()),
+        "latency_p50_s": pick(0.50),
+        "latency_p95_s": pick(0.95),
+        "latency_max_s": round(latencies[-1], 3) if latencies else None,
+        "types": dict(sorted(Counter(kind for kind, _ in wanted.values()).items())),
+        "violations": len(found),
+        "examples": found[:5],
+    }
+
+
 SCENARIOS = {
     "load": lambda short: (
         # 10,000 tasks take about 45 minutes on two cores: the bound is an hour.
@@ -254,5 +497,15 @@ SCENARIOS = {
     "flush-redis": lambda short: (
         Run("flush_redis", agents=6 if short else 16, tasks=120 if short else 1000),
         flush_redis(every=5 if short else 20, times=1 if short else 4),
+    ),
+    "webhooks": lambda short: (
+        Run(
+            "webhooks",
+            agents=6 if short else 16,
+            tasks=100 if short else 500,
+            env=WEBHOOK_ENV,
+            webhooks=True,
+        ),
+        restart_receiver(times=2 if short else 5, down=3),
     ),
 }

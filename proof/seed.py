@@ -1,6 +1,9 @@
 """Create a proof run's project through the services: agents, a reviewer, tokens, ready tasks.
 
 python -m proof.seed --tasks N --agents M --out tokens.json   (DATABASE_URL set)
+
+With ``--webhook URL``, a subscription to every event type of the project, made after the
+tasks are published, points at URL; its id and secret go into the JSON as ``webhook``.
 """
 
 import argparse
@@ -19,6 +22,7 @@ def main() -> None:
     parser.add_argument("--agents", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--gates", default='{"tests-pass": {}, "diff-scope": {}}')
+    parser.add_argument("--webhook", default="", help="a receiver's URL to subscribe")
     args = parser.parse_args()
     import django
 
@@ -26,6 +30,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from knox.models import AuthToken
 
+    from events import services as events_services
     from projects import services as project_services
     from tasks import services
 
@@ -51,11 +56,13 @@ def main() -> None:
             priority=n % 3,
         )
         services.task_publish(task=task, actor=manager)
-    args.out.write_text(
-        json.dumps(
-            {"agents": agents, "reviewer": AuthToken.objects.create(user=reviewer, expiry=None)[1]}
+    out = {"agents": agents, "reviewer": AuthToken.objects.create(user=reviewer, expiry=None)[1]}
+    if args.webhook:
+        subscription = events_services.subscription_create(
+            project=project, actor=manager, url=args.webhook, types=[]
         )
-    )
+        out["webhook"] = {"id": subscription.pk, "secret": subscription.secret}
+    args.out.write_text(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -102,6 +102,8 @@ class Stack:
             psycopg.connect(f"{PG}/postgres", autocommit=True) as conn,
         ):
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        # The run's queue, with whatever its workers left in it.
+        subprocess.run(["redis-cli", "-n", str(REDIS_DB), "del", self.queue], capture_output=True)
         shutil.rmtree(self.work, ignore_errors=True)
 
     def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
