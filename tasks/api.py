@@ -40,6 +40,7 @@ from projects.selectors import project_for, visible_project
 from tasks import brief, selectors, services
 from tasks.handoff import handoff
 from tasks.models import AttemptState, Label, Task, TaskState
+from tasks.review import applied_text
 
 # --- Output ---------------------------------------------------------------------------------
 
@@ -151,6 +152,13 @@ class ReviewSerializer(serializers.Serializer):
     verdict = serializers.ChoiceField(choices=["approve", "reject"])
     by = serializers.CharField(allow_null=True)
     reason = serializers.CharField()
+    applied = serializers.DictField(
+        allow_null=True,
+        help_text="What was in force when the reviewer decided: spec {key, version,"
+        " current_version}, decisions [{key, title}], gate_policy, gates [{gate, state,"
+        " summary}], commit, runner {state, commit}, at. Later versions do not change it.",
+    )
+    applied_text = serializers.CharField(help_text='e.g. "FM-S1 v2, decisions FM-D3, gates …"')
 
 
 class RunnerSerializer(serializers.Serializer):
@@ -179,6 +187,8 @@ class AttemptDetailSerializer(AttemptSerializer):
             "verdict": "approve" if attempt.state == "approved" else "reject",
             "by": attempt.reviewed_by.username if attempt.reviewed_by_id else None,
             "reason": attempt.end_reason,
+            "applied": attempt.applied,
+            "applied_text": applied_text(attempt.applied),
         }
 
 

@@ -213,7 +213,7 @@ def build(
     checkpoints = [a for a in attempts if a.checkpoint is not None and a.checkpoint_at is not None]
     if checkpoints:
         items.append(_checkpoint_item(max(checkpoints, key=lambda a: a.checkpoint_at)))
-    items += [_decision_item(d) for d in _decisions(task)]
+    items += [_decision_item(d) for d in accepted_decisions(task)]
     items += [_attempt_item(a) for a in attempts if a.pk != getattr(current, "pk", None)]
     items += [_dependency_item(dep) for dep in task.depends_on.all()]
     if markdown:
@@ -239,7 +239,7 @@ def _version_with_criteria(version_id: int):
     )
 
 
-def _decisions(task: Task):
+def accepted_decisions(task: Task):
     """Accepted decisions about the task or its spec, found through the link tables'
     indexes (an OR across the two joins would scan every decision of the project)."""
     linked = Decision.tasks.through.objects.filter(task_id=task.pk).values("decision_id")

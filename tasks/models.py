@@ -336,6 +336,13 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
     reviewed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    applied = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="What was in force when the reviewer decided: the spec version, the"
+        " decisions, the gate policy and verdicts, the commit (tasks.review.in_force).",
+    )
     started_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -477,8 +484,9 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         target=AttemptState.APPROVED,
         permission=REVIEWER_NOT_HOLDER,
     )
-    def approve(self, reviewer, end_reason: str):
+    def approve(self, reviewer, end_reason: str, applied: dict):
         self.reviewed_by = reviewer
+        self.applied = applied
         self._end(end_reason or "approved")
 
     @transition(
@@ -487,6 +495,7 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         target=AttemptState.REJECTED,
         permission=REVIEWER_NOT_HOLDER,
     )
-    def reject(self, reviewer, end_reason: str):
+    def reject(self, reviewer, end_reason: str, applied: dict):
         self.reviewed_by = reviewer
+        self.applied = applied
         self._end(end_reason)

@@ -34,7 +34,7 @@ from projects.selectors import project_ids_for
 from projects.services import check_storable, require_role
 from projects.tokens import tokens_delete_expired
 from runner.mirror import sweep
-from tasks import claim_sql, context, selectors
+from tasks import claim_sql, context, review, selectors
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
 logger = logging.getLogger(__name__)
@@ -475,7 +475,8 @@ def task_review(*, task: Task, actor, verdict: str, reason: str = "") -> Task:
     ``approve``: in review → done. ``reject``: in review → ready (or failed when its
     attempts are used up), with a reason the next attempt can act on (400 without one).
     Only a reviewer of the project who did not submit the attempt (403 ``own_work``);
-    each state machine's transition checks it, once.
+    each state machine's transition checks it, once. The attempt keeps what was in force
+    when it was judged (``tasks.review.in_force``), whatever changes after.
     """
     if verdict not in ("approve", "reject"):
         raise ValidationError({"verdict": "choose approve or reject"})
@@ -491,7 +492,17 @@ def task_review(*, task: Task, actor, verdict: str, reason: str = "") -> Task:
                 {"reason": "a rejection needs a reason the next attempt can act on"}
             )
         attempt = _lock_attempt(attempt_id)
-        fire(attempt, name, actor=actor, reason=reason, reviewer=actor, end_reason=reason)
+        applied = review.in_force(task, attempt)
+        fire(
+            attempt,
+            name,
+            actor=actor,
+            reason=reason,
+            extra={"applied": review.applied_text(applied)},
+            reviewer=actor,
+            end_reason=reason,
+            applied=applied,
+        )
     return task
 
 

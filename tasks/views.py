@@ -141,7 +141,9 @@ def _gate_run_type() -> int:
 
 
 def _point_in_time(task, material, events):
-    """For a done task: the spec version and the decisions in force when it was approved."""
+    """For a done task: what was in force when it was approved. The record the review
+    stored (``Attempt.applied``); for approvals older than that record, rebuilt from the
+    timeline and the decisions' dates."""
     approval = next(
         (e for e in reversed(events) if e.transition == "approve" and e.object_key == task.key),
         None,
@@ -149,9 +151,12 @@ def _point_in_time(task, material, events):
     attempt = material.attempt
     if approval is None or attempt is None:
         return None
+    found = {"at": approval.created_at, "by": approval.actor_label}
+    if attempt.applied:
+        return {**found, **attempt.applied, "stored": True}
     moment = approval.created_at
     version = attempt.spec_version
-    newer = None
+    spec = None
     if version is not None:
         newer = (
             SpecVersion.objects.filter(
@@ -160,21 +165,20 @@ def _point_in_time(task, material, events):
             .order_by("number")
             .first()
         )
+        spec = {
+            "key": version.spec.key,
+            "version": version.number,
+            "current_version": newer.number if newer else version.number,
+        }
     in_force = [
-        d
+        {"key": d.key, "title": d.title}
         for d in material.decisions
         if d.decided_at
         and d.decided_at <= moment
         and d.state in (DecisionState.ACCEPTED, DecisionState.SUPERSEDED)
         and not any(s.decided_at and s.decided_at <= moment for s in d.superseded_by.all())
     ]
-    return {
-        "at": moment,
-        "by": approval.actor_label,
-        "version": version,
-        "newer": newer,
-        "decisions": in_force,
-    }
+    return {**found, "spec": spec, "decisions": in_force, "stored": False}
 
 
 @login_required

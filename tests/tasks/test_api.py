@@ -431,10 +431,15 @@ def test_attempt_detail_shows_gate_runs_and_review(flow, api):
 
     body = api(flow.manager).get(f"/api/v1/attempts/{attempt.pk}/").json()
 
-    assert (body["state"], body["review"]) == (
+    review = body["review"]
+    assert (body["state"], review["verdict"], review["by"], review["reason"]) == (
         "rejected",
-        {"verdict": "reject", "by": flow.reviewer.username, "reason": "no screenshot"},
+        "reject",
+        flow.reviewer.username,
+        "no screenshot",
     )
+    assert review["applied"]["commit"] == "abc123"
+    assert review["applied_text"].startswith("no spec, no decisions, gates diff-scope queued")
     assert [(r["gate"], r["state"]) for r in body["gate_runs"]] == [
         ("diff-scope", "queued"),
         ("required-evidence", "queued"),
