@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -28,14 +27,13 @@ import pytest
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
-from kombu import pools as kombu_pools
 
 from events import services
 from events.models import Delivery
-from factory_site.celery import app as celery_app
 from projects.models import Event, Project
 from proof.workers import celery_worker
 from tests.conftest import postgres_only
+from tests.workers import database_url, jobs_to_redis, wait_for
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -51,15 +49,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_for(condition, seconds, what, every=0.1):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(every)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
 
 
 class Receiver:
@@ -123,15 +112,6 @@ def receiver(tmp_path):
     r.kill()
 
 
-def reset_connections():
-    """Forget broker connections made for the old broker URL."""
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
-        celery_app._pool = None
-    celery_app.amqp._producer_pool = None
-    kombu_pools.reset()
-
-
 @pytest.fixture(autouse=True)
 def fast_webhooks(settings):
     """The short timeout and retry schedule the workers have, in this process too."""
@@ -139,32 +119,14 @@ def fast_webhooks(settings):
     settings.FACTORY_WEBHOOK_RETRY_SCHEDULE = [float(s) for s in SCHEDULE.split(",")]
 
 
-@contextlib.contextmanager
-def jobs_to_redis(queue):
-    """Send this process's jobs to ``queue`` in Redis (database 13, emptied before and
-    after) instead of running them eagerly."""
-    keys = ("task_always_eager", "broker_url", "task_default_queue")
-    saved = {k: celery_app.conf[k] for k in keys}
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    celery_app.conf.update(task_always_eager=False, broker_url=REDIS_URL, task_default_queue=queue)
-    reset_connections()
-    try:
-        yield
-    finally:
-        celery_app.conf.update(saved)
-        reset_connections()
-        redis.Redis.from_url(REDIS_URL).flushdb()
-
-
 class Worker:
     """A worker process of the site on the test database, taking ``queue``."""
 
     def __init__(self, queue, log_path, timeout=TIMEOUT):
-        database = connection.settings_dict
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+            "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": REDIS_URL,
             "CELERY_TASK_ALWAYS_EAGER": "0",
             "CELERY_QUEUE": queue,
@@ -205,7 +167,7 @@ def shared_worker(django_db_setup, tmp_path_factory):
 def worker(shared_worker):
     """The shared worker, running, and this process's jobs sent to it."""
     assert shared_worker.process.poll() is None, shared_worker.log_path.read_text()
-    with jobs_to_redis(f"{QUEUE}-shared"):
+    with jobs_to_redis(REDIS_URL, f"{QUEUE}-shared"):
         yield shared_worker
 
 
@@ -220,7 +182,7 @@ def start_worker(tmp_path):
         workers.append(worker)
         return worker
 
-    with jobs_to_redis(QUEUE):
+    with jobs_to_redis(REDIS_URL, QUEUE):
         yield start
         for worker in workers:
             worker.kill()

@@ -12,16 +12,14 @@ from pathlib import Path
 
 import pytest
 import redis
-from django.db import connection
-from kombu import pools as kombu_pools
 
 from evidence.models import GateRun
-from factory_site.celery import app as celery_app
 from projects.models import Event
 from proof.workers import celery_worker
 from tasks import services
 from tasks.models import Task
 from tests.conftest import postgres_only
+from tests.workers import database_url, jobs_to_redis, wait_for
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -37,37 +35,19 @@ FAILING = (
 )
 
 
-def reset_connections():
-    """Forget broker connections made for the old broker URL."""
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
-        celery_app._pool = None
-    celery_app.amqp._producer_pool = None
-    kombu_pools.reset()
-
-
 @pytest.fixture
 def broker(settings):
     """Send this process's jobs to Redis (database 15, emptied) instead of running them eagerly."""
-    saved = {k: celery_app.conf[k] for k in ("task_always_eager", "broker_url")}
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    celery_app.conf.update(task_always_eager=False, broker_url=REDIS_URL)
-    reset_connections()
-    try:
-        yield celery_app.conf.task_default_queue
-    finally:
-        celery_app.conf.update(saved)
-        reset_connections()
-        redis.Redis.from_url(REDIS_URL).flushdb()
+    with jobs_to_redis(REDIS_URL) as queue:
+        yield queue
 
 
 class Worker:
     def __init__(self, queue, media_root, log_path):
-        database = connection.settings_dict
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+            "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": REDIS_URL,
             "CELERY_TASK_ALWAYS_EAGER": "0",
             "CELERY_QUEUE": queue,
@@ -108,15 +88,6 @@ def start_worker(broker, settings, tmp_path):
     yield start
     for worker in workers:
         worker.stop()
-
-
-def wait_for(condition, seconds, what):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
 
 
 def task_state(task):

@@ -14,12 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
-from django.db import connection
-from kombu import pools as kombu_pools
 
 from evidence.models import Evidence, GateRun
-from factory_site.celery import app as celery_app
 from projects import services as project_services
 from projects.models import Event
 from proof.workers import celery_worker
@@ -29,6 +25,7 @@ from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
 from tasks.demo.runner_demo import CRITERIA, POLICY
 from tasks.models import Task
 from tests.conftest import postgres_only
+from tests.workers import database_url, jobs_to_redis, wait_for
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -36,39 +33,21 @@ REDIS_URL = os.environ.get("FACTORY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"
 SANDBOX_UID = "65534"
 
 
-def reset_connections():
-    """Forget broker connections made for the old broker URL."""
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
-        celery_app._pool = None
-    celery_app.amqp._producer_pool = None
-    kombu_pools.reset()
-
-
 @pytest.fixture
 def broker():
     """Send this process's jobs to Redis (database 15, emptied) instead of running them eagerly."""
-    saved = {k: celery_app.conf[k] for k in ("task_always_eager", "broker_url")}
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    celery_app.conf.update(task_always_eager=False, broker_url=REDIS_URL)
-    reset_connections()
-    try:
-        yield celery_app.conf.task_default_queue
-    finally:
-        celery_app.conf.update(saved)
-        reset_connections()
-        redis.Redis.from_url(REDIS_URL).flushdb()
+    with jobs_to_redis(REDIS_URL) as queue:
+        yield queue
 
 
 class Worker:
     """A worker process of the real site taking ``queue``, in a session of its own."""
 
     def __init__(self, queue, *, default_queue, media_root, runner_root, log_path):
-        database = connection.settings_dict
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+            "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": REDIS_URL,
             "CELERY_TASK_ALWAYS_EAGER": "0",
             "CELERY_QUEUE": default_queue,
@@ -157,15 +136,6 @@ def runner_flow(flow, origin):
     flow.project.refresh_from_db()
     flow.spec_ = flow.spec(criteria=CRITERIA)
     return flow
-
-
-def wait_for(condition, seconds, what):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
 
 
 def task_state(task):
