@@ -256,8 +256,8 @@ def _close_last_hunk(data: bytes) -> bytes:
     return data[:start] + header + data[header_end:]
 
 
-def diff_view(evidence) -> DiffView:
-    """Each file of a unified diff, its lines highlighted for the file's language."""
+def _diff_head(evidence):
+    """The diff's files as far as the page shows them: ``(PatchSet, cut)``."""
     data, cut = read_head(evidence)
     if cut:
         # Show whole files up to the cut; a single file too large for it, its start.
@@ -266,8 +266,44 @@ def diff_view(evidence) -> DiffView:
             data = data[: last_file + 1]
         else:
             data = _close_last_hunk(data[: data.rfind(b"\n") + 1])
+    return parse_diff(data), cut
+
+
+@dataclass
+class FileLines:
+    """The lines a diff shows of one file, by number on each side, and those it changes."""
+
+    new: dict = field(default_factory=dict)  # target line number → text (added or context)
+    old: dict = field(default_factory=dict)  # source line number → text (removed or context)
+    added: set = field(default_factory=set)
+    removed: set = field(default_factory=set)
+
+
+def diff_lines(evidence) -> dict[str, FileLines]:
+    """For each file of the diff as the page shows it, which lines a comment may name
+    and which lines the diff changes. ``ValidationError`` if it is not a diff."""
+    patch, _ = _diff_head(evidence)
+    files = {}
+    for patched in patch:
+        lines = files.setdefault(patched.path, FileLines())
+        for hunk in patched:
+            for line in hunk:
+                text = line.value.rstrip("\n")
+                if line.target_line_no:
+                    lines.new[line.target_line_no] = text
+                    if line.is_added:
+                        lines.added.add(line.target_line_no)
+                if line.source_line_no:
+                    lines.old[line.source_line_no] = text
+                    if line.is_removed:
+                        lines.removed.add(line.source_line_no)
+    return files
+
+
+def diff_view(evidence) -> DiffView:
+    """Each file of a unified diff, its lines highlighted for the file's language."""
     try:
-        patch = parse_diff(data)
+        patch, cut = _diff_head(evidence)
     except ValidationError as exc:
         return DiffView(error="; ".join(exc.messages))
     files = []

@@ -335,6 +335,9 @@ FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
 FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)
 # Jobs of these queues run in a thread of their own when Celery is eager (the embedded
 # default), so a submit answers at once while the runner works.
+# A reviewer's comment on diff lines (tasks.services.comment_add) is at most this long.
+FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
+
 FACTORY_EAGER_BACKGROUND_QUEUES = env_list(
     "FACTORY_EAGER_BACKGROUND_QUEUES", "verify,events.jobs.deliver_job"
 )

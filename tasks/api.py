@@ -594,6 +594,30 @@ def _reason(schema_pattern: str, description: str) -> dict:
 
 # The service asks for a reason only when rejecting or blocking (after checking who may do
 # it, so a refusal for role or state comes first); one object per case says so exactly.
+class CommentInputSerializer(JSONInputSerializer):
+    reject_unknown_fields = True
+    path = serializers.CharField(max_length=1000, help_text="A file the attempt's diff changes.")
+    line = serializers.IntegerField(min_value=1, max_value=10_000_000)
+    end_line = serializers.IntegerField(
+        min_value=1,
+        max_value=10_000_000,
+        required=False,
+        help_text="The last line; `line` if absent.",
+    )
+    side = serializers.ChoiceField(
+        choices=["new", "old"], required=False, help_text="new (default): the changed file's lines."
+    )
+    body = serializers.CharField(
+        max_length=settings.FACTORY_COMMENT_MAX_CHARS, help_text="Shown as text, escaped."
+    )
+
+
+COMMENTS_SCHEMA = {
+    "type": "array",
+    "description": "Comments on lines of the attempt's diff, written with the verdict"
+    " (see POST /api/v1/attempts/{id}/comments/).",
+    "items": {"$ref": "#/components/schemas/CommentInputRequest"},
+}
 REVIEW_REQUEST = {
     "oneOf": [
         {
@@ -601,6 +625,7 @@ REVIEW_REQUEST = {
             "properties": {
                 "verdict": {"type": "string", "enum": ["approve"]},
                 "reason": _reason(TEXT, "Optional note for the record."),
+                "comments": COMMENTS_SCHEMA,
             },
             "required": ["verdict"],
         },
@@ -609,6 +634,7 @@ REVIEW_REQUEST = {
             "properties": {
                 "verdict": {"type": "string", "enum": ["reject"]},
                 "reason": _reason(NON_BLANK_TEXT, "What the next attempt must do differently."),
+                "comments": COMMENTS_SCHEMA,
             },
             "required": ["verdict", "reason"],
         },
@@ -643,6 +669,7 @@ class TaskReviewApi(APIView):
         reason = serializers.CharField(
             max_length=10_000, required=False, allow_blank=True, default=""
         )
+        comments = CommentInputSerializer(many=True, required=False, default=list)
 
     @extend_schema(
         request={"application/json": REVIEW_REQUEST},
@@ -942,3 +969,53 @@ class AttemptEvidenceApi(APIView):
         return Response(
             evidence_api.EvidenceSerializer(evidence).data, status=status.HTTP_201_CREATED
         )
+
+
+class LineCommentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    attempt = serializers.IntegerField(source="attempt_id")
+    author = serializers.CharField(source="author.username")
+    path = serializers.CharField()
+    side = serializers.ChoiceField(choices=["new", "old"])
+    line = serializers.IntegerField()
+    end_line = serializers.IntegerField()
+    body = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    resolved = serializers.SerializerMethodField()
+    resolved_reason = serializers.CharField()
+
+    def get_resolved(self, comment) -> bool:
+        return comment.resolved_at is not None
+
+
+class AttemptCommentsApi(APIView):
+    """Comments on lines of the attempt's diff: members read them; a reviewer who did not
+    submit the attempt writes them while it waits for review."""
+
+    @extend_schema(responses={200: LineCommentSerializer(many=True), **errors(404)})
+    def get(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        rows = attempt.comments.select_related("author").order_by("path", "line", "pk")
+        return Response(LineCommentSerializer(rows, many=True).data)
+
+    @extend_schema(
+        request=CommentInputSerializer,
+        responses={201: LineCommentSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = CommentInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        comment = services.comment_add(attempt=attempt, actor=request.user, **data.validated_data)
+        return Response(LineCommentSerializer(comment).data, status=201)
+
+
+class CommentResolveApi(APIView):
+    """Mark a comment resolved by hand (reviewers)."""
+
+    @extend_schema(request=None, responses={200: LineCommentSerializer, **errors(403, 404, 409)})
+    def post(self, request, attempt_id, comment_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        comment = attempt.comments.select_related("author", "attempt__task").get(pk=comment_id)
+        comment = services.comment_resolve(comment=comment, actor=request.user)
+        return Response(LineCommentSerializer(comment).data)

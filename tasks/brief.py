@@ -158,6 +158,14 @@ def _attempt(attempt: dict) -> list[str]:
             lines.append(f"Reviewer {by} rejected it: {_line(review['reason'])}")
         else:
             lines.append(f"Reviewer {by} approved it.")
+    comments = attempt.get("comments") or []
+    if comments:
+        lines.append("Line comments (open first):")
+        for c in comments:
+            span = f"{c['line']}" if c["line"] == c["end_line"] else f"{c['line']}-{c['end_line']}"
+            side = " (old)" if c["side"] == "old" else ""
+            mark = "x" if c["resolved"] else " "
+            lines.append(f"- [{mark}] `{c['path']}:{span}`{side} {_line(c['text'])}")
     if attempt["evidence"]:
         lines.append(
             "Evidence: "

@@ -16,12 +16,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from django.db.models import Prefetch
+from django.db.models import F, Prefetch
 
 from decisions.models import Check, Decision, DecisionState, SpecVersion
 from evidence.models import Evidence, GateRun
 from tasks import brief
-from tasks.models import Attempt, AttemptState, Task, TaskState
+from tasks.models import Attempt, AttemptState, LineComment, Task, TaskState
 
 
 def canonical(value) -> str:
@@ -155,6 +155,17 @@ def _attempt_item(attempt: Attempt) -> Item:
             for ev in attempt.evidence.all()
         ],
     }
+    content["comments"] = [
+        {
+            "path": c.path,
+            "line": c.line,
+            "end_line": c.end_line,
+            "side": c.side,
+            "text": c.body,
+            "resolved": c.resolved_at is not None,
+        }
+        for c in attempt.comments.all()
+    ]
     if attempt.state in (AttemptState.REJECTED, AttemptState.APPROVED):
         content["review"] = {
             "verdict": "approve" if attempt.state == AttemptState.APPROVED else "reject",
@@ -196,6 +207,13 @@ def build(
         .prefetch_related(
             Prefetch("gate_runs", queryset=GateRun.objects.order_by("gate")),
             Prefetch("evidence", queryset=Evidence.objects.order_by("id")),
+            # Open comments first: what the next attempt must still act on.
+            Prefetch(
+                "comments",
+                queryset=LineComment.objects.order_by(
+                    F("resolved_at").asc(nulls_first=True), "path", "line", "pk"
+                ),
+            ),
         )
         .order_by("-number")
     )

@@ -33,3 +33,20 @@ STATE_ORDER = [
     TaskState.DONE,
     TaskState.CANCELLED,
 ]
+
+
+class CommentForm(forms.Form):
+    """A comment on lines of the attempt's diff; ``tasks.services.comment_add`` checks them."""
+
+    path = forms.CharField(max_length=1000)
+    line = forms.IntegerField(min_value=1, max_value=10_000_000)
+    end_line = forms.IntegerField(min_value=1, max_value=10_000_000, required=False)
+    side = forms.ChoiceField(choices=[("new", "new"), ("old", "old")], required=False)
+    body = forms.CharField(max_length=100_000)
+
+    def clean(self):
+        data = super().clean()
+        data["side"] = data.get("side") or "new"
+        if data.get("end_line") is None:
+            data.pop("end_line", None)
+        return data

@@ -499,3 +499,57 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         self.reviewed_by = reviewer
         self.applied = applied
         self._end(end_reason)
+
+
+# --- Line comments -------------------------------------------------------------------------
+
+
+class LineComment(models.Model):
+    """A reviewer's comment on lines of an attempt's diff: a file, a side (``new`` for the
+    changed file's line numbers, ``old`` for the original's), a first and a last line.
+
+    Written only while the attempt waits for review, by a reviewer who did not submit it
+    (``tasks.services.comment_add``), each with its Event. It is resolved when a later
+    attempt of the task changes those lines, or by hand; the next attempt's context lists
+    the open ones first.
+    """
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, related_name="comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    path = models.CharField(max_length=1000)
+    side = models.CharField(max_length=3, choices=[("new", "new"), ("old", "old")], default="new")
+    line = models.PositiveIntegerField()
+    end_line = models.PositiveIntegerField()
+    body = models.TextField()
+    quote = models.JSONField(
+        default=list,
+        editable=False,
+        help_text="The lines commented on, as the diff showed them: [number, text, changed].",
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        Attempt,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The later attempt whose change touched these lines (empty: by hand).",
+    )
+    resolved_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["attempt", "path", "line", "pk"]
+        indexes = [models.Index(fields=["attempt", "resolved_at"], name="comment_attempt")]
+
+    def __str__(self) -> str:
+        lines = f"{self.line}" if self.line == self.end_line else f"{self.line}-{self.end_line}"
+        return f"{self.attempt} {self.path}:{lines}"
+
+    def audit_scope(self) -> tuple[int, int]:
+        return self.attempt.task.project_id, self.attempt.task_id
+
+    @property
+    def where(self) -> str:
+        lines = f"{self.line}" if self.line == self.end_line else f"{self.line}-{self.end_line}"
+        return f"{self.path}:{lines}" + (" (old)" if self.side == "old" else "")

@@ -22,10 +22,12 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from decisions.models import SpecVersion, SpecVersionState
-from evidence.models import FINISHED_GATE_STATES, GateRunState
+from evidence.models import FINISHED_GATE_STATES, GateRunState, decisive
 from evidence.services import gate_runs_create, gate_runs_reconcile
+from evidence.viewers import diff_lines
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import check, fire
+from projects.kinds import Kind
 from projects.models import Event, Project
 from projects.paths import clean_allowed_paths
 from projects.queue import enqueue_on_commit
@@ -35,7 +37,7 @@ from projects.services import check_storable, require_role
 from projects.tokens import tokens_delete_expired
 from runner.mirror import sweep
 from tasks import claim_sql, context, review, selectors
-from tasks.models import Attempt, AttemptState, Label, Task, TaskState
+from tasks.models import Attempt, AttemptState, Label, LineComment, Task, TaskState
 
 logger = logging.getLogger(__name__)
 
@@ -372,6 +374,7 @@ def attempt_submit(
             idempotency_key=idempotency_key,
         )
         fire(task, "submit", actor=actor)
+        comments_resolve_changed(attempt)
         # The runs are written with the submission, so a lost job message is found
         # later by the reconciler; their jobs start once this commits.
         runs = gate_runs_create(attempt=attempt, policy=task.project.gate_policy)
@@ -469,14 +472,17 @@ def reconcile() -> dict:
     return counts
 
 
-def task_review(*, task: Task, actor, verdict: str, reason: str = "") -> Task:
+def task_review(
+    *, task: Task, actor, verdict: str, reason: str = "", comments: Iterable[dict] = ()
+) -> Task:
     """The reviewer's verdict on a task in review, and on its attempt.
 
     ``approve``: in review → done. ``reject``: in review → ready (or failed when its
     attempts are used up), with a reason the next attempt can act on (400 without one).
     Only a reviewer of the project who did not submit the attempt (403 ``own_work``);
     each state machine's transition checks it, once. The attempt keeps what was in force
-    when it was judged (``tasks.review.in_force``), whatever changes after.
+    when it was judged (``tasks.review.in_force``), whatever changes after. ``comments``
+    (``comment_add``'s fields) are written with the verdict, or nothing is.
     """
     if verdict not in ("approve", "reject"):
         raise ValidationError({"verdict": "choose approve or reject"})
@@ -492,6 +498,13 @@ def task_review(*, task: Task, actor, verdict: str, reason: str = "") -> Task:
                 {"reason": "a rejection needs a reason the next attempt can act on"}
             )
         attempt = _lock_attempt(attempt_id)
+        for index, comment in enumerate(comments):
+            try:
+                comment_add(attempt=attempt, actor=actor, **comment)
+            except ValidationError as exc:  # named by its place in the list
+                raise ValidationError(
+                    {f"comments[{index}].{k}": v for k, v in exc.message_dict.items()}
+                ) from exc
         applied = review.in_force(task, attempt)
         fire(
             attempt,
@@ -511,9 +524,9 @@ def task_approve(*, task: Task, actor, reason: str = "") -> Task:
     return task_review(task=task, actor=actor, verdict="approve", reason=reason)
 
 
-def task_reject(*, task: Task, actor, reason: str) -> Task:
+def task_reject(*, task: Task, actor, reason: str, comments: Iterable[dict] = ()) -> Task:
     """in review → ready or failed, with the reason (``task_review`` with ``reject``)."""
-    return task_review(task=task, actor=actor, verdict="reject", reason=reason)
+    return task_review(task=task, actor=actor, verdict="reject", reason=reason, comments=comments)
 
 
 # --- Editing and reading with a record ---------------------------------------------------
@@ -639,3 +652,153 @@ def task_context(
             attempt.context_fetched_at = timezone.now()
             attempt.save(update_fields=["context_sha256", "context_manifest", "context_fetched_at"])
     return bundle
+
+
+# --- Line comments ---------------------------------------------------------------------------
+
+
+def _diff_of(attempt: Attempt):
+    """The diff a comment is written against: the decisive one (the runner's or a
+    verifier's when there is one, else the agent's), the newest of those."""
+    rows = decisive(list(attempt.evidence.filter(kind=Kind.DIFF).order_by("id")))
+    return rows[-1] if rows else None
+
+
+def _lines_of(attempt: Attempt) -> dict:
+    diff = _diff_of(attempt)
+    if diff is None:
+        return {}
+    try:
+        return diff_lines(diff)
+    except ValidationError:
+        return {}
+
+
+def comment_add(
+    *, attempt: Attempt, actor, path: str, line: int, end_line=None, side="new", body: str
+) -> LineComment:
+    """A reviewer's comment on lines of the attempt's diff, while it waits for review.
+
+    Refused: anyone but a reviewer of the project who did not submit it (403
+    ``own_work``), an attempt not in review (409 ``invalid_state``: nothing after the
+    verdict), a file the diff does not change or lines it does not show (400 naming
+    ``path`` or ``line``), an empty or longer than ``FACTORY_COMMENT_MAX_CHARS`` body.
+    """
+    body = (body or "").strip()
+    end_line = line if end_line is None else end_line
+    errors = {}
+    if side not in ("new", "old"):
+        errors["side"] = "new (the changed file's lines) or old (the original's)"
+    if not body:
+        errors["body"] = "say what is wrong"
+    elif len(body) > settings.FACTORY_COMMENT_MAX_CHARS:
+        errors["body"] = f"at most {settings.FACTORY_COMMENT_MAX_CHARS} characters"
+    if not isinstance(line, int) or line < 1 or not isinstance(end_line, int) or end_line < line:
+        errors["line"] = "a line from 1, and an end_line not before it"
+    if errors:
+        raise ValidationError(errors)
+    check_storable(body, "body")
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        if not has_role(actor, task.project_id, Role.REVIEWER):
+            raise PermissionDenied("this needs the reviewer role in the project")
+        if attempt.agent_id == actor.pk:
+            raise PermissionDenied(
+                "you submitted this attempt; another reviewer must judge it", code="own_work"
+            )
+        if attempt.state != AttemptState.PASSED:
+            raise Conflict(
+                f"{attempt} is {attempt.state}: comments are written while it waits for review",
+                code="invalid_state",
+                extra={"state": attempt.state},
+            )
+        files = _lines_of(attempt)
+        if not files:
+            raise ValidationError({"path": f"{attempt} has no diff to comment on"})
+        if path not in files:
+            raise ValidationError({"path": f"{attempt}'s diff does not change {path[:200]}"})
+        lines = files[path]
+        shown, changed = (lines.new, lines.added) if side == "new" else (lines.old, lines.removed)
+        missing = [n for n in range(line, end_line + 1) if n not in shown]
+        if missing:
+            raise ValidationError(
+                {"line": f"the diff does not show line {missing[0]} of {path} ({side} side)"}
+            )
+        quote = [[n, shown[n], n in changed] for n in range(line, end_line + 1)]
+        comment = LineComment.objects.create(
+            attempt=attempt,
+            author=actor,
+            path=path,
+            side=side,
+            line=line,
+            end_line=end_line,
+            body=body,
+            quote=quote,
+        )
+        Event.record(comment, actor=actor, transition="comment", from_state="", to_state="open")
+    return comment
+
+
+def comment_resolve(*, comment: LineComment, actor) -> LineComment:
+    """Mark a comment resolved by hand: reviewers of the project, once."""
+    require_role(actor, comment.attempt.task.project_id, Role.REVIEWER)
+    with transaction.atomic():
+        comment = LineComment.objects.select_for_update().get(pk=comment.pk)
+        if comment.resolved_at is not None:
+            raise Conflict(f"{comment} is already resolved", code="invalid_state")
+        comment.resolved_at = timezone.now()
+        comment.resolved_reason = f"resolved by {actor.get_username()}"
+        comment.save(update_fields=["resolved_at", "resolved_reason"])
+        Event.record(
+            comment, actor=actor, transition="resolve", from_state="open", to_state="resolved"
+        )
+    return comment
+
+
+def _lines_changed(comment: LineComment, files: dict) -> bool:
+    """Whether ``files`` (a later attempt's diff) shows the commented lines otherwise than
+    the commented attempt's did. Both diffs start from the task's base: a line neither of
+    them changes is the base's in both; a line one of them changed must read the same in
+    the other, or it was changed."""
+    lines = files.get(comment.path)
+    for number, text, was_changed in comment.quote:
+        if comment.side == "old":
+            if (lines is not None and number in lines.removed) != was_changed:
+                return True
+            continue
+        shown = lines is not None and number in lines.new
+        now = (lines.new[number], number in lines.added) if shown else (None, False)
+        if (was_changed or now[1]) and now != (text, was_changed):
+            return True
+    return False
+
+
+def comments_resolve_changed(attempt: Attempt) -> int:
+    """In the submit's transaction: resolve the open comments on earlier attempts of the
+    task whose lines this attempt's diff changes (``_lines_changed``); a comment it does
+    not reach is resolved by hand."""
+    open_comments = list(
+        LineComment.objects.filter(
+            attempt__task_id=attempt.task_id, attempt__number__lt=attempt.number, resolved_at=None
+        )
+    )
+    if not open_comments:
+        return 0
+    files = _lines_of(attempt)
+    now, resolved = timezone.now(), 0
+    for comment in open_comments:
+        if not _lines_changed(comment, files):
+            continue
+        comment.resolved_at, comment.resolved_by = now, attempt
+        comment.resolved_reason = f"{attempt} changed these lines"
+        comment.save(update_fields=["resolved_at", "resolved_by", "resolved_reason"])
+        Event.record(
+            comment,
+            actor=None,
+            transition="resolve",
+            from_state="open",
+            to_state="resolved",
+            reason=comment.resolved_reason,
+        )
+        resolved += 1
+    return resolved

@@ -23,6 +23,16 @@ api_patterns = [
         name="api-attempt-heartbeat",
     ),
     path(
+        "attempts/<id:attempt_id>/comments/",
+        api.AttemptCommentsApi.as_view(),
+        name="api-attempt-comments",
+    ),
+    path(
+        "attempts/<id:attempt_id>/comments/<id:comment_id>/resolve/",
+        api.CommentResolveApi.as_view(),
+        name="api-attempt-comment-resolve",
+    ),
+    path(
         "attempts/<id:attempt_id>/checkpoint/",
         api.AttemptCheckpointApi.as_view(),
         name="api-attempt-checkpoint",
@@ -56,6 +66,12 @@ ui_patterns = [
     path("tasks/<key:key>/", views.task_detail, name="task-detail"),
     path("tasks/<key:key>/gates/", views.task_gates, name="task-gates"),
     path("tasks/<key:key>/review/", views.task_review, name="task-review"),
+    path("tasks/<key:key>/comments/", views.task_comment, name="task-comment"),
+    path(
+        "tasks/<key:key>/comments/<id:comment_id>/resolve/",
+        views.task_comment_resolve,
+        name="task-comment-resolve",
+    ),
     path("tasks/<key:key>/<str:action>/", views.task_action, name="task-action"),
     path("dashboard/", views.dashboard, name="dashboard"),
 ]

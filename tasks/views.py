@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -27,8 +28,8 @@ from projects.pages import in_project, is_htmx, may, navigation, user_projects
 from projects.roles import Role
 from tasks import handoff, selectors, services
 from tasks.dashboard import dashboard_context
-from tasks.forms import STATE_ORDER, BoardFilterForm, ReasonForm, ReviewForm
-from tasks.models import AttemptState, Task, TaskState
+from tasks.forms import STATE_ORDER, BoardFilterForm, CommentForm, ReasonForm, ReviewForm
+from tasks.models import AttemptState, LineComment, Task, TaskState
 
 MANAGER_ACTIONS = {
     "publish": services.task_publish,
@@ -222,6 +223,8 @@ def task_detail(request, key):
         "can_decide": Role.REVIEWER in navigation(request).get("nav_roles", set())
         or Role.MANAGER in navigation(request).get("nav_roles", set()),
         "review_form": ReviewForm(),
+        "comments": list(attempt.comments.select_related("author")) if attempt else [],
+        "comment_paths": _diff_paths(material.evidence) if reviewing else [],
         "point_in_time": _point_in_time(task, material, events)
         if task.state == TaskState.DONE
         else None,
@@ -261,6 +264,49 @@ def task_review(request, key):
         messages.success(request, f"{task.key} {verdict}.")
         return redirect("review-queue")
     return redirect("task-detail", key=key)
+
+
+def _diff_paths(evidence) -> list[str]:
+    """The files the attempt's diffs change, for the comment form's choice of file."""
+    return sorted(
+        {path for e in evidence if e.kind == "diff" for path in (e.summary or {}).get("paths", [])}
+    )
+
+
+@login_required
+@require_POST
+def task_comment(request, key):
+    """A reviewer's comment on lines of the current attempt's diff."""
+    task = _task_or_404(request.user, key)
+    form = CommentForm(request.POST)
+    if not form.is_valid() or task.current_attempt is None:
+        messages.error(request, "Not recorded: name the file, the line and what is wrong.")
+        return redirect("task-detail", key=key)
+    try:
+        comment = services.comment_add(
+            attempt=task.current_attempt, actor=request.user, **form.cleaned_data
+        )
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"Not recorded: {refusal_text(exc)}")
+    else:
+        messages.success(request, f"Comment on {comment.where} recorded.")
+    return redirect(f"{reverse('task-detail', args=[key])}#comments")
+
+
+@login_required
+@require_POST
+def task_comment_resolve(request, key, comment_id):
+    task = _task_or_404(request.user, key)
+    comment = LineComment.objects.filter(attempt__task=task, pk=comment_id).first()
+    if comment is None:
+        raise Http404("No such comment")
+    try:
+        services.comment_resolve(comment=comment, actor=request.user)
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"Not done: {refusal_text(exc)}")
+    else:
+        messages.success(request, f"Comment on {comment.where} resolved.")
+    return redirect(f"{reverse('task-detail', args=[key])}#comments")
 
 
 @login_required

@@ -17,6 +17,7 @@ from events import services as events
 from projects.models import Event
 from projects.roles import Role
 from projects.services import membership_grant
+from tasks import services as tasks
 from tests.factories import CRITERIA, Flow, ProjectFactory, member
 
 MATRIX = Path(__file__).with_name("authz_matrix.tsv")
@@ -207,6 +208,26 @@ ENDPOINTS = {
         {"reason": "no"},
         "json",
     ),
+    "attempts.comments.list": lambda f: (
+        "get",
+        f"/api/v1/attempts/{f.commentable()[0].pk}/comments/",
+        None,
+        None,
+    ),
+    "attempts.comments.create": lambda f: (
+        "post",
+        f"/api/v1/attempts/{f.commentable()[0].pk}/comments/",
+        {"path": "x.py", "line": 1, "body": "this line"},
+        "json",
+    ),
+    "attempts.comments.resolve": lambda f: (
+        "post",
+        "/api/v1/attempts/{}/comments/{}/resolve/".format(
+            *(lambda a, c: (a.pk, c.pk))(*f.commentable())
+        ),
+        {},
+        "json",
+    ),
     "webhooks.list": lambda f: ("get", "/api/v1/projects/FM/webhooks/", None, None),
     "webhooks.create": lambda f: (
         "post",
@@ -247,6 +268,9 @@ ENDPOINTS = {
 }
 
 
+DIFF = b"--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
 class World(Flow):
     """The project FM with a task held by ``holder`` and builders for everything else."""
 
@@ -262,6 +286,20 @@ class World(Flow):
 
     def reviewable(self):
         return self.in_review(agent=self.agent)[0]
+
+    def commentable(self):
+        """An attempt of the holder's in review, with a diff; and a comment on it."""
+        _, attempt = self.claimed(agent=self.agent, title="commented")
+        self.attach(attempt, DIFF, kind="diff", name="change.diff")
+        tasks.attempt_submit(attempt=attempt, actor=self.agent, summary="s", change={})
+        attempt.refresh_from_db()
+        if attempt.state == "checking":
+            tasks.attempt_gates_passed(attempt=attempt)
+        reviewer = member(self.project, Role.REVIEWER, "fm-commenter")
+        comment = tasks.comment_add(
+            attempt=attempt, actor=reviewer, path="x.py", line=1, body="why?"
+        )
+        return attempt, comment
 
     def evidence(self):
         return self.attach(self.held[1])

@@ -27,10 +27,12 @@ from decisions.models import Decision, Spec, SpecVersion
 from events import services as events_services
 from evidence.models import Evidence, blob_name
 from projects.models import Event
+from tasks import services as task_services
 from tasks.models import Attempt, Task
 from tests.factories import CRITERIA, Flow, ProjectFactory
 
 JSON = "application/json"
+DIFF_SAMPLE = b"--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
 BOUNDARY = "----factoryHostileBoundary7MA4YWxk"
 MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
 
@@ -112,6 +114,17 @@ class World:
         self.spec = flow.spec()
         self.review_task, self.review_attempt = flow.in_review(agent=flow.agent2)
         self.task, self.attempt = flow.claimed(agent=flow.agent, spec=self.spec)
+        # In review with a diff, and a comment on it.
+        _, self.commented = flow.claimed(agent=flow.agent2, title="Commented")
+        flow.attach(self.commented, DIFF_SAMPLE, kind="diff", name="change.diff")
+        task_services.attempt_submit(
+            attempt=self.commented, actor=flow.agent2, summary="s", change={}
+        )
+        task_services.attempt_gates_passed(attempt=self.commented)
+        self.commented.refresh_from_db()
+        self.comment = task_services.comment_add(
+            attempt=self.commented, actor=flow.reviewer, path="x.py", line=1, body="why?"
+        )
         self.draft = flow.draft(title="Draft")
         # Claimable: a hostile claim that slipped through would take it.
         self.ready = flow.ready(title="Ready")
@@ -908,6 +921,7 @@ HOSTILE_NAMES = [
 def test_a_hostile_file_name_is_stored_as_a_plain_name_inside_the_store(
     world, api, settings, tmp_path, body
 ):
+    stored_before = files_in(settings.MEDIA_ROOT)  # the world's own evidence
     response = post_upload(world.client(api, "agent"), world.attempt, body)
 
     assert response.status_code == 201, response.content[:500]
@@ -919,7 +933,7 @@ def test_a_hostile_file_name_is_stored_as_a_plain_name_inside_the_store(
     blob = (Path(settings.MEDIA_ROOT) / evidence.file.name).resolve()
     assert blob.is_file()
     assert blob.is_relative_to((Path(settings.MEDIA_ROOT) / "evidence").resolve())
-    assert files_in(settings.MEDIA_ROOT) == {evidence.file.name}
+    assert files_in(settings.MEDIA_ROOT) - stored_before == {evidence.file.name}
     assert files_in(settings.FACTORY_UPLOAD_TEMP_DIR) == set()
     assert sorted(os.listdir(tmp_path)) in (["media"], ["media", "uploads"])
     download = world.client(api, "reviewer").get(f"/api/v1/evidence/{evidence.pk}/content/")

@@ -433,7 +433,7 @@ def test_provenance_follows_the_uploader_not_the_form(world, api, role, claimed,
 
     assert response.status_code == 201, response.content[:300]
     assert response.json()["provenance"] == provenance
-    assert Evidence.objects.get().uploaded_by == getattr(world.flow, role)
+    assert Evidence.objects.get(pk=response.json()["id"]).uploaded_by == getattr(world.flow, role)
 
 
 @pytest.mark.django_db
@@ -664,6 +664,7 @@ BODIES = {
     ("POST", "/api/v1/decisions/{key}/reject/"): {"reason": "r"},
     ("POST", "/api/v1/projects/{slug}/webhooks/"): {"url": "http://127.0.0.1:9/hook"},
     ("PATCH", "/api/v1/projects/{slug}/webhooks/{id}/"): {"description": "d"},
+    ("POST", "/api/v1/attempts/{attempt_id}/comments/"): {"path": "x.py", "line": 1, "body": "b"},
 }
 
 
@@ -684,8 +685,10 @@ def fill(world, method: str, template: str) -> str:
     prefix = next((p for p in key if template.startswith(p + "{")), None)
     path = template.replace("{key}", key[prefix]) if prefix else template
     number = "2" if template.endswith("/accept/") and "/specs/" in template else "1"
+    attempt = world.commented if "/comments/" in template else world.attempt
     return (
-        path.replace("{attempt_id}", str(world.attempt.pk))
+        path.replace("{attempt_id}", str(attempt.pk))
+        .replace("{comment_id}", str(world.comment.pk))
         .replace("{evidence_id}", str(world.evidence.pk))
         .replace("{slug}", "FM")
         .replace("{number}", number)
@@ -696,6 +699,8 @@ def fill(world, method: str, template: str) -> str:
 
 def caller_for(world, method: str, template: str):
     """Who would be allowed to make the call with a live token."""
+    if "/comments/" in template and method == "POST":
+        return world.flow.reviewer
     if template == "/api/v1/tasks/claim/" or (
         "{attempt_id}" in template and method != "GET" and not template.endswith("/evidence/")
     ):
@@ -779,8 +784,8 @@ def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, metho
 
 
 def test_every_operation_of_the_schema_is_walked():
-    """45 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 45
+    """48 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
+    assert len(OPERATIONS) == 48
     assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 

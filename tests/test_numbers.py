@@ -15,6 +15,7 @@ from knox.models import AuthToken
 from decisions import services as decision_services
 from events import services as events_services
 from projects.numbers import whole_number
+from tasks.models import LineComment
 from tests.factories import CRITERIA
 
 HOSTILE = ["²", "٣", "\uff13", "-1", "+1", " 1", "1.5", "1e3", "", "0x10", "9" * 19, "9" * 40]
@@ -48,6 +49,7 @@ def world(flow):
         project=flow.project, actor=flow.reviewer, title="T", context="C", decision="D"
     )
     flow.manager_token = AuthToken.objects.create(user=flow.manager)[1]
+    comment = LineComment(pk=1)  # a path parameter only: no page needs it to exist
     return {
         "task": task.key,
         "spec": spec.key,
@@ -57,6 +59,7 @@ def world(flow):
         "evidence": evidence.pk,
         "subscription": subscription.pk,
         "delivery": subscription.deliveries.first().pk,
+        "comment": comment.pk,
         "flow": flow,
     }
 
@@ -75,6 +78,7 @@ def fill(route: str, world, number=None) -> str:
         "evidence_id": world["evidence"],
         "number": 1,
         "pk": world["subscription"],
+        "comment_id": world["comment"],
         "delivery": world["delivery"],
     }
     path = route.replace("<key:key>", key).replace("<key:slug>", key)

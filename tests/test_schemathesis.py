@@ -78,7 +78,17 @@ def build_world() -> None:
     flow.attach(attempt, JUNIT, kind="junit", name="junit.xml", criteria=["AC-1"])
     flow.attach(attempt, b"verified\n", actor=flow.verifier)
     services.attempt_checkpoint_save(attempt=attempt, actor=flow.agent, data={"n": 1}, revision=0)
-    flow.in_review(title="to review", spec=spec, agent=flow.agent2)
+    _, reviewing = flow.claimed(title="to review", spec=spec, agent=flow.agent2)
+    flow.attach(reviewing, SAMPLES["diff"].encode(), kind="diff", name="change.diff")
+    services.attempt_submit(
+        attempt=reviewing, actor=flow.agent2, summary="done", change={"commit": "abc123"}
+    )
+    reviewing.refresh_from_db()
+    if reviewing.state == "checking":
+        services.attempt_gates_passed(attempt=reviewing)
+    comment = services.comment_add(
+        attempt=reviewing, actor=flow.reviewer, path="x.py", line=1, body="why?"
+    )
     flow.done(title="finished", spec=spec, agent=flow.agent2)
     flow.blocked(title="stuck", spec=spec, agent=flow.agent2)
     flow.gates({"required-evidence": {}})  # fails on commit: no evidence, no attempts left
@@ -119,6 +129,7 @@ def build_world() -> None:
         projects=["FM", "OT"],
         numbers=[1, 2, 3],
         held=attempt.pk,
+        comments=[comment.pk],
     )
 
 
@@ -249,6 +260,7 @@ def real_values(path: str, name: str) -> list:
             "evidence_id": WORLD["evidence"],
             "slug": WORLD["projects"],
             "number": WORLD["numbers"],
+            "comment_id": WORLD["comments"],
         }.get(name, [])
     return focus(path, name) * 3 + options
 
@@ -302,12 +314,26 @@ def aimed_body(body: dict) -> dict:
         body["allowed_paths"] = subset(["src/**", "docs/*.md", "tests/test_claim.py"], body)
     if isinstance(body.get("criteria"), list):
         body["criteria"] = distinct_keys(body["criteria"])
+    if isinstance(body.get("comments"), list):
+        body["comments"] = [
+            aimed_comment(c) if isinstance(c, dict) else c for c in body["comments"]
+        ]
+    aimed_comment(body)
     if isinstance(body.get("amendments"), list):
         body["amendments"] = [
             {**item, "spec": spec, "criteria": distinct_keys(item.get("criteria"))}
             for item, spec in zip(body["amendments"], ["FM-S1", "FM-S2"], strict=False)
             if isinstance(item, dict)
         ]
+    return body
+
+
+def aimed_comment(body: dict) -> dict:
+    """A comment names lines the diff shows: the world's diff changes line 1 of x.py."""
+    if "line" in body and "path" in body:
+        body.update(path="x.py", line=1)
+        if "end_line" in body:
+            body["end_line"] = 1
     return body
 
 
