@@ -1,4 +1,5 @@
-"""Render time of the task page with 200 evidence items and of the decision log with 10k decisions.
+"""Render time of the task page with 200 evidence items, of a task page with one and with 200
+line comments, and of the decision log with 10k decisions.
 
     uv run python bench/pages.py [--renders 100]
 
@@ -100,7 +101,31 @@ def build(demo_size: int):
     )
     project.decision_seq = 10_000
     project.save(update_fields=["decision_seq"])
-    return task, reviewer
+    return task, reviewer, (project, manager, agent)
+
+
+def commented(project, manager, agent, reviewer):
+    """A task in review whose diff has lines 1-3 of tasks/queue.py, with one comment."""
+    from django.core.files.base import ContentFile
+
+    from evidence.services import evidence_attach
+    from tasks import services
+
+    task = services.task_publish(
+        task=services.task_create(project=project, actor=manager, title="commented"),
+        actor=manager,
+    )
+    attempt = services.task_claim(agent=agent, project=project, lease_seconds=3600)
+    diff = DIFF.format(n=0).replace("tasks/m0.py", "tasks/queue.py").encode()
+    evidence_attach(
+        attempt=attempt, actor=agent, file=ContentFile(diff, name="change.diff"), kind="diff"
+    )
+    services.attempt_submit(attempt=attempt, actor=agent, summary="s", change={"commit": "c0ffee"})
+    attempt.refresh_from_db()
+    if attempt.state == "checking":
+        services.attempt_gates_passed(attempt=attempt)
+    services.comment_add(attempt=attempt, actor=reviewer, path="tasks/queue.py", line=2, body="1")
+    return task, attempt
 
 
 def measure(client, path: str, renders: int) -> dict:
@@ -132,13 +157,23 @@ def main():
     from django.db import connection
     from django.test import Client
 
-    task, reviewer = build(200)
+    from tasks import services
+
+    task, reviewer, (project, manager, agent) = build(200)
+    talked, attempt = commented(project, manager, agent, reviewer)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     client = Client()
     client.force_login(reviewer)
+    one_comment = measure(client, f"/tasks/{talked.key}/", args.renders)
+    for n in range(199):
+        services.comment_add(
+            attempt=attempt, actor=reviewer, path="tasks/queue.py", line=1 + n % 3, body=f"c{n}"
+        )
     pages = {
         "task_page_200_evidence": measure(client, f"/tasks/{task.key}/", args.renders),
+        "task_page_1_comment": one_comment,
+        "task_page_200_comments": measure(client, f"/tasks/{talked.key}/", args.renders),
         "decision_log_10k": measure(client, "/decisions/", args.renders),
         # Each topic is 1 in 50 decisions: the search matches 200 of the 10,000.
         "decision_log_10k_search": measure(client, "/decisions/?q=lease+expiry", args.renders),
