@@ -125,7 +125,9 @@ class Hub:
         for event_id, project_id, payload in items:
             self.last_seen = max(self.last_seen, event_id)
             for client in list(self.clients):
-                if not client.dropped and client.wants(project_id, payload):
+                if client.dropped:  # also one whose answer never started streaming
+                    self.clients.discard(client)
+                elif client.wants(project_id, payload):
                     client.offer((event_id, payload))
 
     async def _listen(self) -> None:

@@ -94,9 +94,14 @@ async def stream(request):
             400,
             fields={"last_event_id": ["a whole number"]},
         )
+    # Joined, and the hub listening, before the answer starts: a client that has the
+    # response's headers misses nothing from then on.
+    client = Client(ids, types)
+    hub().join(client)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(hub().listening.wait(), 10)
     response = StreamingHttpResponse(
-        _frames(Client(ids, types), int(last) if last else None),
-        content_type="text/event-stream",
+        _frames(client, int(last) if last else None), content_type="text/event-stream"
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
@@ -109,10 +114,7 @@ def frame(event_id: int, payload: dict) -> str:
 
 async def _frames(client: Client, last: int | None):
     client.task = asyncio.current_task()
-    hub().join(client)  # before the backlog is read, so nothing falls between the two
     try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(hub().listening.wait(), 10)
         yield "retry: 2000\n: connected\n\n"
         sent = last or 0
         if last is not None:

@@ -8,6 +8,8 @@
   var kind = live.getAttribute("data-live-kind");
   var key = live.getAttribute("data-live-key");
   var source = new EventSource(live.getAttribute("data-live-url"));
+  // The stream answers once it is listening: from here on nothing is missed.
+  source.addEventListener("open", function () { live.setAttribute("data-open", "1"); });
   var TASK_TYPES = ["task.claimed", "attempt.submitted", "attempt.gates_failed", "task.in_review",
     "task.approved", "task.rejected", "task.failed", "task.blocked", "task.released", "task.unblocked",
     "task.reopened", "task.cancelled", "lease.expired"];

@@ -25,8 +25,7 @@ def test_the_review_queue_fills_and_empties_as_submissions_and_reviews_land(
     log_in(page, asgi_server, flow.reviewer)
     expect(page).to_have_url(f"{asgi_server.url}/review/")
     expect(page.locator("#queue")).to_contain_text("Nothing waits for review")
-    page.wait_for_function("document.getElementById('live') !== null")
-    page.wait_for_timeout(500)  # the page's stream is connected
+    page.wait_for_selector("#live[data-open]", state="attached")  # the stream is listening
 
     task, _ = flow.in_review(title="Arrives while the reviewer watches")
 
@@ -42,7 +41,7 @@ def test_the_task_page_shows_the_review_verdict_as_it_lands(page, asgi_server, f
     log_in(page, asgi_server, flow.manager)
     page.goto(f"{asgi_server.url}/tasks/{task.key}/")
     expect(page.locator(".page-head .badge").first).to_have_text("In Review")
-    page.wait_for_timeout(500)
+    page.wait_for_selector("#live[data-open]", state="attached")
 
     services.task_reject(task=task, actor=flow.reviewer, reason="the queue test is skipped")
 
@@ -56,7 +55,7 @@ def test_a_half_written_reason_is_kept_and_a_notice_says_what_changed(page, asgi
     log_in(page, asgi_server, flow.reviewer)
     page.goto(f"{asgi_server.url}/tasks/{task.key}/")
     page.fill("#id_reason", "I was about to say")
-    page.wait_for_timeout(500)
+    page.wait_for_selector("#live[data-open]", state="attached")
 
     services.task_approve(task=task, actor=member(flow.project, Role.REVIEWER, "rita"))
 
