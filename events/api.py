@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 from events import services, targets
 from events.models import Delivery, Format, Subscription
 from events.selectors import delivery_of, managed_project, subscription_of
-from events.types import TYPES
+from events.types import TYPES, WILDCARDS
 from projects.rest import IdCursorPagination, JSONInputSerializer, NewestFirstPagination, errors
 
 
@@ -52,7 +52,7 @@ class DeliverySerializer(serializers.Serializer):
 
 
 TYPE_HELP = "Event types wanted; none: all; `task.*`: every type of a noun."
-TYPE_CHOICES = [*TYPES, *dict.fromkeys(f"{t.split('.')[0]}.*" for t in TYPES)]
+TYPE_CHOICES = [*TYPES, *WILDCARDS]
 URL_HELP = "http(s) URL. For commit-status: {sha} where the commit goes (else it is appended)."
 
 

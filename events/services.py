@@ -25,7 +25,7 @@ from django.utils import timezone
 from events import commit_status, signing, targets
 from events.models import Delivery, DeliveryStatus, Format, Subscription
 from events.payloads import envelope
-from events.types import TYPES, matches, type_of
+from events.types import matches, type_of, unknown
 from projects.errors import Conflict
 from projects.models import Event, Project
 from projects.queue import enqueue, enqueue_on_commit
@@ -54,12 +54,8 @@ def _clean(changes: dict, *, format_: str) -> dict:
         if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
             errors["types"] = "a list of event types"
         else:
-            nouns = {t.split(".")[0] for t in TYPES}
-            unknown = [
-                t for t in types if t not in TYPES and not (t.endswith(".*") and t[:-2] in nouns)
-            ]
-            if unknown:
-                errors["types"] = f"unknown event types: {', '.join(unknown)}"
+            if strangers := unknown(types):
+                errors["types"] = f"unknown event types: {', '.join(strangers)}"
             changes["types"] = list(dict.fromkeys(types))
     if "format" in changes and changes["format"] not in Format.values:
         errors["format"] = f"choose one of {', '.join(Format.values)}"

@@ -35,6 +35,8 @@ RULES: list[tuple[str, str, str | None, str]] = [
 FINISHES = {"succeed", "fail", "crash"}
 
 TYPES: list[str] = list(dict.fromkeys(rule[3] for rule in RULES))
+# ``task.*``: every type of a noun, in a subscription or a stream's filter.
+WILDCARDS: list[str] = list(dict.fromkeys(f"{t.split('.')[0]}.*" for t in TYPES))
 
 DESCRIPTIONS = {
     "task.published": "a draft task became ready to claim",
@@ -85,3 +87,8 @@ def matches(wanted: list[str], name: str) -> bool:
     if not wanted:
         return True
     return any(w == name or (w.endswith(".*") and name.startswith(w[:-1])) for w in wanted)
+
+
+def unknown(wanted: list[str]) -> list[str]:
+    """The names in ``wanted`` that are neither a type nor a noun's wildcard."""
+    return [name for name in wanted if name not in TYPES and name not in WILDCARDS]

@@ -23,7 +23,7 @@ from events import services
 from events.forms import SubscriptionEditForm, SubscriptionForm
 from events.models import Delivery, Subscription
 from events.stream import Client, _closing, hub, read_after
-from events.types import TYPES
+from events.types import TYPES, unknown
 from projects.auth import BearerTokenAuthentication
 from projects.errors import ServiceError, refusal_text
 from projects.models import Project
@@ -77,11 +77,9 @@ async def stream(request):
             return _error(f"no project {slug} among yours", "not_found", 404)
         ids = {pid}
     types = [t.strip() for t in request.GET.get("types", "").split(",") if t.strip()]
-    nouns = {t.split(".")[0] for t in TYPES}
-    unknown = [t for t in types if t not in TYPES and not (t.endswith(".*") and t[:-2] in nouns)]
-    if unknown:
+    if strangers := unknown(types):
         return _error(
-            f"unknown event types: {', '.join(unknown)}",
+            f"unknown event types: {', '.join(strangers)}",
             "invalid",
             400,
             fields={"types": [f"choose from {', '.join(TYPES)}"]},
