@@ -31,7 +31,7 @@ from projects.kinds import Kind
 from projects.models import Event, Project
 from projects.paths import clean_allowed_paths
 from projects.queue import enqueue_on_commit
-from projects.roles import Role, has_role
+from projects.roles import REVIEWER_NOT_HOLDER, Role, has_role
 from projects.selectors import project_ids_for
 from projects.services import check_storable, require_role
 from projects.tokens import tokens_delete_expired
@@ -699,13 +699,11 @@ def comment_add(
         raise ValidationError(errors)
     check_storable(body, "body")
     with transaction.atomic():
-        task, attempt = lock_task_and_attempt(attempt.pk)
-        if not has_role(actor, task.project_id, Role.REVIEWER):
-            raise PermissionDenied("this needs the reviewer role in the project")
-        if attempt.agent_id == actor.pk:
-            raise PermissionDenied(
-                "you submitted this attempt; another reviewer must judge it", code="own_work"
-            )
+        _, attempt = lock_task_and_attempt(attempt.pk)
+        # Who may comment is who may judge the attempt: the rule of its review transitions.
+        if refused := REVIEWER_NOT_HOLDER.refusal(attempt, actor):
+            code, reason = refused
+            raise PermissionDenied(reason, code=code)
         if attempt.state != AttemptState.PASSED:
             raise Conflict(
                 f"{attempt} is {attempt.state}: comments are written while it waits for review",
