@@ -738,8 +738,15 @@ def comment_add(
 
 
 def comment_resolve(*, comment: LineComment, actor) -> LineComment:
-    """Mark a comment resolved by hand: reviewers of the project, once."""
+    """Mark a comment resolved by hand: reviewers of the project, once, and never an agent
+    of an attempt of the task (403 ``own_work``): the work's author does not close its
+    own review."""
     require_role(actor, comment.attempt.task.project_id, Role.REVIEWER)
+    if Attempt.objects.filter(task_id=comment.attempt.task_id, agent=actor).exists():
+        raise PermissionDenied(
+            "you worked on this task; another reviewer must resolve its comments",
+            code="own_work",
+        )
     with transaction.atomic():
         comment = LineComment.objects.select_for_update().get(pk=comment.pk)
         if comment.resolved_at is not None:

@@ -8,8 +8,10 @@ from django.test.utils import CaptureQueriesContext
 
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
+from projects.roles import Role
 from tasks import brief, context, services
 from tasks.models import LineComment
+from tests.factories import member
 
 FIRST = (
     b"diff --git a/tasks/queue.py b/tasks/queue.py\n--- a/tasks/queue.py\n+++ b/tasks/queue.py\n"
@@ -233,3 +235,19 @@ def test_the_task_page_asks_the_same_queries_for_200_comments_as_for_one(
         page = client.get(f"/tasks/{task.key}/")
 
     assert page.content.decode().count("data-comment=") == 200
+
+
+def test_an_agent_who_is_also_a_reviewer_cannot_resolve_comments_on_its_task(flow, reviewed):
+    task, attempt = reviewed
+    open_comment = comment(flow, attempt, line=2)
+    services.task_reject(task=task, actor=flow.reviewer, reason="see the comment")
+    member(flow.project, Role.REVIEWER, flow.agent2.username)  # agent2 is now both
+    services.task_claim(agent=flow.agent2, project=flow.project)
+
+    with pytest.raises(PermissionDenied) as refused:
+        services.comment_resolve(comment=open_comment, actor=flow.agent2)
+
+    assert refused.value.code == "own_work"
+    open_comment.refresh_from_db()
+    assert open_comment.resolved_at is None
+    assert not Event.objects.filter(transition="resolve").exists()
