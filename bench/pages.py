@@ -104,15 +104,28 @@ def build(demo_size: int):
     return task, reviewer, (project, manager, agent)
 
 
-def commented(project, manager, agent, reviewer):
-    """A task in review whose diff has lines 1-3 of tasks/queue.py, with one comment."""
+def commented(project, manager, agent, reviewer, criteria: int = 1):
+    """A task in review whose diff has lines 1-3 of tasks/queue.py, with one comment, held to
+    a spec of ``criteria`` criteria judged in review."""
     from django.core.files.base import ContentFile
 
+    from decisions.services import spec_create, spec_version_accept
     from evidence.services import evidence_attach
     from tasks import services
 
+    spec = spec_create(
+        project=project,
+        actor=manager,
+        title=f"{criteria} criteria",
+        body="# Review\n",
+        criteria=[
+            {"key": f"AC-{i}", "text": f"Criterion {i}.", "proof": {"check": "review"}}
+            for i in range(1, criteria + 1)
+        ],
+    )
+    spec_version_accept(version=spec.versions.get(), actor=manager)
     task = services.task_publish(
-        task=services.task_create(project=project, actor=manager, title="commented"),
+        task=services.task_create(project=project, actor=manager, title="commented", spec=spec),
         actor=manager,
     )
     attempt = services.task_claim(agent=agent, project=project, lease_seconds=3600)
@@ -160,20 +173,24 @@ def main():
     from tasks import services
 
     task, reviewer, (project, manager, agent) = build(200)
-    talked, attempt = commented(project, manager, agent, reviewer)
+    talked, _ = commented(project, manager, agent, reviewer, criteria=1)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     client = Client()
     client.force_login(reviewer)
     one_comment = measure(client, f"/tasks/{talked.key}/", args.renders)
+    talked, attempt = commented(project, manager, agent, reviewer, criteria=50)
     for n in range(199):
         services.comment_add(
             attempt=attempt, actor=reviewer, path="tasks/queue.py", line=1 + n % 3, body=f"c{n}"
         )
     pages = {
         "task_page_200_evidence": measure(client, f"/tasks/{task.key}/", args.renders),
-        "task_page_1_comment": one_comment,
-        "task_page_200_comments": measure(client, f"/tasks/{talked.key}/", args.renders),
+        # The reviewer's page, with a verdict control per criterion and comments inline.
+        "task_page_1_comment_1_criterion": one_comment,
+        "task_page_200_comments_50_criteria": measure(
+            client, f"/tasks/{talked.key}/", args.renders
+        ),
         "decision_log_10k": measure(client, "/decisions/", args.renders),
         # Each topic is 1 in 50 decisions: the search matches 200 of the 10,000.
         "decision_log_10k_search": measure(client, "/decisions/?q=lease+expiry", args.renders),

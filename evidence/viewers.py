@@ -191,6 +191,8 @@ class DiffLine:
     old: int | None
     new: int | None
     html: str
+    # Remarks the showing page hangs under this line (a task page's line comments).
+    comments: list = field(default_factory=list)
 
 
 @dataclass

@@ -159,6 +159,12 @@ class ReviewSerializer(serializers.Serializer):
         " summary}], commit, runner {state, commit}, at. Later versions do not change it.",
     )
     applied_text = serializers.CharField(help_text='e.g. "FM-S1 v2, decisions FM-D3, gates …"')
+    criteria = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Each criterion of the pinned version: {key, check, verdict (met, not_met,"
+        " na or null when unmarked), note, by (reviewer, or evidence when the reviewer kept"
+        " what the evidence and gates showed), gate (what they showed)}.",
+    )
 
 
 class RunnerSerializer(serializers.Serializer):
@@ -189,6 +195,7 @@ class AttemptDetailSerializer(AttemptSerializer):
             "reason": attempt.end_reason,
             "applied": attempt.applied,
             "applied_text": applied_text(attempt.applied),
+            "criteria": attempt.criteria_verdicts,
         }
 
 
@@ -612,6 +619,42 @@ class CommentInputSerializer(JSONInputSerializer):
     )
 
 
+class CriterionMarkInputSerializer(JSONInputSerializer):
+    reject_unknown_fields = True
+    key = serializers.CharField(max_length=32, help_text="A criterion of the pinned version.")
+    verdict = serializers.ChoiceField(
+        choices=["met", "not_met", "na"], help_text="na: not applicable to this task."
+    )
+    note = serializers.CharField(
+        max_length=settings.FACTORY_COMMENT_MAX_CHARS,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Why; needed to overrule what the evidence and gates show.",
+    )
+
+
+CRITERIA_SCHEMA = {
+    "type": "array",
+    "description": "The reviewer's verdict on criteria of the pinned spec version. Approval"
+    " needs each criterion judged in review (proof `review`) marked, and every criterion met"
+    " or na; a criterion proven by tests or evidence keeps that verdict unless overruled"
+    " with a note.",
+    "items": {
+        "type": "object",
+        "properties": {
+            "key": {"type": "string", "maxLength": 32, "pattern": NON_BLANK_TEXT},
+            "verdict": {"type": "string", "enum": ["met", "not_met", "na"]},
+            "note": {
+                "type": "string",
+                "maxLength": settings.FACTORY_COMMENT_MAX_CHARS,
+                "pattern": TEXT,
+            },
+        },
+        "required": ["key", "verdict"],
+        "additionalProperties": False,
+    },
+}
 COMMENTS_SCHEMA = {
     "type": "array",
     "description": "Comments on lines of the attempt's diff, written with the verdict"
@@ -625,6 +668,7 @@ REVIEW_REQUEST = {
             "properties": {
                 "verdict": {"type": "string", "enum": ["approve"]},
                 "reason": _reason(TEXT, "Optional note for the record."),
+                "criteria": CRITERIA_SCHEMA,
                 "comments": COMMENTS_SCHEMA,
             },
             "required": ["verdict"],
@@ -633,10 +677,15 @@ REVIEW_REQUEST = {
             "type": "object",
             "properties": {
                 "verdict": {"type": "string", "enum": ["reject"]},
-                "reason": _reason(NON_BLANK_TEXT, "What the next attempt must do differently."),
+                "reason": _reason(
+                    NON_BLANK_TEXT,
+                    "What the next attempt must do differently; may be left out when a"
+                    " criterion is marked not_met.",
+                ),
+                "criteria": CRITERIA_SCHEMA,
                 "comments": COMMENTS_SCHEMA,
             },
-            "required": ["verdict", "reason"],
+            "required": ["verdict"],
         },
     ]
 }
@@ -669,6 +718,7 @@ class TaskReviewApi(APIView):
         reason = serializers.CharField(
             max_length=10_000, required=False, allow_blank=True, default=""
         )
+        criteria = CriterionMarkInputSerializer(many=True, required=False, default=list)
         comments = CommentInputSerializer(many=True, required=False, default=list)
 
     @extend_schema(

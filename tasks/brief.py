@@ -158,6 +158,18 @@ def _attempt(attempt: dict) -> list[str]:
             lines.append(f"Reviewer {by} rejected it: {_line(review['reason'])}")
         else:
             lines.append(f"Reviewer {by} approved it.")
+    judged = [
+        c
+        for c in attempt.get("criteria") or []
+        if c["by"] == "reviewer" or c["verdict"] == "not_met"
+    ]
+    if judged:
+        lines.append("Criteria as the reviewer judged them (not met first):")
+        for c in judged:
+            mark = " " if c["verdict"] == "not_met" else "x"
+            verdict = {"met": "met", "not_met": "NOT MET", "na": "not applicable"}[c["verdict"]]
+            note = f" — {_line(c['note'])}" if c["note"] else ""
+            lines.append(f"- [{mark}] {c['key']} {verdict}{note}")
     comments = attempt.get("comments") or []
     if comments:
         lines.append("Line comments (open first):")

@@ -124,6 +124,9 @@ def _decision_item(decision: Decision) -> Item:
     return Item("decision", decision.key, "decisions", content)
 
 
+ORDER_OF_VERDICTS = {"not_met": 0, None: 1, "met": 2, "na": 3}
+
+
 def _attempt_item(attempt: Attempt) -> Item:
     gates = [
         {
@@ -166,6 +169,14 @@ def _attempt_item(attempt: Attempt) -> Item:
         }
         for c in attempt.comments.all()
     ]
+    # Not met first: what the next attempt must change.
+    content["criteria"] = sorted(
+        (
+            {"key": r["key"], "verdict": r["verdict"], "note": r["note"], "by": r["by"]}
+            for r in attempt.criteria_verdicts
+        ),
+        key=lambda r: ORDER_OF_VERDICTS.get(r["verdict"], 1),
+    )
     if attempt.state in (AttemptState.REJECTED, AttemptState.APPROVED):
         content["review"] = {
             "verdict": "approve" if attempt.state == AttemptState.APPROVED else "reject",

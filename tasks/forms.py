@@ -6,10 +6,25 @@ from tasks.models import TaskState
 
 
 class ReviewForm(forms.Form):
+    """The verdict, its reason, and a mark per criterion: ``criterion:AC-3`` = met, not_met
+    or na (empty: unmarked) with ``note:AC-3``, from the criteria table's fields."""
+
     verdict = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     reason = forms.CharField(
         required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 3})
     )
+
+    def clean(self):
+        data = super().clean()
+        marks = []
+        for name, value in self.data.items():
+            if name.startswith("criterion:") and value:
+                key = name.removeprefix("criterion:")
+                marks.append(
+                    {"key": key, "verdict": value, "note": self.data.get(f"note:{key}", "")}
+                )
+        data["criteria"] = marks
+        return data
 
 
 class ReasonForm(forms.Form):

@@ -343,6 +343,13 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         help_text="What was in force when the reviewer decided: the spec version, the"
         " decisions, the gate policy and verdicts, the commit (tasks.review.in_force).",
     )
+    criteria_verdicts = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="The reviewer's verdict on each criterion of the pinned version, or the"
+        " gates' where the reviewer kept it: [{key, verdict, note, by, gate}] (tasks.review.judge).",
+    )
     started_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -484,9 +491,10 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         target=AttemptState.APPROVED,
         permission=REVIEWER_NOT_HOLDER,
     )
-    def approve(self, reviewer, end_reason: str, applied: dict):
+    def approve(self, reviewer, end_reason: str, applied: dict, criteria_verdicts: list):
         self.reviewed_by = reviewer
         self.applied = applied
+        self.criteria_verdicts = criteria_verdicts
         self._end(end_reason or "approved")
 
     @transition(
@@ -495,9 +503,10 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         target=AttemptState.REJECTED,
         permission=REVIEWER_NOT_HOLDER,
     )
-    def reject(self, reviewer, end_reason: str, applied: dict):
+    def reject(self, reviewer, end_reason: str, applied: dict, criteria_verdicts: list):
         self.reviewed_by = reviewer
         self.applied = applied
+        self.criteria_verdicts = criteria_verdicts
         self._end(end_reason)
 
 

@@ -1,4 +1,5 @@
-"""The record of what applied: what was in force when a reviewer decided an attempt.
+"""The record of a review: what was in force when a reviewer decided an attempt, and the
+verdict on each of its criteria.
 
 A verdict is only as good as what it was judged against. ``in_force`` takes, inside the
 review's transaction, the spec version the attempt was held to, the accepted decisions
@@ -7,9 +8,14 @@ commit the runner verified; the review stores it on the attempt (``Attempt.appli
 where later versions and decisions cannot reach it.
 """
 
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from decisions.models import SpecVersionState
+from decisions.models import Check, SpecVersionState
+from projects.services import check_storable
 from tasks.context import accepted_decisions
 from tasks.models import Attempt, Task
 
@@ -63,3 +69,100 @@ def applied_text(applied: dict | None) -> str:
     elif applied.get("commit"):
         parts.append(f"commit {applied['commit'][:12]}")
     return ", ".join(parts)
+
+
+VERDICTS = {"met": "met", "not_met": "not met", "na": "not applicable"}
+
+
+def _clean_marks(marks, known: set[str]) -> dict[str, dict]:
+    """The reviewer's marks by key, or a ValidationError naming ``criteria[i].field``."""
+    if not isinstance(marks, (list, tuple)):
+        raise ValidationError({"criteria": "a list of {key, verdict, note}"})
+    cleaned, errors = {}, {}
+    for index, mark in enumerate(marks):
+        where = f"criteria[{index}]"
+        if not isinstance(mark, dict):
+            errors[where] = "an object with key, verdict and note"
+            continue
+        key, verdict = mark.get("key"), mark.get("verdict")
+        note = mark.get("note") or ""
+        if not isinstance(key, str) or key not in known:
+            errors[f"{where}.key"] = (
+                f"not a criterion of the pinned version ({', '.join(sorted(known)) or 'none'})"
+            )
+        elif key in cleaned:
+            errors[f"{where}.key"] = f"{key} is marked twice"
+        if verdict not in VERDICTS:
+            errors[f"{where}.verdict"] = "met, not_met or na"
+        if not isinstance(note, str) or len(note) > settings.FACTORY_COMMENT_MAX_CHARS:
+            errors[f"{where}.note"] = (
+                f"text of at most {settings.FACTORY_COMMENT_MAX_CHARS} characters"
+            )
+        else:
+            check_storable(note, f"{where}.note")
+        if not errors:
+            cleaned[key] = {"verdict": verdict, "note": note.strip(), "index": index}
+    if errors:
+        raise ValidationError(errors)
+    return cleaned
+
+
+def judge(verdict: str, marks: Iterable[dict], rows: list[dict]) -> list[dict]:
+    """Each criterion's verdict for a review, in the pinned version's order.
+
+    ``rows`` are the attempt's criteria as the evidence and gates show them
+    (``evidence.selectors.criteria_status``). A criterion proven by tests or evidence keeps
+    that verdict unless the reviewer overrules it, which needs a note; a ``review``
+    criterion has only the reviewer's mark. Approval needs every ``review`` criterion
+    marked and every criterion met or not applicable; the ValidationError names which.
+    """
+    known = {row["criterion"].key for row in rows}
+    cleaned = _clean_marks(marks, known)
+    record, overruled = [], {}
+    for row in rows:
+        criterion = row["criterion"]
+        check = criterion.proof.get("check")
+        gate = None if check == Check.REVIEW else ("met" if row["met"] else "not_met")
+        mark = cleaned.get(criterion.key)
+        if mark and gate is not None and mark["verdict"] != gate and not mark["note"]:
+            overruled[f"criteria[{mark['index']}].note"] = (
+                f"{criterion.key}: overruling the evidence's verdict ({VERDICTS[gate]}) needs a note"
+            )
+        record.append(
+            {
+                "key": criterion.key,
+                "check": check,
+                "verdict": mark["verdict"] if mark else gate,
+                "note": mark["note"] if mark else "",
+                "by": "reviewer" if mark else ("evidence" if gate else None),
+                "gate": gate,
+            }
+        )
+    if overruled:
+        raise ValidationError(overruled)
+    if verdict == "approve":
+        unmarked = [r["key"] for r in record if r["verdict"] is None]
+        if unmarked:
+            raise ValidationError(
+                {
+                    "criteria": f"mark each criterion judged in review before approving: {', '.join(unmarked)}"
+                }
+            )
+        unmet = [r["key"] for r in record if r["verdict"] == "not_met"]
+        if unmet:
+            raise ValidationError(
+                {
+                    "criteria": f"approval needs every criterion met or not applicable; not met: {', '.join(unmet)}"
+                }
+            )
+    return record
+
+
+def unmet_text(record: list[dict]) -> str:
+    """The criteria a reviewer marked not met, as a rejection's reason: "not met: AC-3 (why)"."""
+    unmet = [
+        r["key"] + (f" ({r['note']})" if r["note"] else "")
+        for r in record
+        if r["verdict"] == "not_met" and r["by"] == "reviewer"
+    ]
+    return "not met: " + "; ".join(unmet) if unmet else ""

@@ -5,6 +5,8 @@ from datetime import datetime
 
 from django.db.models import Exists, F, OuterRef, QuerySet
 
+from evidence.models import decisive
+from projects.kinds import Kind
 from projects.selectors import project_ids_for
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
@@ -57,3 +59,11 @@ def attempt_for(user, attempt_id) -> Attempt:
         .select_related("task__project", "agent", "spec_version__spec", "reviewed_by")
         .get(pk=attempt_id)
     )
+
+
+def commented_diff(evidence: Iterable):
+    """The diff line comments are written against, of an attempt's evidence (in id order):
+    the decisive one (the runner's or a verifier's when there is one, else the agent's),
+    the newest of those; None without a diff."""
+    rows = decisive([e for e in evidence if e.kind == Kind.DIFF])
+    return rows[-1] if rows else None

@@ -22,7 +22,8 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from decisions.models import SpecVersion, SpecVersionState
-from evidence.models import FINISHED_GATE_STATES, GateRunState, decisive
+from evidence.models import FINISHED_GATE_STATES, GateRunState
+from evidence.selectors import criteria_status
 from evidence.services import gate_runs_create, gate_runs_reconcile
 from evidence.viewers import diff_lines
 from projects.errors import Conflict, PermissionDenied
@@ -473,15 +474,24 @@ def reconcile() -> dict:
 
 
 def task_review(
-    *, task: Task, actor, verdict: str, reason: str = "", comments: Iterable[dict] = ()
+    *,
+    task: Task,
+    actor,
+    verdict: str,
+    reason: str = "",
+    criteria: Iterable[dict] = (),
+    comments: Iterable[dict] = (),
 ) -> Task:
     """The reviewer's verdict on a task in review, and on its attempt.
 
-    ``approve``: in review → done. ``reject``: in review → ready (or failed when its
-    attempts are used up), with a reason the next attempt can act on (400 without one).
-    Only a reviewer of the project who did not submit the attempt (403 ``own_work``);
-    each state machine's transition checks it, once. The attempt keeps what was in force
-    when it was judged (``tasks.review.in_force``), whatever changes after. ``comments``
+    ``approve``: in review → done, when every criterion of the pinned version is met or
+    not applicable and each ``review`` criterion is marked (``criteria``: ``[{key,
+    verdict: met|not_met|na, note}]``; ``tasks.review.judge``). ``reject``: in review →
+    ready (or failed when its attempts are used up), with a reason or a criterion marked
+    not met, which the next attempt can act on. Only a reviewer of the project who did
+    not submit the attempt (403 ``own_work``); each state machine's transition checks it,
+    once. The attempt keeps each criterion's verdict and what was in force when it was
+    judged (``tasks.review.in_force``), whatever changes after. ``comments``
     (``comment_add``'s fields) are written with the verdict, or nothing is.
     """
     if verdict not in ("approve", "reject"):
@@ -492,12 +502,20 @@ def task_review(
         attempt_id = task.current_attempt_id
         number = task.current_attempt.number if task.current_attempt else None
         # Refuses the wrong state or the wrong reviewer before anything else is looked at.
-        fire(task, name, actor=actor, reason=reason, extra={"attempt": number})
-        if name == "reject" and not reason:  # raised in the transaction: nothing is kept
-            raise ValidationError(
-                {"reason": "a rejection needs a reason the next attempt can act on"}
-            )
+        check(task, name, actor=actor)
         attempt = _lock_attempt(attempt_id)
+        # Raised in the transaction: a refused verdict keeps nothing.
+        record = review.judge(name, criteria, criteria_status(attempt))
+        if name == "reject" and not reason:
+            reason = review.unmet_text(record)
+        if name == "reject" and not reason:
+            raise ValidationError(
+                {
+                    "reason": "a rejection needs a reason, or a criterion marked not met,"
+                    " that the next attempt can act on"
+                }
+            )
+        fire(task, name, actor=actor, reason=reason, extra={"attempt": number})
         for index, comment in enumerate(comments):
             try:
                 comment_add(attempt=attempt, actor=actor, **comment)
@@ -511,17 +529,23 @@ def task_review(
             name,
             actor=actor,
             reason=reason,
-            extra={"applied": review.applied_text(applied)},
+            extra={"applied": review.applied_text(applied), "criteria": _marked(record)},
             reviewer=actor,
             end_reason=reason,
             applied=applied,
+            criteria_verdicts=record,
         )
     return task
 
 
-def task_approve(*, task: Task, actor, reason: str = "") -> Task:
+def _marked(record: list[dict]) -> dict:
+    """The reviewer's own marks, for the verdict's Event: ``{"AC-3": "not_met"}``."""
+    return {r["key"]: r["verdict"] for r in record if r["by"] == "reviewer"}
+
+
+def task_approve(*, task: Task, actor, reason: str = "", criteria: Iterable[dict] = ()) -> Task:
     """in review → done (``task_review`` with ``approve``)."""
-    return task_review(task=task, actor=actor, verdict="approve", reason=reason)
+    return task_review(task=task, actor=actor, verdict="approve", reason=reason, criteria=criteria)
 
 
 def task_reject(*, task: Task, actor, reason: str, comments: Iterable[dict] = ()) -> Task:
@@ -657,15 +681,8 @@ def task_context(
 # --- Line comments ---------------------------------------------------------------------------
 
 
-def _diff_of(attempt: Attempt):
-    """The diff a comment is written against: the decisive one (the runner's or a
-    verifier's when there is one, else the agent's), the newest of those."""
-    rows = decisive(list(attempt.evidence.filter(kind=Kind.DIFF).order_by("id")))
-    return rows[-1] if rows else None
-
-
 def _lines_of(attempt: Attempt) -> dict:
-    diff = _diff_of(attempt)
+    diff = selectors.commented_diff(attempt.evidence.filter(kind=Kind.DIFF).order_by("id"))
     if diff is None:
         return {}
     try:

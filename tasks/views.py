@@ -5,6 +5,8 @@ as a message on the page. Objects are reached through the user's memberships, so
 another project's task is a 404.
 """
 
+from collections import defaultdict
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.contenttypes.models import ContentType
@@ -16,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from decisions.models import DecisionState, SpecVersion
+from decisions.models import Check, DecisionState, SpecVersion
 from evidence import viewers
 from evidence.models import GateRun, GateRunState
 from evidence.selectors import criteria_status, runner_view
@@ -185,13 +187,28 @@ def _point_in_time(task, material, events):
 @login_required
 def task_detail(request, key):
     """The task page: the handoff answers, criteria beside their evidence, gates, timeline."""
-    task = _task_or_404(request.user, key)
+    return _task_page(request, _task_or_404(request.user, key))
+
+
+def _task_page(request, task, *, posted=None, status=200):
+    """The task page; ``posted`` is a refused review's input, shown again to be corrected."""
     material = handoff.load(task, query_number(request, "attempt"), latest=True)
     attempt = material.attempt
     answers = handoff.answer(material)
-    status = criteria_status(
+    status_rows = criteria_status(
         attempt, evidence=material.evidence, runs=material.runs, criteria=material.criteria
     )
+    judged = {r["key"]: r for r in (attempt.criteria_verdicts if attempt else [])}
+    marks = {m["key"]: m for m in (posted or {}).get("criteria", [])}
+    for row in status_rows:
+        row["judged"] = judged.get(row["criterion"].key)
+        key = row["criterion"].key
+        # A refused review shows again what was typed, notes on unmarked criteria too.
+        row["mark"] = {
+            "verdict": marks.get(key, {}).get("verdict", ""),
+            "note": request.POST.get(f"note:{key}", "") if posted else "",
+        }
+        row["in_review"] = row["criterion"].proof.get("check") == Check.REVIEW
     events = list(Event.objects.filter(task=task).select_related("actor").order_by("id"))
     # Gate runs write queue/start events too; the timeline shows how each one ended.
     timeline = [
@@ -204,17 +221,24 @@ def task_detail(request, key):
     ]
     user = request.user
     reviewing = task.state == TaskState.IN_REVIEW and may(task, "approve", user)
+    shown = [e for e in material.evidence if e.provenance != "gate"]
+    page_viewers = viewers.page_viewers(shown)
+    comments = list(attempt.comments.select_related("author")) if attempt else []
+    # Only the attempt under review takes new comments; an earlier one's page shows its own.
+    current = reviewing and attempt is not None and attempt.pk == task.current_attempt_id
+    _hang_comments(page_viewers, comments, selectors.commented_diff(material.evidence), current)
     context = {
         "task": task,
         "material": material,
         "attempt": attempt,
         "answers": answers,
-        "criteria": status,
-        "viewers": viewers.page_viewers([e for e in material.evidence if e.provenance != "gate"]),
+        "criteria": status_rows,
+        "to_mark": [row["criterion"].key for row in status_rows if row["in_review"]],
+        "viewers": page_viewers,
         "events": timeline,
         "gate_reports": [e for e in material.evidence if e.provenance == "gate"],
         "runner": runner_view(material.runs, material.evidence),
-        "submitted_evidence": [e for e in material.evidence if e.provenance != "gate"],
+        "submitted_evidence": shown,
         "proposed_here": proposed_here,
         "decisions": material.decisions,
         "can_review": reviewing,
@@ -222,15 +246,33 @@ def task_detail(request, key):
         "manager_actions": [name for name in MANAGER_ACTIONS if may(task, name, user)],
         "can_decide": Role.REVIEWER in navigation(request).get("nav_roles", set())
         or Role.MANAGER in navigation(request).get("nav_roles", set()),
-        "review_form": ReviewForm(),
-        "comments": list(attempt.comments.select_related("author")) if attempt else [],
-        "comment_paths": _diff_paths(material.evidence) if reviewing else [],
+        "posted": posted or {},
+        "comments": comments,
+        "comment_paths": _diff_paths(material.evidence) if current else [],
+        "marking": current,
         "point_in_time": _point_in_time(task, material, events)
         if task.state == TaskState.DONE
         else None,
         "nav": "board",
     }
-    return render(request, "tasks/task_detail.html", context)
+    return render(request, "tasks/task_detail.html", context, status=status)
+
+
+def _hang_comments(page_viewers, comments, diff, reviewing: bool) -> None:
+    """Show each line comment under the last line it names, in the viewer of the diff it
+    was written against; that viewer takes new comments while the task is in review."""
+    by_line = defaultdict(list)
+    for comment in comments:
+        by_line[comment.path, comment.side, comment.end_line].append(comment)
+    for view in page_viewers:
+        if diff is None or view["evidence"].pk != diff.pk or "diff" not in view:
+            continue
+        view["commentable"] = reviewing
+        for file in view["diff"].files:
+            for line in file.lines:
+                line.comments = by_line.get((file.path, "new", line.new), []) + (
+                    by_line.get((file.path, "old", line.old), []) if line.kind != "add" else []
+                )
 
 
 @login_required
@@ -250,6 +292,7 @@ def task_gates(request, key):
 @login_required
 @require_POST
 def task_review(request, key):
+    """Record a verdict; a refused one shows the page again with what was typed and why."""
     task = _task_or_404(request.user, key)
     form = ReviewForm(request.POST)
     if not form.is_valid():
@@ -259,11 +302,10 @@ def task_review(request, key):
         services.task_review(task=task, actor=request.user, **form.cleaned_data)
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"Not recorded: {refusal_text(exc)}")
-    else:
-        verdict = "approved" if form.cleaned_data["verdict"] == "approve" else "rejected"
-        messages.success(request, f"{task.key} {verdict}.")
-        return redirect("review-queue")
-    return redirect("task-detail", key=key)
+        return _task_page(request, task, posted=form.cleaned_data, status=400)
+    verdict = "approved" if form.cleaned_data["verdict"] == "approve" else "rejected"
+    messages.success(request, f"{task.key} {verdict}.")
+    return redirect("review-queue")
 
 
 def _diff_paths(evidence) -> list[str]:

@@ -61,6 +61,16 @@ def member(project, role, username=None):
     return user
 
 
+def all_met(attempt) -> list[dict]:
+    """A reviewer's marks of every criterion of the attempt's pinned version as met."""
+    if attempt.spec_version_id is None:
+        return []
+    return [
+        {"key": c.key, "verdict": "met", "note": "checked by the reviewer"}
+        for c in attempt.spec_version.criteria.all()
+    ]
+
+
 def expire_lease(attempt, seconds_ago=1):
     """Let an attempt's lease run out, as if the agent had stopped heartbeating."""
     Attempt.objects.filter(pk=attempt.pk).update(
@@ -124,9 +134,12 @@ class Flow:
         task.refresh_from_db()
         return task, attempt
 
-    def done(self, **kwargs):
+    def done(self, criteria=None, **kwargs):
+        """Approved; unless ``criteria`` says otherwise, the reviewer marks every criterion met."""
         task, attempt = self.in_review(**kwargs)
-        return services.task_approve(task=task, actor=self.reviewer), attempt
+        if criteria is None:
+            criteria = all_met(attempt)
+        return services.task_approve(task=task, actor=self.reviewer, criteria=criteria), attempt
 
     def blocked(self, **kwargs):
         task, attempt = self.claimed(**kwargs)

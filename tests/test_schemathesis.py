@@ -288,6 +288,8 @@ def aim(case, *, path: bool = True) -> None:
         return
     if case.operation.path.endswith("/evidence/"):
         aim_upload(case)
+    elif case.operation.path.endswith("/review/"):
+        case.body = aimed_review(aimed_body(dict(case.body)))
     else:
         case.body = aimed_body(dict(case.body))
 
@@ -334,6 +336,34 @@ def aimed_comment(body: dict) -> dict:
         body.update(path="x.py", line=1)
         if "end_line" in body:
             body["end_line"] = 1
+    return body
+
+
+def aimed_review(body: dict) -> dict:
+    """A verdict follows the review's rules: marks name the pinned version's criteria (AC-1,
+    AC-2 proven by evidence the world's attempt lacks; AC-3 judged in review) once each, an
+    overruling mark has a note, an approval marks all three met or na, and a rejection has a
+    reason or a criterion not met."""
+    given = body.get("criteria", [])
+    if not isinstance(given, list) or not all(isinstance(m, dict) for m in given):
+        return body
+    approve = body.get("verdict") == "approve"
+    marks = [*given, *({} for _ in range(3 - len(given)))] if approve else given
+    aimed = []
+    for mark, key in zip(marks, ["AC-1", "AC-2", "AC-3"], strict=False):
+        verdict = mark.get("verdict")
+        if verdict not in ("met", "not_met", "na") or (approve and verdict == "not_met"):
+            verdict = "met"
+        note = mark.get("note") if isinstance(mark.get("note"), str) else ""
+        if key != "AC-3" and verdict != "not_met" and not note.strip():
+            note = "checked by hand"
+        aimed.append({**mark, "key": key, "verdict": verdict, "note": note})
+    if aimed or "criteria" in body:
+        body["criteria"] = aimed
+    reason = body.get("reason")
+    unmet = any(m["verdict"] == "not_met" for m in aimed)
+    if not approve and not unmet and not (isinstance(reason, str) and reason.strip()):
+        body["reason"] = "the next attempt must handle blocked tasks"
     return body
 
 

@@ -135,8 +135,21 @@ def cmd_release(client, args):
     return _print_json(result) if args.json else print(f"Attempt {result['id']} {result['state']}")
 
 
+def criterion_mark(value: str) -> dict:
+    """``AC-3=met``, ``AC-1=not_met:why`` or ``AC-2=na``: a verdict on one criterion."""
+    key, _, rest = value.partition("=")
+    verdict, _, note = rest.partition(":")
+    if not key or verdict not in ("met", "not_met", "na"):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: write KEY=met, KEY=not_met or KEY=na, with :note if you like"
+        )
+    return {"key": key, "verdict": verdict, "note": note}
+
+
 def cmd_review(client, args):
-    result = client.review(args.key, args.verdict, reason=args.reason or "")
+    result = client.review(
+        args.key, args.verdict, reason=args.reason or "", criteria=args.criterion or []
+    )
     return _print_json(result) if args.json else print(f"{result['key']} is {result['state']}")
 
 
@@ -309,6 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key")
     p.add_argument("verdict", choices=["approve", "reject"])
     p.add_argument("--reason")
+    p.add_argument(
+        "--criterion",
+        action="append",
+        type=criterion_mark,
+        metavar="KEY=VERDICT[:NOTE]",
+        help="a verdict on a criterion: met, not_met or na (repeat the flag); each criterion"
+        " judged in review must be marked to approve",
+    )
     p.set_defaults(run=cmd_review)
 
     p = sub.add_parser("tasks", help="list tasks")

@@ -236,10 +236,13 @@ class FactoryClient:
             "POST", f"/attempts/{attempt}/release/", json={"reason": reason, "blocked": blocked}
         )
 
-    def review(self, key: str, verdict: str, reason: str = "") -> dict:
-        return self._json(
-            "POST", f"/tasks/{key}/review/", json={"verdict": verdict, "reason": reason}
-        )
+    def review(
+        self, key: str, verdict: str, reason: str = "", criteria: list[dict] | None = None
+    ) -> dict:
+        body = {"verdict": verdict, "reason": reason}
+        if criteria:
+            body["criteria"] = criteria
+        return self._json("POST", f"/tasks/{key}/review/", json=body)
 
     def tasks(self, **filters) -> list[dict]:
         return self._pages("/tasks/", {k: v for k, v in filters.items() if v})

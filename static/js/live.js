@@ -17,10 +17,14 @@
   var QUEUE_TYPES = ["task.in_review", "task.approved", "task.rejected", "task.failed",
     "task.cancelled"];
 
+  // A reviewer halfway through a reason or a verdict per criterion must not lose it to a refresh.
+  var marked = false;
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("#main input[type=radio]")) marked = true;
+  });
   function editing() {
-    // A reviewer halfway through a reason must not lose it to a refresh.
     var fields = document.querySelectorAll("#main textarea, #main input[type=text]");
-    return Array.prototype.some.call(fields, function (f) { return f.value.trim() !== ""; });
+    return marked || Array.prototype.some.call(fields, function (f) { return f.value.trim() !== ""; });
   }
 
   function notice(payload) {

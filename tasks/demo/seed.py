@@ -338,10 +338,16 @@ def _tasks(demo: Demo) -> None:
     demo.attach(second, alan, artifacts.screenshot(), "screenshot", "queue.png", ["AC-2"])
     demo.submit(second, "Filter out tasks with open dependencies.", "8b9e0d1")
     demo.check(second)
-    services.task_reject(
+    services.task_review(
         task=claim_task,
         actor=rita,
+        verdict="reject",
         reason="AC-1 rests on the agent's own test run only; attach the CI report so it is authoritative.",
+        criteria=[
+            {"key": "AC-1", "verdict": "not_met", "note": "no CI report: the agent's run only"},
+            {"key": "AC-2", "verdict": "met"},
+            {"key": "AC-3", "verdict": "met"},
+        ],
     )
     third = demo.claim(ada)
     demo.attach(third, ada, demo.diff, "diff", "change.diff")
@@ -352,7 +358,13 @@ def _tasks(demo: Demo) -> None:
     demo.submit(third, "Attach the CI run requested in review.", "c41d5e9")
     demo.check(third)
     services.task_approve(
-        task=claim_task, actor=rita, reason="All criteria proven; CI evidence attached."
+        task=claim_task,
+        actor=rita,
+        reason="All criteria proven; CI evidence attached.",
+        criteria=[
+            {"key": "AC-3", "verdict": "met", "note": "reads like the spec"},
+            {"key": "AC-4", "verdict": "met", "note": "docs/agents.md has the bounds"},
+        ],
     )
 
     # FM-2: passed its gates, waiting for a reviewer.

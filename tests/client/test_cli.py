@@ -82,7 +82,8 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
         live_server, flow.agent, "submit", attempt, "--summary", "Done", "--commit", "abcdef1"
     )
     checked = factory_json(live_server, flow.reviewer, "tasks", "--project", "FM")[0]["state"]
-    reviewed = factory(live_server, flow.reviewer, "review", task.key, "approve")
+    marks = ["--criterion", "AC-2=na:no screen in this change", "--criterion", "AC-3=met"]
+    reviewed = factory(live_server, flow.reviewer, "review", task.key, "approve", *marks)
 
     assert claimed["task"]["key"] == task.key
     assert bundle["spec"]["criteria"][0]["key"] == "AC-1"
@@ -93,7 +94,15 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
     assert (submitted["state"], submitted["change"]) == ("checking", {"commit": "abcdef1"})
     assert checked == "in_review"  # the tests-pass gate ran (eagerly) on the JUnit report
     assert (reviewed.returncode, reviewed.stdout.strip()) == (0, f"{task.key} is done")
-    assert Task.objects.get(pk=task.pk).state == "done"
+    done = Task.objects.get(pk=task.pk)
+    assert done.state == "done"
+    assert [
+        (c["key"], c["verdict"], c["note"]) for c in done.current_attempt.criteria_verdicts
+    ] == [
+        ("AC-1", "met", ""),
+        ("AC-2", "na", "no screen in this change"),
+        ("AC-3", "met", ""),
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -296,6 +305,10 @@ def test_help_lists_the_exit_codes():
         (["claim", "--lease", "soon"], "factory claim: error: argument --lease: invalid int value"),
         (["checkpoint", "1", "--set", "{"], "factory checkpoint: error: argument --set: not JSON"),
         (["review", "FM-1", "maybe"], "factory review: error: argument verdict: invalid choice"),
+        (
+            ["review", "FM-1", "approve", "--criterion", "AC-3"],
+            "factory review: error: argument --criterion: 'AC-3': write KEY=met, KEY=not_met",
+        ),
     ],
 )
 def test_bad_usage_exits_2_before_any_call(args, message):

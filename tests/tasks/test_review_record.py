@@ -3,6 +3,7 @@ changes after it."""
 
 from decisions import services as decisions
 from tasks import services
+from tests.factories import all_met
 
 PASSING = (
     b"<testsuite tests='1'><testcase classname='tests.test_claim' name='test_claim'/></testsuite>"
@@ -36,7 +37,7 @@ def test_an_approval_keeps_the_spec_version_decisions_gates_and_commit(
         )
     task.refresh_from_db()
 
-    services.task_approve(task=task, actor=flow.reviewer)
+    services.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
 
     attempt.refresh_from_db()
     applied = attempt.applied
@@ -56,7 +57,7 @@ def test_the_record_is_unchanged_when_the_spec_moves_on_and_the_decision_is_supe
     spec = flow.spec()
     old = decided(flow, spec)
     task, attempt = flow.in_review(spec=spec)
-    services.task_approve(task=task, actor=flow.reviewer)
+    services.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
     attempt.refresh_from_db()
     before = attempt.applied
 
