@@ -59,7 +59,7 @@ def test_the_record_is_unchanged_when_the_spec_moves_on_and_the_decision_is_supe
     task, attempt = flow.in_review(spec=spec)
     services.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
     attempt.refresh_from_db()
-    before = attempt.applied
+    before, verdicts = attempt.applied, attempt.criteria_verdicts
 
     version = decisions.spec_version_create(spec=spec, actor=flow.manager, body="v2", criteria=[])
     decisions.spec_version_accept(version=version, actor=flow.manager)
@@ -67,6 +67,8 @@ def test_the_record_is_unchanged_when_the_spec_moves_on_and_the_decision_is_supe
 
     attempt.refresh_from_db()
     assert attempt.applied == before
+    assert attempt.criteria_verdicts == verdicts
+    assert [c["key"] for c in verdicts] == ["AC-1", "AC-2", "AC-3"]  # v2 has no criteria
     review = api(flow.manager).get(f"/api/v1/attempts/{attempt.pk}/").json()["review"]
     assert review["applied"] == before
     assert review["applied_text"] == f"{spec.key} v1, decisions {old.key}, no gates, commit abc123"
