@@ -1,0 +1,145 @@
+"""What an importer reads out of a team's files, before anything touches the database.
+
+Each format module (`interop.formats.*`) turns files into these plain records and
+`interop.services` writes them. Nothing here is a model: a parse can be shown as a dry-run
+report, compared with what is stored, and thrown away.
+
+Guarantees every format module keeps:
+- every record names the file and the 1-based line it came from (`Source`);
+- a piece that cannot be read becomes a `Skip` naming file, line and why, never an exception;
+- a value we keep but could not map exactly (an unknown status, a task done without evidence)
+  becomes a `Notice`, so the report says so;
+- fields with no home in Factory Memory are kept verbatim in `extra`, so an export gives them
+  back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a record came from: a POSIX path inside the folder or archive, and a 1-based line."""
+
+    path: str
+    line: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass
+class CriterionDoc:
+    """An acceptance criterion. `key` is kept from the file (FR-001, SC-001, US1-AS2, …).
+
+    `proof` is our check: `{"check": "review"}` unless a mapping names a test selector
+    (`{"check": "tests", "select": "…"}`) or an evidence kind (`{"check": "evidence", "kind": "…"}`).
+    """
+
+    key: str
+    text: str
+    source: Source
+    proof: dict = field(default_factory=lambda: {"check": "review"})
+
+
+@dataclass
+class SpecDoc:
+    """A spec: a spec-kit feature folder or an OpenSpec capability.
+
+    `external_id` is the folder name (`001-photo-albums`, `auth`); `body` is the Markdown as the
+    file has it; `open_questions` are unresolved `[NEEDS CLARIFICATION: …]` markers, which keep
+    the imported version proposed.
+    """
+
+    external_id: str
+    title: str
+    body: str
+    criteria: list[CriterionDoc]
+    source: Source
+    open_questions: list[tuple[Source, str]] = field(default_factory=list)
+
+
+@dataclass
+class TaskDoc:
+    """A task: a spec-kit or OpenSpec tasks.md item, or a beads issue.
+
+    `state` is ours: one of draft, ready, blocked, done, cancelled. `source_status` is the
+    status exactly as the file wrote it. `priority` is ours (higher is claimed first).
+    `depends_on` holds external ids of other tasks; `spec` and `decision` the external id of the
+    SpecDoc or DecisionDoc it belongs to. `extra` keeps every field without a home, verbatim.
+    """
+
+    external_id: str
+    title: str
+    source: Source
+    description: str = ""
+    acceptance: str = ""
+    state: str = "ready"
+    source_status: str | None = None
+    priority: int = 0
+    labels: list[str] = field(default_factory=list)
+    depends_on: list[str] = field(default_factory=list)
+    spec: str | None = None
+    decision: str | None = None
+    created_at: datetime | None = None
+    closed_at: datetime | None = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class DecisionDoc:
+    """A decision: an ADR (MADR 2, 3 or 4) or an OpenSpec change.
+
+    `state` is ours: proposed, accepted, rejected or superseded (deprecated maps to superseded
+    with no successor, and says so in a Notice). `number` is the ADR's own number, kept.
+    `alternatives` is our shape: `[{"option": "…", "reason": "…"}]`. `supersedes` holds external
+    ids. `amends` holds the specs as they would read with this decision applied (an OpenSpec
+    change's delta applied to the current spec), which become the decision's amendments.
+    """
+
+    external_id: str
+    title: str
+    source: Source
+    number: int | None = None
+    state: str = "proposed"
+    source_status: str | None = None
+    date: date | None = None
+    deciders: list[str] = field(default_factory=list)
+    consulted: list[str] = field(default_factory=list)
+    informed: list[str] = field(default_factory=list)
+    context: str = ""
+    decision: str = ""
+    consequences: str = ""
+    alternatives: list[dict] = field(default_factory=list)
+    supersedes: list[str] = field(default_factory=list)
+    amends: list[SpecDoc] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Skip:
+    """A piece of a file that was not imported, and why."""
+
+    source: Source
+    reason: str
+
+
+@dataclass
+class Notice:
+    """Something imported that the report must mention: a mapped status, a guess, a loss."""
+
+    source: Source
+    message: str
+
+
+@dataclass
+class Parsed:
+    """Everything one format read out of one folder or file."""
+
+    specs: list[SpecDoc] = field(default_factory=list)
+    tasks: list[TaskDoc] = field(default_factory=list)
+    decisions: list[DecisionDoc] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
