@@ -13,13 +13,13 @@ from django.db.models import Q
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from projects.models import Project
+from projects.models import Imported, Project
 from projects.roles import Role, Rule, has_role, role_rule
 
 MANAGER = role_rule(Role.MANAGER)
 
 
-class Spec(models.Model):
+class Spec(Imported, models.Model):
     """A requirement, identified by ``FM-S3``, whose content lives in its versions."""
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="specs")
@@ -36,6 +36,11 @@ class Spec(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "number"], name="spec_number_unique_per_project"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "origin"],
+                condition=~models.Q(origin=""),
+                name="spec_origin_unique_per_project",
             ),
         ]
 
@@ -175,7 +180,7 @@ DECIDER = Rule(_decider_refusal, "decider")
 SUPERSEDER = role_rule(Role.REVIEWER, Role.MANAGER)
 
 
-class Decision(ConcurrentTransitionMixin, models.Model):
+class Decision(ConcurrentTransitionMixin, Imported, models.Model):
     """An architecture/product decision record, ``FM-D7``.
 
     The rejected alternatives are part of the record. Guarantees: once decided, the
@@ -223,6 +228,11 @@ class Decision(ConcurrentTransitionMixin, models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "number"], name="decision_number_unique_per_project"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "origin"],
+                condition=~models.Q(origin=""),
+                name="decision_origin_unique_per_project",
             ),
         ]
 

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "evidence",
     "runner",
     "tasks",
+    "interop",
     "events",
 ]
 
@@ -270,6 +271,8 @@ SPECTACULAR_SETTINGS = {
         "DecisionStateEnum": "decisions.models.DecisionState",
         "EvidenceKindEnum": "evidence.models.Kind",
         "ProvenanceEnum": "evidence.models.Provenance",
+        "ImportFormatEnum": ["speckit", "openspec", "madr", "beads"],
+        "WebhookFormatEnum": ["standard-webhooks", "commit-status"],
     },
 }
 
@@ -335,6 +338,10 @@ FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
 FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)
 # Jobs of these queues run in a thread of their own when Celery is eager (the embedded
 # default), so a submit answers at once while the runner works.
+# Imports (interop): the upload, what it may expand to, and how many files it may hold.
+FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
+FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)
+FACTORY_IMPORT_MAX_FILES = env_int("FACTORY_IMPORT_MAX_FILES", 20_000)
 # A reviewer's comment on diff lines (tasks.services.comment_add) is at most this long.
 FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
 

@@ -11,6 +11,8 @@ from events.urls import api_patterns as events_api
 from events.urls import ui_patterns as events_ui
 from evidence.urls import api_patterns as evidence_api
 from evidence.urls import ui_patterns as evidence_ui
+from interop.urls import api_patterns as interop_api
+from interop.urls import ui_patterns as interop_ui
 from projects.urls import api_patterns as project_api
 from projects.urls import ui_patterns as project_ui
 from tasks.urls import api_patterns as task_api
@@ -20,7 +22,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/v1/", include(project_api + task_api + decision_api + evidence_api + events_api)),
+    path(
+        "api/v1/",
+        include(project_api + task_api + decision_api + evidence_api + events_api + interop_api),
+    ),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file of its own (?script) and
     # api_docs.html moves its inline style to a file: the page runs under the site's CSP.
@@ -34,6 +39,7 @@ urlpatterns = [
     *project_ui,
     *decision_ui,
     *events_ui,
+    *interop_ui,
 ]
 
 handler404 = "factory_site.views.not_found"

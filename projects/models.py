@@ -133,6 +133,22 @@ class Project(models.Model):
         return number, f"{self.slug}-{letter}{number}"
 
 
+class Imported(models.Model):
+    """Where a row came from when a team's files were imported (``interop``).
+
+    ``origin`` names the format and the item's own id there (``beads:bd-a1b2``,
+    ``madr:0005``, ``speckit:001-photo-albums/T003``), unique in the project, so the same
+    files imported again find their rows instead of adding new ones. ``metadata`` keeps what
+    the format holds and Factory Memory has no field for, so an export gives it back.
+    """
+
+    origin = models.CharField(max_length=300, blank=True, default="", editable=False)
+    metadata = models.JSONField(default=dict, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
 class Membership(models.Model):
     """A user's role in a project. A user may hold several roles in one project."""
 

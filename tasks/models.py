@@ -15,7 +15,7 @@ from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transi
 
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import Condition
-from projects.models import Project
+from projects.models import Imported, Project
 from projects.roles import HOLDER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
 
 MANAGER = role_rule(Role.MANAGER)
@@ -85,7 +85,7 @@ DEPENDENCIES_DONE = Condition(_dependencies_refusal, "dependencies_done")
 ATTEMPTS_LEFT = Condition(_attempts_left_refusal, "attempts_left")
 
 
-class Task(ConcurrentTransitionMixin, models.Model):
+class Task(ConcurrentTransitionMixin, Imported, models.Model):
     """A unit of work an agent can claim, with the boundary its change must stay inside.
 
     Guarantees: ``key`` is unique and never reused; the state changes only through the
@@ -136,6 +136,11 @@ class Task(ConcurrentTransitionMixin, models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "number"], name="task_number_unique_per_project"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "origin"],
+                condition=~models.Q(origin=""),
+                name="task_origin_unique_per_project",
             ),
         ]
         indexes = [

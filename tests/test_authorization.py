@@ -14,11 +14,13 @@ from rest_framework.test import APIClient
 
 from decisions import services as decisions
 from events import services as events
+from interop import services as interop
 from projects.models import Event
 from projects.roles import Role
 from projects.services import membership_grant
 from tasks import services as tasks
 from tests.factories import CRITERIA, Flow, ProjectFactory, member
+from tests.test_hostile_inputs import BEADS_LINE
 
 MATRIX = Path(__file__).with_name("authz_matrix.tsv")
 JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
@@ -259,6 +261,25 @@ ENDPOINTS = {
         None,
         None,
     ),
+    "imports.create": lambda f: (
+        "post",
+        "/api/v1/projects/FM/imports/",
+        {"file": SimpleUploadedFile("i.jsonl", BEADS_LINE), "format": "beads"},
+        "multipart",
+    ),
+    "imports.detail": lambda f: (
+        "get",
+        f"/api/v1/projects/FM/imports/{f.import_run().pk}/",
+        None,
+        None,
+    ),
+    "imports.apply": lambda f: (
+        "post",
+        f"/api/v1/projects/FM/imports/{f.import_run().pk}/apply/",
+        {},
+        "json",
+    ),
+    "exports.madr": lambda f: ("get", "/api/v1/projects/FM/exports/madr/", None, None),
     "webhooks.redeliver": lambda f: (
         "post",
         "/api/v1/projects/FM/webhooks/{}/deliveries/{}/redeliver/".format(*f.delivery()),
@@ -313,6 +334,15 @@ class World(Flow):
         subscription = self.subscription()
         self.ready()
         return subscription.pk, subscription.deliveries.get().pk
+
+    def import_run(self):
+        return interop.import_check(
+            project=self.project,
+            actor=self.manager,
+            format="beads",
+            name="i.jsonl",
+            data=BEADS_LINE,
+        )
 
     def draft_version(self):
         spec = self.spec()

@@ -26,6 +26,7 @@ from decisions import services as decision_services
 from decisions.models import Decision, Spec, SpecVersion
 from events import services as events_services
 from evidence.models import Evidence, blob_name
+from interop import services as interop_services
 from projects.models import Event
 from tasks import services as task_services
 from tasks.models import Attempt, Task
@@ -101,6 +102,9 @@ def assert_refused(response, status: int, code: str, field_name: str | None = No
 # --- The world every hostile request is aimed at --------------------------------------------
 
 
+BEADS_LINE = b'{"id":"bd-1","title":"Imported","status":"open","priority":2}\n'
+
+
 class World:
     """Project FM with a task in every state an endpoint needs, and an outsider project OT."""
 
@@ -136,6 +140,13 @@ class World:
         )
         self.other_task = self.other.draft(title="Elsewhere")
         self.delivery = self.subscription.deliveries.first()
+        self.import_run = interop_services.import_check(  # a dry run, to apply
+            project=flow.project,
+            actor=flow.manager,
+            format="beads",
+            name="i.jsonl",
+            data=BEADS_LINE,
+        )
 
     def client(self, api, role: str):
         client = api(getattr(self.flow, role))

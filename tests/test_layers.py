@@ -12,7 +12,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. docs/architecture.md says what each holds.
-LAYERS = ["projects", "decisions", "evidence", "runner", "tasks", "events", "factory_site"]
+LAYERS = [
+    "projects",
+    "decisions",
+    "evidence",
+    "runner",
+    "tasks",
+    "interop",
+    "events",
+    "factory_site",
+]
 
 
 def modules() -> dict[str, Path]:

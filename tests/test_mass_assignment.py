@@ -23,6 +23,8 @@ from projects.roles import Role
 from tasks.models import Attempt, Task
 from tests.factories import CRITERIA
 from tests.test_hostile_inputs import (
+    BEADS_LINE,
+    MULTIPART,
     Snapshot,
     World,
     assert_refused,
@@ -694,6 +696,8 @@ def fill(world, method: str, template: str) -> str:
         .replace("{number}", number)
         .replace("{id}", str(world.subscription.pk))
         .replace("{delivery}", str(world.delivery.pk))
+        .replace("{run_id}", str(world.import_run.pk))
+        .replace("{export_format}", "madr")
     )
 
 
@@ -714,6 +718,13 @@ def request(world, client, method: str, template: str):
     path = fill(world, method, template)
     if method == "POST" and template.endswith("/evidence/"):
         return post_upload(client, world.attempt, upload_body())
+    if method == "POST" and template.endswith("/imports/"):
+        return client.generic(
+            "POST",
+            path,
+            data=multipart([("format", "beads")], [("file", "i.jsonl", BEADS_LINE, "text/plain")]),
+            content_type=MULTIPART,
+        )
     body = BODIES.get((method, template), {})
     if method == "GET":
         return client.get(path)
@@ -785,7 +796,7 @@ def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, metho
 
 def test_every_operation_of_the_schema_is_walked():
     """48 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 48
+    assert len(OPERATIONS) == 52
     assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 

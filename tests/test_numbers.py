@@ -14,9 +14,11 @@ from knox.models import AuthToken
 
 from decisions import services as decision_services
 from events import services as events_services
+from interop import services as interop_services
 from projects.numbers import whole_number
 from tasks.models import LineComment
 from tests.factories import CRITERIA
+from tests.test_hostile_inputs import BEADS_LINE
 
 HOSTILE = ["²", "٣", "\uff13", "-1", "+1", " 1", "1.5", "1e3", "", "0x10", "9" * 19, "9" * 40]
 NUMERIC_PARAMS = ["attempt", "v", "a", "b", "page", "page_size", "max_chars"]
@@ -60,6 +62,13 @@ def world(flow):
         "subscription": subscription.pk,
         "delivery": subscription.deliveries.first().pk,
         "comment": comment.pk,
+        "import_run": interop_services.import_check(
+            project=flow.project,
+            actor=flow.manager,
+            format="beads",
+            name="i.jsonl",
+            data=BEADS_LINE,
+        ).pk,
         "flow": flow,
     }
 
@@ -80,11 +89,16 @@ def fill(route: str, world, number=None) -> str:
         "pk": world["subscription"],
         "comment_id": world["comment"],
         "delivery": world["delivery"],
+        "run_id": world["import_run"],
     }
     path = route.replace("<key:key>", key).replace("<key:slug>", key)
     for name, value in ids.items():
         path = path.replace(f"<id:{name}>", str(value if number is None else number))
-    return "/" + path.replace("<str:action>", "publish").replace("<str:verdict>", "accept")
+    return "/" + (
+        path.replace("<str:action>", "publish")
+        .replace("<str:verdict>", "accept")
+        .replace("<str:export_format>", "beads")
+    )
 
 
 @pytest.fixture

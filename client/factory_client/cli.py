@@ -10,9 +10,12 @@ completion bash|zsh`` prints a completion script.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
+import zipfile
 from importlib import metadata
+from pathlib import Path
 
 import factory_client
 from factory_client import completion, work
@@ -151,6 +154,45 @@ def cmd_review(client, args):
         args.key, args.verdict, reason=args.reason or "", criteria=args.criterion or []
     )
     return _print_json(result) if args.json else print(f"{result['key']} is {result['state']}")
+
+
+def _zip_folder(root: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink() and ".git" not in path.parts:
+                archive.write(path, path.relative_to(root).as_posix())
+    return buffer.getvalue()
+
+
+def cmd_import(client, args):
+    path = Path(args.path)
+    if path.is_dir():
+        data, name = _zip_folder(path), f"{path.name}.zip"
+    else:
+        data, name = path.read_bytes(), path.name
+    run = client.import_files(args.project, args.format, data, name, apply=args.apply)
+    if args.json:
+        return _print_json(run)
+    counts = ", ".join(f"{n} {what}" for what, n in run["report"]["counts"].items())
+    done = (
+        "applied" if run["state"] == "applied" else "dry run: nothing written (--apply writes it)"
+    )
+    print(f"Import #{run['id']} into {run['project']}: {done}. {counts}")
+    for skip in run["report"]["skipped"]:
+        print(f"  skipped {skip['source']}: {skip['reason']}")
+    return None
+
+
+def cmd_export(client, args):
+    name, data = client.export(args.project, args.format, spec=args.spec)
+    if args.output == "-":
+        sys.stdout.buffer.write(data)
+        return None
+    target = Path(args.output or name)
+    target.write_bytes(data)
+    print(f"Wrote {target} ({len(data)} bytes)")
+    return None
 
 
 def cmd_tasks(client, args):
@@ -331,6 +373,20 @@ def build_parser() -> argparse.ArgumentParser:
         " judged in review must be marked to approve",
     )
     p.set_defaults(run=cmd_review)
+
+    p = sub.add_parser("import", help="import spec-kit, OpenSpec, MADR or beads files (dry run)")
+    p.add_argument("format", choices=["speckit", "openspec", "madr", "beads"])
+    p.add_argument("path", help="the folder (zipped on the way) or the .jsonl / archive file")
+    p.add_argument("--project", required=True)
+    p.add_argument("--apply", action="store_true", help="write it; without, only the report")
+    p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("export", help="export decisions (madr), tasks (beads) or a spec (speckit)")
+    p.add_argument("format", choices=["madr", "beads", "speckit"])
+    p.add_argument("--project", required=True)
+    p.add_argument("--spec", help="speckit: the spec's key")
+    p.add_argument("-o", "--output", help="file to write; - for standard output")
+    p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("tasks", help="list tasks")
     p.add_argument("--project")

@@ -210,6 +210,27 @@ class FactoryClient:
             files={"file": (name or kind, file, "application/octet-stream")},
         )
 
+    def import_files(
+        self, project: str, format: str, data: bytes, name: str, apply: bool = False
+    ) -> dict:
+        """Upload a zipped folder or a JSONL file to import; a dry run unless ``apply``."""
+        return self._json(
+            "POST",
+            f"/projects/{project}/imports/",
+            data={"format": format, "dry_run": "false" if apply else "true"},
+            files={"file": (name, data, "application/octet-stream")},
+        )
+
+    def export(self, project: str, format: str, spec: str | None = None) -> tuple[str, bytes]:
+        """A project's records in ``format``: (the file name the site suggests, its bytes)."""
+        params = {"spec": spec} if spec else {}
+        response = self._request(
+            "GET", f"/projects/{project}/exports/{format}/", params=params, retry=True
+        )
+        disposition = response.headers.get("content-disposition", "")
+        name = disposition.partition('filename="')[2].rstrip('"') or f"export.{format}"
+        return name, response.content
+
     def decide(self, attempt: int, title: str, context: str, decision: str, **fields) -> dict:
         body = {"title": title, "context": context, "decision": decision, **fields}
         return self._json("POST", f"/attempts/{attempt}/decisions/", json=body)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from knox.models import AuthToken
 
+from decisions.models import Decision
 from tasks.models import Task
 from tests.factories import expire_lease
 
@@ -450,3 +451,24 @@ def test_context_prints_the_markdown_brief_and_the_bundle_with_json(live_server,
         f"Bundle sha256 `{bundle['bundle_sha256']}`; budget 3000 characters.\n"
     )
     assert len(brief.stdout) <= 3000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_manager_imports_a_folder_and_exports_it_back(live_server, flow, tmp_path):
+    folder = Path(__file__).parents[1] / "fixtures" / "interop" / "madr" / "adr-madr"
+
+    checked = factory(live_server, flow.manager, "import", "madr", str(folder), "--project", "FM")
+    applied = factory_json(
+        live_server, flow.manager, "import", "madr", str(folder), "--project", "FM", "--apply"
+    )
+    exported = factory(
+        live_server, flow.agent, "export", "madr", "--project", "FM", "-o", str(tmp_path / "d.zip")
+    )
+
+    assert checked.returncode == 0
+    assert checked.stdout.startswith(
+        "Import #1 into FM: dry run: nothing written (--apply writes it)."
+    )
+    assert (applied["state"], applied["report"]["counts"]["created"]) == ("applied", 19)
+    assert exported.stdout.startswith(f"Wrote {tmp_path / 'd.zip'} (")
+    assert Decision.objects.filter(project=flow.project).count() == 19

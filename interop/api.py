@@ -1,0 +1,163 @@
+"""The interop API: import a team's files into a project (managers), export them back (members)."""
+
+import json
+
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from interop import services
+from interop.formats import READERS
+from interop.models import ImportRun
+from projects.errors import NotFound, TooLarge
+from projects.rest import errors
+from projects.roles import Role
+from projects.selectors import visible_project
+from projects.services import require_role
+
+
+class ImportRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    project = serializers.CharField(source="project.slug")
+    format = serializers.CharField()
+    name = serializers.CharField()
+    sha256 = serializers.CharField()
+    size = serializers.IntegerField()
+    state = serializers.ChoiceField(
+        choices=["checked", "applied"],
+        help_text="checked: a dry run, applied with POST …/imports/{id}/apply/; applied: written.",
+    )
+    actor = serializers.CharField(source="actor.username")
+    report = serializers.DictField(
+        help_text="{format, counts {created, updated, unchanged, skipped}, items [{kind, origin,"
+        " key, action, source, note?}], skipped [{source, reason}], notices [{source, message}]};"
+        " source is file:line."
+    )
+    created_at = serializers.DateTimeField()
+    applied_at = serializers.DateTimeField(allow_null=True)
+
+
+class ImportListApi(APIView):
+    """Upload a folder (zip or tar) or a JSONL file to import; a dry run unless dry_run=false."""
+
+    parser_classes = [MultiPartParser]
+
+    class InputSerializer(serializers.Serializer):
+        file = serializers.FileField(help_text="A zip or tar of the folder, or the .jsonl file.")
+        format = serializers.ChoiceField(choices=list(READERS))
+        dry_run = serializers.BooleanField(
+            default=True, help_text="true (default): report only; false: apply at once."
+        )
+        mapping = serializers.CharField(
+            required=False,
+            help_text='spec-kit: JSON of criterion proofs, {"FR-001": {"check": "tests",'
+            ' "select": "tests/test_x.py::*"}} (per feature: {"001-x": {…}}).',
+        )
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={
+            200: ImportRunSerializer,
+            201: ImportRunSerializer,
+            **errors(400, 403, 404, 413),
+        },
+    )
+    def post(self, request, slug):
+        project = visible_project(request.user, slug)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        upload = data.validated_data["file"]
+        limit = settings.FACTORY_IMPORT_MAX_BYTES
+        if upload.size > limit:
+            raise TooLarge(f"file: the upload is {upload.size} bytes; the limit is {limit}")
+        mapping = None
+        if "mapping" in data.validated_data:
+            try:
+                mapping = json.loads(data.validated_data["mapping"])
+            except ValueError as exc:
+                raise serializers.ValidationError({"mapping": f"not JSON: {exc}"}) from None
+        run = services.import_upload(
+            project=project,
+            actor=request.user,
+            format=data.validated_data["format"],
+            name=upload.name or "upload",
+            data=upload.read(),
+            dry_run=data.validated_data["dry_run"],
+            mapping=mapping,
+        )
+        return Response(
+            ImportRunSerializer(run).data, status=200 if run.state == "checked" else 201
+        )
+
+
+def _run(request, slug, run_id) -> ImportRun:
+    """A run of a project the caller manages: 404 outside the caller's projects, 403 for a
+    member with another role (a report lists the project's files and items)."""
+    project = visible_project(request.user, slug)
+    require_role(request.user, project.pk, Role.MANAGER)
+    run = (
+        ImportRun.objects.select_related("project", "actor")
+        .filter(project=project, pk=run_id)
+        .first()
+    )
+    if run is None:
+        raise NotFound(f"no import #{run_id} in {project.slug}")
+    return run
+
+
+class ImportDetailApi(APIView):
+    """An import with its report."""
+
+    @extend_schema(responses={200: ImportRunSerializer, **errors(403, 404)})
+    def get(self, request, slug, run_id):
+        return Response(ImportRunSerializer(_run(request, slug, run_id)).data)
+
+
+class ImportApplyApi(APIView):
+    """Apply a checked import: the same upload, written now, all of it or nothing (managers)."""
+
+    @extend_schema(request=None, responses={200: ImportRunSerializer, **errors(403, 404, 409)})
+    def post(self, request, slug, run_id):
+        run = services.import_apply(run=_run(request, slug, run_id), actor=request.user)
+        return Response(ImportRunSerializer(run).data)
+
+
+class ExportApi(APIView):
+    """A project's decisions as a MADR 4 folder (zip), its tasks as beads JSONL, or a spec as a
+    spec-kit spec.md (``?spec=FM-S1``)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "export_format",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                enum=list(services.EXPORTS),
+                description="madr (zip), beads (JSONL) or speckit (spec.md; needs ?spec=).",
+            ),
+            OpenApiParameter("spec", OpenApiTypes.STR, description="speckit: the spec's key."),
+        ],
+        responses={
+            (200, "application/zip"): OpenApiTypes.BINARY,
+            (200, "application/x-ndjson"): OpenApiTypes.BINARY,
+            (200, "text/markdown"): OpenApiTypes.STR,
+            **errors(400, 403, 404),
+        },
+    )
+    def get(self, request, slug, export_format):
+        # Not named `format`: DRF takes a `format` URL argument for a renderer's suffix.
+        project = visible_project(request.user, slug)
+        name, media_type, data = services.export(
+            project=project,
+            actor=request.user,
+            format=export_format,
+            spec_key=request.query_params.get("spec"),
+        )
+        response = HttpResponse(data, content_type=media_type)
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response

@@ -1,0 +1,123 @@
+"""Imports of a team's files, and exports back to their formats.
+
+An import is read (``interop.archive``), parsed by its format (``interop.formats``) and
+written by ``interop.importer`` inside one transaction. A dry run (the default everywhere)
+is the same run rolled back: its report is exactly what applying would do. Applying a
+checked run reads the same bytes again, so what is applied is what was checked, on the
+project as it is then; it writes everything or nothing and records one Event.
+"""
+
+import hashlib
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from interop import exporter, importer
+from interop.archive import ArchiveError, read_upload
+from interop.formats import READERS
+from interop.models import ImportRun, ImportState
+from projects.errors import ServiceError, TooLarge
+from projects.fsm import fire
+from projects.models import Project
+from projects.roles import Role
+from projects.services import require_role
+
+EXPORTS = ("madr", "beads", "speckit")
+
+
+def _files(name: str, data: bytes) -> dict[str, bytes]:
+    try:
+        return read_upload(name, data)
+    except ArchiveError as exc:
+        error = TooLarge if exc.code.startswith("too_large") else ServiceError
+        raise error(f"file: {exc}", code=exc.code) from exc
+
+
+def _plan(run: ImportRun) -> dict:
+    """Parse the run's upload and write it; the caller commits or rolls back."""
+    files = _files(run.name, bytes(run.upload))
+    reader = READERS[run.format]
+    parsed = (
+        reader.parse(files, mapping=run.mapping) if run.format == "speckit" else reader.parse(files)
+    )
+    return importer.write(project=run.project, actor=run.actor, format=run.format, parsed=parsed)
+
+
+def import_check(
+    *, project: Project, actor, format: str, name: str, data: bytes, mapping: dict | None = None
+) -> ImportRun:
+    """A dry run: what importing ``data`` would do, as a checked ImportRun with its report.
+
+    Managers only (403). An unknown format is a 400 naming ``format``; an upload that is
+    not a safe archive of a readable size is a 400 or 413 with its code (``unsafe_path``,
+    ``too_large_expanded``, …). Nothing but the ImportRun is kept.
+    """
+    require_role(actor, project.pk, Role.MANAGER)
+    if format not in READERS:
+        raise ValidationError({"format": f"one of {', '.join(READERS)}"})
+    if mapping is not None and not isinstance(mapping, dict):
+        raise ValidationError({"mapping": "an object of criterion keys to proofs"})
+    run = ImportRun(
+        project=project,
+        actor=actor,
+        format=format,
+        name=name[:255],
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        upload=data,
+        mapping=mapping or {},
+    )
+    with transaction.atomic():
+        report = _plan(run)
+        transaction.set_rollback(True)  # a dry run: everything it wrote is taken back
+    run.report = report
+    run.save()
+    return run
+
+
+def import_apply(*, run: ImportRun, actor) -> ImportRun:
+    """Apply a checked import: all of it or nothing, with one Event (``import``).
+
+    The report is made again against the project as it is now; a second apply of the same
+    run is a 409, and the same files imported again change nothing (every item unchanged).
+    """
+    with transaction.atomic():
+        run = ImportRun.objects.select_for_update().select_related("project").get(pk=run.pk)
+        if run.state != ImportState.CHECKED:
+            # Refused by the transition below too; said here with the reason a person needs.
+            raise ServiceError(f"import #{run.pk} was applied already", code="invalid_state")
+        run.actor = actor
+        report = _plan(run)
+        fire(run, "apply", actor=actor, extra={"counts": report["counts"]}, report=report)
+    return run
+
+
+def import_upload(
+    *,
+    project: Project,
+    actor,
+    format: str,
+    name: str,
+    data: bytes,
+    dry_run: bool = True,
+    mapping: dict | None = None,
+) -> ImportRun:
+    """Check an upload and, unless ``dry_run``, apply it (the API's and the CLI's one call)."""
+    run = import_check(
+        project=project, actor=actor, format=format, name=name, data=data, mapping=mapping
+    )
+    return run if dry_run else import_apply(run=run, actor=actor)
+
+
+def export(
+    *, project: Project, actor, format: str, spec_key: str | None = None
+) -> tuple[str, str, bytes]:
+    """A project's decisions as a MADR 4 folder (zip), its tasks as beads JSONL, or a spec's
+    current (or latest) version as a spec-kit spec.md: ``(file name, media type, bytes)``.
+
+    Members of the project (403 otherwise); an unknown format is a 400 naming ``format``.
+    """
+    require_role(actor, project.pk, *Role.values)
+    if format not in EXPORTS:
+        raise ValidationError({"format": f"one of {', '.join(EXPORTS)}"})
+    return exporter.export(project=project, format=format, spec_key=spec_key)

@@ -1,0 +1,201 @@
+"""The faces of interop: the API, the import page and manage.py, each a dry run by default."""
+
+import io
+import json
+import zipfile
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+
+from decisions.models import Decision
+from interop.models import ImportRun
+from projects.models import Event
+from tests.interop.test_import import FIXTURES, MADR, archive
+
+pytestmark = pytest.mark.django_db
+
+ADR = b"# Use PostgreSQL\n\n* Status: accepted\n* Date: 2024-03-01\n\n## Context and Problem Statement\n\nWe need a database.\n"
+
+
+def test_the_api_checks_by_default_and_applies_on_request(flow, api):
+    client = api(flow.manager)
+    url = f"/api/v1/projects/{flow.project.slug}/imports/"
+    files = {"docs/decisions/0007-use-postgresql.md": ADR}
+
+    checked = client.post(
+        url, {"format": "madr", "file": SimpleUploadedFile("a.zip", archive(files))}
+    )
+    applied = client.post(f"{url}{checked.json()['id']}/apply/")
+
+    assert (checked.status_code, checked.json()["state"]) == (200, "checked")
+    assert checked.json()["report"]["items"] == [
+        {
+            "kind": "decision",
+            "origin": "madr:0007",
+            "key": f"{flow.project.slug}-D7",
+            "action": "created",
+            "source": "docs/decisions/0007-use-postgresql.md:1",
+        }
+    ]
+    assert (applied.status_code, applied.json()["state"]) == (200, "applied")
+    assert Decision.objects.get(origin="madr:0007").state == "accepted"
+
+
+def test_the_api_refuses_a_member_who_does_not_manage_and_keeps_nothing(flow, api):
+    answer = api(flow.reviewer).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/",
+        {"format": "madr", "file": SimpleUploadedFile("a.zip", MADR), "dry_run": "false"},
+    )
+
+    assert (answer.status_code, answer.json()["code"]) == (403, "permission_denied")
+    assert (ImportRun.objects.count(), Decision.objects.count()) == (0, 0)
+
+
+def test_another_projects_imports_are_not_found(flow, other_flow, api):
+    run = (
+        api(other_flow.manager)
+        .post(
+            f"/api/v1/projects/{other_flow.project.slug}/imports/",
+            {"format": "madr", "file": SimpleUploadedFile("a.zip", MADR)},
+        )
+        .json()
+    )
+
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{other_flow.project.slug}/imports/{run['id']}/apply/"
+    )
+
+    assert answer.status_code == 404
+    assert ImportRun.objects.get(pk=run["id"]).state == "checked"
+
+
+@pytest.mark.parametrize(
+    ("files", "status", "code"),
+    [
+        ({"../../etc/x.md": b"x"}, 400, "unsafe_path"),
+        ({"/abs/0001-x.md": b"x"}, 400, "unsafe_path"),
+    ],
+)
+def test_a_hostile_archive_is_refused_with_its_code(flow, api, files, status, code):
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/",
+        {"format": "madr", "file": SimpleUploadedFile("a.zip", archive(files))},
+    )
+
+    assert (answer.status_code, answer.json()["code"]) == (status, code)
+    assert ImportRun.objects.count() == 0
+
+
+def test_a_zip_bomb_is_refused_before_it_expands(flow, api, settings):
+    settings.FACTORY_IMPORT_MAX_EXPANDED_BYTES = 1024 * 1024
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bomb:
+        bomb.writestr("docs/decisions/0001-bomb.md", b"0" * (50 * 1024 * 1024))
+
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/",
+        {"format": "madr", "file": SimpleUploadedFile("bomb.zip", buffer.getvalue())},
+    )
+
+    assert (answer.status_code, answer.json()["code"]) == (413, "too_large_expanded")
+    assert ImportRun.objects.count() == 0
+
+
+def test_the_export_api_gives_a_madr_zip_to_members(flow, api):
+    call_command(
+        "import",
+        "madr",
+        str(FIXTURES / "madr" / "adr-madr"),
+        project=flow.project.slug,
+        username=flow.manager.username,
+        apply=True,
+        stdout=io.StringIO(),
+    )
+
+    answer = api(flow.agent).get(f"/api/v1/projects/{flow.project.slug}/exports/madr/")
+
+    names = zipfile.ZipFile(io.BytesIO(answer.content)).namelist()
+    assert answer.status_code == 200
+    assert (
+        answer["Content-Disposition"] == f'attachment; filename="{flow.project.slug}-decisions.zip"'
+    )
+    assert names[0] == "docs/decisions/0001-dual-license-the-work.md"
+    assert len(names) == Decision.objects.filter(project=flow.project).count()
+
+
+def test_manage_py_import_is_a_dry_run_unless_told_to_apply(flow, tmp_path):
+    out = io.StringIO()
+    path = str(FIXTURES / "madr" / "adr-madr")
+
+    call_command(
+        "import",
+        "madr",
+        path,
+        project=flow.project.slug,
+        username=flow.manager.username,
+        stdout=out,
+    )
+    dry = Decision.objects.count()
+    call_command(
+        "import",
+        "madr",
+        path,
+        project=flow.project.slug,
+        username=flow.manager.username,
+        apply=True,
+        json=True,
+        stdout=(report := io.StringIO()),
+    )
+
+    assert "dry run (nothing written; --apply to write)" in out.getvalue()
+    assert dry == 0
+    assert json.loads(report.getvalue())["counts"]["created"] == Decision.objects.count() > 0
+    assert Event.objects.filter(transition="apply").count() == 1
+
+
+def test_the_page_checks_an_upload_shows_the_report_and_applies_it(flow, client):
+    client.force_login(flow.manager)
+    files = {"docs/decisions/0007-use-postgresql.md": ADR}
+
+    checked = client.post(
+        f"/projects/{flow.project.slug}/imports/",
+        {"format": "madr", "file": SimpleUploadedFile("adrs.zip", archive(files))},
+    )
+    report = client.get(checked["Location"]).content.decode()
+    applied = client.post(checked["Location"] + "apply/", follow=True).content.decode()
+
+    assert "What applying it will do" in report and 'id="apply"' in report
+    assert "docs/decisions/0007-use-postgresql.md:1" in report
+    assert "applied: 1 created, 0 updated, 0 unchanged, 0 skipped." in applied
+    assert Decision.objects.filter(project=flow.project).count() == 1
+
+
+def test_the_page_is_for_managers_only(flow, client):
+    client.force_login(flow.reviewer)
+
+    answer = client.get(f"/projects/{flow.project.slug}/imports/")
+
+    assert answer.status_code == 404
+
+
+def test_an_imported_task_says_where_it_came_from(flow, client, tmp_path):
+    issues = tmp_path / "issues.jsonl"
+    issues.write_bytes(b'{"id":"bd-7","title":"Old work","status":"closed","priority":1}\n')
+    call_command(
+        "import",
+        "beads",
+        str(issues),
+        project=flow.project.slug,
+        username=flow.manager.username,
+        apply=True,
+        stdout=io.StringIO(),
+    )
+    client.force_login(flow.reviewer)
+
+    page = client.get(f"/tasks/{flow.project.slug}-1/").content.decode()
+
+    assert (
+        'imported from <span class="mono">beads:bd-7</span> (done there, without evidence here)'
+        in page
+    )

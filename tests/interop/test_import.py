@@ -1,0 +1,275 @@
+"""Importing a team's files into a project, and exporting them back: the services."""
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from decisions.models import Decision, Spec, SpecAmendment
+from interop import services
+from interop.models import ImportRun
+from projects.errors import PermissionDenied, ServiceError
+from projects.models import Event
+from tasks.models import Task
+from tests.factories import Flow, ProjectFactory
+
+pytestmark = pytest.mark.django_db
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "interop"
+
+
+def zipped(folder: Path, under: str = "") -> bytes:
+    """The folder as a team would upload it: a zip of its files (licences left out)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.name not in ("LICENSE", "README.md"):
+                archive.write(path, under + path.relative_to(folder).as_posix())
+    return buffer.getvalue()
+
+
+def upload(flow, format, data, name="upload.zip", dry_run=False, **kwargs):
+    return services.import_upload(
+        project=flow.project,
+        actor=flow.manager,
+        format=format,
+        name=name,
+        data=data,
+        dry_run=dry_run,
+        **kwargs,
+    )
+
+
+MADR = zipped(FIXTURES / "madr" / "elastisys-compliantkubernetes")
+BEADS = (FIXTURES / "beads" / "steveyegge-beads" / ".beads" / "issues.jsonl").read_bytes()
+
+
+def test_a_dry_run_reports_what_it_would_do_and_writes_nothing(flow):
+    events = Event.objects.count()
+
+    run = upload(flow, "madr", MADR, dry_run=True)
+
+    assert run.state == "checked"
+    assert run.report["counts"] == {"created": 57, "updated": 0, "unchanged": 0, "skipped": 0}
+    assert Decision.objects.count() == 0
+    assert Event.objects.count() == events
+
+
+def test_applying_a_madr_folder_keeps_numbers_states_and_supersede_chains(flow):
+    run = upload(flow, "madr", MADR)
+
+    decisions = {d.number: d for d in Decision.objects.filter(project=flow.project)}
+    assert run.state == "applied" and len(decisions) == 57
+    assert (decisions[12].key, decisions[12].state) == (f"{flow.project.slug}-D12", "superseded")
+    assert [d.number for d in decisions[17].supersedes.all()] == [12]
+    assert decisions[17].origin == "madr:0017"
+    flow.project.refresh_from_db()
+    assert flow.project.decision_seq == max(decisions)
+    assert Event.objects.filter(transition="apply").count() == 1
+
+
+def test_the_same_files_again_change_nothing(flow):
+    upload(flow, "madr", MADR)
+    upload(flow, "beads", BEADS, name="issues.jsonl")
+    before = (Decision.objects.count(), Task.objects.count())
+
+    again = upload(flow, "madr", MADR)
+    beads_again = upload(flow, "beads", BEADS, name="issues.jsonl")
+
+    assert again.report["counts"] == {"created": 0, "updated": 0, "unchanged": 57, "skipped": 0}
+    assert beads_again.report["counts"]["created"] == 0
+    assert beads_again.report["counts"]["updated"] == 0
+    assert (Decision.objects.count(), Task.objects.count()) == before
+
+
+def test_a_beads_file_becomes_tasks_with_their_dependencies_and_states(flow):
+    run = upload(flow, "beads", BEADS, name="issues.jsonl")
+
+    tasks = {t.metadata["id"]: t for t in Task.objects.filter(project=flow.project)}
+    assert run.report["counts"]["created"] == len(tasks) == 527
+    blocked_by = {
+        (t.metadata["id"], d.metadata["id"]) for t in tasks.values() for d in t.depends_on.all()
+    }
+    wanted = {
+        (issue_id, dep["depends_on_id"])
+        for issue_id, t in tasks.items()
+        for dep in t.metadata["extra"].get("dependencies") or []
+        if dep.get("type") == "blocks"
+        and dep["depends_on_id"] in tasks
+        and dep["depends_on_id"] != issue_id
+    }
+    assert blocked_by == wanted
+    assert {t.state for t in tasks.values() if t.metadata["source_status"] == "closed"} == {"done"}
+
+
+def test_madr_export_then_import_into_an_empty_project_gives_the_same_decisions(flow):
+    upload(flow, "madr", MADR)
+    name, media_type, data = services.export(
+        project=flow.project, actor=flow.manager, format="madr"
+    )
+    empty = Flow(ProjectFactory(slug="EM"))
+
+    upload(empty, "madr", data, name=name)
+
+    def shape(project):
+        return sorted(
+            (d.number, d.title, d.state, sorted(s.number for s in d.supersedes.all()))
+            for d in Decision.objects.filter(project=project)
+        )
+
+    assert media_type == "application/zip"
+    assert shape(empty.project) == shape(flow.project)
+
+
+def test_beads_export_then_import_into_an_empty_project_gives_the_same_tasks(flow):
+    upload(flow, "beads", BEADS, name="issues.jsonl")
+    _, _, data = services.export(project=flow.project, actor=flow.manager, format="beads")
+    empty = Flow(ProjectFactory(slug="EM"))
+
+    upload(empty, "beads", data, name="issues.jsonl")
+
+    def shape(project):
+        return sorted(
+            (
+                t.metadata["id"],
+                t.title,
+                t.state,
+                t.priority,
+                sorted(label.name for label in t.labels.all()),
+                sorted(d.metadata["id"] for d in t.depends_on.all()),
+            )
+            for t in Task.objects.filter(project=project)
+        )
+
+    assert shape(empty.project) == shape(flow.project)
+    assert data == BEADS  # bd's own file comes back byte for byte
+
+
+def test_a_speckit_feature_becomes_a_spec_and_its_tasks(flow):
+    data = zipped(FIXTURES / "speckit" / "drillan-marketschema")
+
+    run = upload(flow, "speckit", data)
+
+    spec = Spec.objects.get(project=flow.project, origin="speckit:003-http-client")
+    version = spec.versions.get()
+    keys = [c.key for c in version.criteria.all()]
+    tasks = Task.objects.filter(project=flow.project, spec=spec)
+    first = tasks.get(origin="speckit:003-http-client/T001")
+    assert run.report["counts"]["skipped"] == 0
+    assert {"US1-AS1", "FR-001", "SC-001"} <= set(keys)
+    assert {c.proof["check"] for c in version.criteria.all()} == {"review"}
+    assert tasks.count() > 10
+    assert first.metadata["extra"]["key"] == "T001"
+    assert tasks.filter(depends_on=first).exists()  # the next phase waits for this one
+
+
+def test_a_changed_spec_file_becomes_a_new_proposed_version(flow):
+    folder = {
+        "specs/001-x/spec.md": b"# Feature Specification: X\n\n- **FR-001**: System MUST x.\n"
+    }
+    upload(flow, "speckit", archive(folder))
+    folder["specs/001-x/spec.md"] += b"- **FR-002**: System MUST y.\n"
+
+    run = upload(flow, "speckit", archive(folder))
+
+    spec = Spec.objects.get(project=flow.project, origin="speckit:001-x")
+    assert [(v.number, v.state) for v in spec.versions.order_by("number")] == [
+        (1, "accepted"),
+        (2, "draft"),
+    ]
+    assert run.report["counts"]["updated"] == 1
+
+
+def test_an_openspec_change_is_a_proposed_decision_amending_its_spec(flow):
+    data = zipped(FIXTURES / "openspec" / "Fission-AI-OpenSpec")
+
+    upload(flow, "openspec", data)
+
+    change = Decision.objects.get(project=flow.project, origin="openspec:add-devin-desktop-support")
+    archived = Decision.objects.filter(project=flow.project, state="accepted")
+    assert change.state == "proposed"
+    assert SpecAmendment.objects.filter(decision=change).exists()
+    assert archived.exists()
+
+
+def archive(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped_files:
+        for name, content in files.items():
+            zipped_files.writestr(name, content)
+    return buffer.getvalue()
+
+
+def test_only_managers_import_and_a_refusal_keeps_nothing(flow):
+    with pytest.raises(PermissionDenied):
+        services.import_upload(
+            project=flow.project, actor=flow.reviewer, format="madr", name="a.zip", data=MADR
+        )
+
+    assert (ImportRun.objects.count(), Decision.objects.count()) == (0, 0)
+
+
+def test_an_archive_that_escapes_its_folder_is_refused_and_nothing_is_kept(flow):
+    data = archive({"../outside.md": b"# 0001 x\n"})
+
+    with pytest.raises(ServiceError) as refused:
+        upload(flow, "madr", data)
+
+    assert refused.value.code == "unsafe_path"
+    assert (ImportRun.objects.count(), Decision.objects.count()) == (0, 0)
+
+
+def test_a_checked_import_is_applied_once(flow):
+    run = upload(flow, "madr", MADR, dry_run=True)
+    services.import_apply(run=run, actor=flow.manager)
+
+    with pytest.raises(ServiceError) as refused:
+        services.import_apply(run=run, actor=flow.manager)
+
+    assert refused.value.code == "invalid_state"
+    assert Decision.objects.count() == 57
+
+
+def test_bad_lines_are_skipped_by_line_and_the_rest_is_imported_whole(flow):
+    data = (
+        b'{"id":"bd-1","title":"Good","status":"open"}\n'
+        b'{"id":"bd-2","title":\n'
+        b"\xff\xfe not utf-8\n"
+        b'{"id":"bd-3","title":"Also good","status":"weird","dependencies":'
+        b'[{"issue_id":"bd-3","depends_on_id":"bd-1","type":"blocks"}]}\n'
+    )
+
+    run = upload(flow, "beads", data, name="issues.jsonl")
+
+    assert run.report["counts"] == {"created": 2, "updated": 0, "unchanged": 0, "skipped": 2}
+    assert [s["source"] for s in run.report["skipped"]] == ["issues.jsonl:2", "issues.jsonl:3"]
+    third = Task.objects.get(origin="beads:bd-3")
+    assert (third.state, [d.origin for d in third.depends_on.all()]) == ("draft", ["beads:bd-1"])
+    assert any("unknown status 'weird'" in n["message"] for n in run.report["notices"])
+
+
+def test_a_mapping_names_the_proof_of_a_speckit_criterion(flow):
+    folder = {
+        "specs/001-x/spec.md": b"# Feature Specification: X\n\n- **FR-001**: System MUST x.\n"
+    }
+    mapping = {"FR-001": {"check": "tests", "select": "tests/test_x.py::*"}}
+
+    upload(flow, "speckit", archive(folder), mapping=mapping)
+
+    criterion = Spec.objects.get(origin="speckit:001-x").versions.get().criteria.get()
+    assert (criterion.key, criterion.proof) == ("FR-001", mapping["FR-001"])
+
+
+def test_open_questions_keep_the_first_version_proposed_and_are_reported(flow):
+    spec_md = b"# Feature Specification: X\n\n- **FR-001**: System MUST log in via [NEEDS CLARIFICATION: which SSO?].\n"
+
+    run = upload(flow, "speckit", archive({"specs/001-x/spec.md": spec_md}))
+
+    spec = Spec.objects.get(origin="speckit:001-x")
+    assert spec.versions.get().state == "draft"
+    assert run.report["items"][0]["note"] == "v1 kept proposed: 1 open question(s)"
+    assert run.report["notices"][-1] == {
+        "source": "specs/001-x/spec.md:3",
+        "message": "needs clarification: which SSO?",
+    }
