@@ -27,6 +27,7 @@ from events.types import TYPES, unknown
 from projects.auth import BearerTokenAuthentication
 from projects.errors import ServiceError, refusal_text
 from projects.models import Project
+from projects.pages import managed_project
 from projects.roles import Role
 from projects.selectors import project_ids_for
 
@@ -140,15 +141,6 @@ async def _frames(client: Client, last: int | None):
 # --- Pages -----------------------------------------------------------------------------
 
 
-def _managed(request, slug: str) -> Project:
-    project = Project.objects.filter(
-        slug=slug, pk__in=project_ids_for(request.user, Role.MANAGER)
-    ).first()
-    if project is None:
-        raise Http404("no such project among those you manage")
-    return project
-
-
 @login_required
 def webhooks_index(request):
     """The projects the user manages, each with its subscriptions."""
@@ -161,7 +153,7 @@ def webhooks_index(request):
 @require_http_methods(["GET", "POST"])
 def webhooks(request, slug):
     """A project's subscriptions and a form for a new one; its secret is shown once."""
-    project = _managed(request, slug)
+    project = managed_project(request.user, slug)
     created = None
     form = SubscriptionForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -189,7 +181,7 @@ def webhooks(request, slug):
 def webhook(request, slug, pk):
     """One subscription: change it, turn it on or off, remove it, read its delivery log
     and redeliver."""
-    project = _managed(request, slug)
+    project = managed_project(request.user, slug)
     subscription = Subscription.objects.filter(project=project, pk=pk).first()
     if subscription is None:
         raise Http404("no such webhook")

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from django.conf import settings
 
 PLAIN = (".jsonl", ".json", ".md", ".markdown", ".yaml", ".yml", ".txt")
+ARCHIVES = (".zip", ".tar", ".tgz", ".tar.gz", ".tar.bz2", ".tar.xz", ".gz")
 CHUNK = 64 * 1024
 
 
@@ -41,6 +42,8 @@ def read_upload(name: str, data: bytes, *, max_bytes=None, max_expanded=None, ma
         files = _read_zip(data, limits)
     elif _is_tar(data):
         files = _read_tar(data, limits)
+    elif name.lower().endswith(ARCHIVES):
+        raise ArchiveError("bad_archive", f"{name}: not a readable zip or tar archive")
     elif name.lower().endswith(PLAIN):
         limits.count(name, len(data))
         files = {PurePosixPath(name.replace("\\", "/")).name: data}

@@ -13,17 +13,9 @@ from interop.forms import ImportForm
 from interop.models import ImportRun
 from projects.errors import ServiceError, refusal_text
 from projects.models import Project
+from projects.pages import managed_project
 from projects.roles import Role
 from projects.selectors import project_ids_for
-
-
-def _managed(request, slug: str) -> Project:
-    project = Project.objects.filter(
-        slug=slug, pk__in=project_ids_for(request.user, Role.MANAGER)
-    ).first()
-    if project is None:
-        raise Http404("no such project among those you manage")
-    return project
 
 
 @login_required
@@ -39,7 +31,7 @@ def imports_index(request):
 @require_http_methods(["GET", "POST"])
 def imports(request, slug):
     """Upload to import (a dry run), and the project's recent imports; exports to download."""
-    project = _managed(request, slug)
+    project = managed_project(request.user, slug)
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
@@ -64,7 +56,7 @@ def imports(request, slug):
 
 
 def _run(request, slug, run_id) -> ImportRun:
-    project = _managed(request, slug)
+    project = managed_project(request.user, slug)
     run = project.imports.select_related("actor", "project").filter(pk=run_id).first()
     if run is None:
         raise Http404("no such import")

@@ -3,11 +3,12 @@ may do, and whether the browser asked for a partial (htmx)."""
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404
 
 from projects.errors import ServiceError
 from projects.fsm import check
 from projects.models import Project
-from projects.roles import SUPERUSER_ROLES, roles_by_project
+from projects.roles import SUPERUSER_ROLES, Role, roles_by_project
 from projects.selectors import project_ids_for
 
 
@@ -32,6 +33,15 @@ def navigation(request):
 def user_projects(user) -> list[Project]:
     """The projects ``user`` is a member of, by slug: what the project filters offer."""
     return list(Project.objects.filter(pk__in=project_ids_for(user)).order_by("slug"))
+
+
+def managed_project(user, slug: str) -> Project:
+    """The project ``slug`` if ``user`` manages it; a 404 otherwise (a page for managers
+    says nothing of projects the user does not manage)."""
+    project = Project.objects.filter(slug=slug, pk__in=project_ids_for(user, Role.MANAGER)).first()
+    if project is None:
+        raise Http404("no such project among those you manage")
+    return project
 
 
 def in_project(queryset, projects: list[Project], slug: str):

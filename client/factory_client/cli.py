@@ -171,7 +171,10 @@ def cmd_import(client, args):
         data, name = _zip_folder(path), f"{path.name}.zip"
     else:
         data, name = path.read_bytes(), path.name
-    run = client.import_files(args.project, args.format, data, name, apply=args.apply)
+    mapping = Path(args.mapping).read_text() if args.mapping else None
+    run = client.import_files(
+        args.project, args.format, data, name, apply=args.apply, mapping=mapping
+    )
     if args.json:
         return _print_json(run)
     counts = ", ".join(f"{n} {what}" for what, n in run["report"]["counts"].items())
@@ -379,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="the folder (zipped on the way) or the .jsonl / archive file")
     p.add_argument("--project", required=True)
     p.add_argument("--apply", action="store_true", help="write it; without, only the report")
+    p.add_argument("--mapping", help="spec-kit: a JSON file naming each criterion's proof")
     p.set_defaults(run=cmd_import)
 
     p = sub.add_parser("export", help="export decisions (madr), tasks (beads) or a spec (speckit)")

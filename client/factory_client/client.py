@@ -211,13 +211,23 @@ class FactoryClient:
         )
 
     def import_files(
-        self, project: str, format: str, data: bytes, name: str, apply: bool = False
+        self,
+        project: str,
+        format: str,
+        data: bytes,
+        name: str,
+        apply: bool = False,
+        mapping: str | None = None,
     ) -> dict:
-        """Upload a zipped folder or a JSONL file to import; a dry run unless ``apply``."""
+        """Upload a zipped folder or a JSONL file to import; a dry run unless ``apply``.
+        ``mapping``: spec-kit criterion proofs, as JSON text."""
+        fields = {"format": format, "dry_run": "false" if apply else "true"}
+        if mapping:
+            fields["mapping"] = mapping
         return self._json(
             "POST",
             f"/projects/{project}/imports/",
-            data={"format": format, "dry_run": "false" if apply else "true"},
+            data=fields,
             files={"file": (name, data, "application/octet-stream")},
         )
 

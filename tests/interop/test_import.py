@@ -1,6 +1,7 @@
 """Importing a team's files into a project, and exporting them back: the services."""
 
 import io
+import json
 import zipfile
 from pathlib import Path
 
@@ -273,3 +274,16 @@ def test_open_questions_keep_the_first_version_proposed_and_are_reported(flow):
         "source": "specs/001-x/spec.md:3",
         "message": "needs clarification: which SSO?",
     }
+
+
+def test_ten_thousand_issues_in_one_file_are_one_report(flow):
+    lines = [
+        json.dumps({"id": f"bd-{n}", "title": f"Issue {n}", "status": "open", "priority": n % 5})
+        for n in range(10_000)
+    ]
+
+    run = upload(flow, "beads", ("\n".join(lines) + "\n").encode(), name="issues.jsonl")
+
+    assert run.report["counts"]["created"] == 10_000
+    assert Task.objects.filter(project=flow.project).count() == 10_000
+    assert Task.objects.get(origin="beads:bd-9999").key == f"{flow.project.slug}-10000"
