@@ -331,6 +331,11 @@ class _Writer:
             else:
                 for name in ("title", "description", "priority", "metadata"):
                     setattr(row, name, fields[name])
+                if fields["state"] != row.state:
+                    # States move here through their transitions, never by a file.
+                    self.report.notice(
+                        doc.source, f"{row.key} stays {row.state} here; the file says {doc.state}"
+                    )
                 changed.append((doc, row))
         self._create_tasks(new)
         Task.objects.bulk_update(

@@ -287,3 +287,17 @@ def test_ten_thousand_issues_in_one_file_are_one_report(flow):
     assert run.report["counts"]["created"] == 10_000
     assert Task.objects.filter(project=flow.project).count() == 10_000
     assert Task.objects.get(origin="beads:bd-9999").key == f"{flow.project.slug}-10000"
+
+
+def test_a_task_changed_in_the_file_takes_its_text_but_keeps_its_state_here(flow):
+    upload(flow, "beads", b'{"id":"bd-1","title":"Old","status":"open"}\n', name="i.jsonl")
+
+    run = upload(flow, "beads", b'{"id":"bd-1","title":"New","status":"closed"}\n', name="i.jsonl")
+
+    task = Task.objects.get(origin="beads:bd-1")
+    assert (task.title, task.state) == ("New", "ready")
+    assert run.report["counts"]["updated"] == 1
+    assert run.report["notices"][-1] == {
+        "source": "i.jsonl:1",
+        "message": f"{task.key} stays ready here; the file says done",
+    }
