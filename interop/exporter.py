@@ -6,6 +6,7 @@ and exported again reads as it did.
 """
 
 import io
+import json
 import zipfile
 from datetime import date, datetime
 
@@ -81,7 +82,7 @@ def decision_docs(project: Project) -> list[DecisionDoc]:
                 consequences=row.consequences,
                 alternatives=list(row.alternatives or []),
                 supersedes=[f"{older.number:04d}" for older in row.supersedes.all()],
-                extra=dict(meta.get("extra") or {}),
+                extra=json.loads(meta.get("extra") or "{}"),
             )
         )
     return docs
@@ -137,7 +138,7 @@ def _task_doc(row: Task) -> TaskDoc:
         depends_on=[_beads_id(other) for other in row.depends_on.all()],
         created_at=_moment(meta.get("created_at")) or row.created_at,
         closed_at=_moment(meta.get("closed_at")),
-        extra=dict(meta.get("extra") or {}),
+        extra=json.loads(meta.get("extra") or "{}"),
     )
 
 

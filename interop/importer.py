@@ -12,6 +12,7 @@ here, without evidence; an accepted ADR is accepted): no transition happened her
 recorded; the import's own Event says who brought them in.
 """
 
+import json
 import re
 from datetime import UTC, datetime, time
 
@@ -442,6 +443,12 @@ class _Writer:
         Decision.tasks.through.objects.bulk_create(decision_rows, ignore_conflicts=True)
 
 
+def kept(extra: dict) -> str:
+    """``extra`` as JSON text. PostgreSQL's jsonb reorders object keys, and an export must give
+    a file's keys back in the file's order (bd's own file comes back byte for byte)."""
+    return json.dumps(extra, ensure_ascii=False)
+
+
 def _task_metadata(doc: TaskDoc, format: str) -> dict:
     """What an export needs to give the item back as the file had it."""
     return {
@@ -456,7 +463,7 @@ def _task_metadata(doc: TaskDoc, format: str) -> dict:
         "labels": list(doc.labels),
         "created_at": _stamp(doc.created_at),
         "closed_at": _stamp(doc.closed_at),
-        "extra": doc.extra,
+        "extra": kept(doc.extra),
     }
 
 
@@ -469,5 +476,5 @@ def _decision_metadata(doc: DecisionDoc) -> dict:
         "deciders": doc.deciders,
         "consulted": doc.consulted,
         "informed": doc.informed,
-        "extra": doc.extra,
+        "extra": kept(doc.extra),
     }

@@ -95,7 +95,7 @@ def test_a_beads_file_becomes_tasks_with_their_dependencies_and_states(flow):
     wanted = {
         (issue_id, dep["depends_on_id"])
         for issue_id, t in tasks.items()
-        for dep in t.metadata["extra"].get("dependencies") or []
+        for dep in json.loads(t.metadata["extra"]).get("dependencies") or []
         if dep.get("type") == "blocks"
         and dep["depends_on_id"] in tasks
         and dep["depends_on_id"] != issue_id
@@ -161,7 +161,7 @@ def test_a_speckit_feature_becomes_a_spec_and_its_tasks(flow):
     assert {"US1-AS1", "FR-001", "SC-001"} <= set(keys)
     assert {c.proof["check"] for c in version.criteria.all()} == {"review"}
     assert tasks.count() > 10
-    assert first.metadata["extra"]["key"] == "T001"
+    assert json.loads(first.metadata["extra"])["key"] == "T001"
     assert tasks.filter(depends_on=first).exists()  # the next phase waits for this one
 
 
