@@ -143,3 +143,44 @@ class Parsed:
     decisions: list[DecisionDoc] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
+
+
+def break_cycles(tasks: list[TaskDoc], parsed: Parsed) -> None:
+    """Drop each dependency that closes a cycle, with a Notice naming the cycle.
+
+    An iterative depth-first walk in file order: a dependency on a task still on the walk's
+    path closes a cycle. Every task and dependency is visited once.
+    """
+    by_id = {task.external_id: task for task in tasks}
+    done: set[str] = set()
+    for root in tasks:
+        if root.external_id in done:
+            continue
+        path = [root.external_id]
+        position = {root.external_id: 0}
+        stack = [iter(list(root.depends_on))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                node = path.pop()
+                del position[node]
+                done.add(node)
+                stack.pop()
+                continue
+            if target in position:
+                _drop_cycle_edge(by_id[path[-1]], target, path[position[target] :], parsed)
+            elif target not in done:
+                position[target] = len(path)
+                path.append(target)
+                stack.append(iter(list(by_id[target].depends_on)))
+
+
+def _drop_cycle_edge(task: TaskDoc, target: str, cycle: list[str], parsed: Parsed) -> None:
+    task.depends_on.remove(target)
+    loop = " → ".join([*cycle, target])
+    parsed.notices.append(
+        Notice(
+            task.source,
+            f"dependency cycle {loop}: {task.external_id} depending on {target} is not imported",
+        )
+    )

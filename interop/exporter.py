@@ -148,9 +148,11 @@ def _moment(value: str | None) -> datetime | None:
 
 def speckit_spec(project: Project, spec_key: str | None) -> str:
     """The spec's current version (its latest when none is accepted) as a spec-kit spec.md."""
-    spec = Spec.objects.filter(project=project, key=spec_key or "").first()
+    if not spec_key:
+        raise NotFound(f"name the spec to export: ?spec={project.slug}-S1")
+    spec = Spec.objects.filter(project=project, key=spec_key).first()
     if spec is None:
-        raise NotFound(f"no spec {spec_key!r} in {project.slug}: name one with ?spec=")
+        raise NotFound(f"no spec {spec_key} in {project.slug}")
     version = (
         spec.versions.filter(state=SpecVersionState.ACCEPTED).first()
         or spec.versions.order_by("-number").first()

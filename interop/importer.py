@@ -23,7 +23,7 @@ from django.db.models.functions import Greatest
 
 from decisions import services as decision_services
 from decisions.models import Decision, DecisionState, Spec, SpecAmendment, SpecVersionState
-from interop.documents import DecisionDoc, Parsed, Source, SpecDoc, TaskDoc
+from interop.documents import DecisionDoc, Parsed, Source, SpecDoc, TaskDoc, break_cycles
 from projects.models import Project
 from tasks.models import Label, Task, TaskState
 
@@ -75,6 +75,9 @@ class Report:
 def write(*, project: Project, actor, format: str, parsed: Parsed) -> dict:
     """Write ``parsed`` into ``project`` in the caller's transaction; return the report."""
     writer = _Writer(project, actor, format)
+    # A file may say A depends on B and B on A (spec-kit's explicit Depends lines can): such
+    # tasks could never be claimed, so the edge that closes a cycle is dropped and noted.
+    break_cycles(parsed.tasks, parsed)
     for skip in parsed.skips:
         writer.report.skip(skip.source, skip.reason)
     for notice in parsed.notices:

@@ -16,7 +16,7 @@ from interop import exporter, importer
 from interop.archive import ArchiveError, read_upload
 from interop.formats import READERS
 from interop.models import ImportRun, ImportState
-from projects.errors import ServiceError, TooLarge
+from projects.errors import Conflict, ServiceError, TooLarge
 from projects.fsm import fire
 from projects.models import Project
 from projects.roles import Role
@@ -85,7 +85,7 @@ def import_apply(*, run: ImportRun, actor) -> ImportRun:
         run = ImportRun.objects.select_for_update().select_related("project").get(pk=run.pk)
         if run.state != ImportState.CHECKED:
             # Refused by the transition below too; said here with the reason a person needs.
-            raise ServiceError(f"import #{run.pk} was applied already", code="invalid_state")
+            raise Conflict(f"import #{run.pk} was applied already", code="invalid_state")
         run.actor = actor
         report = _plan(run)
         fire(run, "apply", actor=actor, extra={"counts": report["counts"]}, report=report)

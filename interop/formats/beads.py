@@ -39,7 +39,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
 
-from interop.documents import Notice, Parsed, Skip, Source, TaskDoc
+from interop.documents import Notice, Parsed, Skip, Source, TaskDoc, break_cycles
 
 ISSUES_PATHS = (".beads/issues.jsonl", ".beads/beads.jsonl")
 DEFAULT_PRIORITY = 2
@@ -177,7 +177,7 @@ def parse(files: Mapping[str, bytes]) -> Parsed:
         first_line[task.external_id] = number
         tasks.append(task)
     _resolve_dependencies(tasks, parsed)
-    _break_cycles(tasks, parsed)
+    break_cycles(tasks, parsed)
     parsed.tasks = tasks
     return parsed
 
@@ -393,47 +393,6 @@ def _blocking_targets(dependencies: list) -> list[str]:
 
 def _is_blocking(dependency: object) -> bool:
     return isinstance(dependency, dict) and dependency.get("type") == "blocks"
-
-
-def _break_cycles(tasks: list[TaskDoc], parsed: Parsed) -> None:
-    """Drop each dependency that closes a cycle, with a Notice naming the cycle.
-
-    An iterative depth-first walk in file order: a dependency on a task still on the walk's
-    path closes a cycle. Every task and dependency is visited once.
-    """
-    by_id = {task.external_id: task for task in tasks}
-    done: set[str] = set()
-    for root in tasks:
-        if root.external_id in done:
-            continue
-        path = [root.external_id]
-        position = {root.external_id: 0}
-        stack = [iter(list(root.depends_on))]
-        while stack:
-            target = next(stack[-1], None)
-            if target is None:
-                node = path.pop()
-                del position[node]
-                done.add(node)
-                stack.pop()
-                continue
-            if target in position:
-                _drop_cycle_edge(by_id[path[-1]], target, path[position[target] :], parsed)
-            elif target not in done:
-                position[target] = len(path)
-                path.append(target)
-                stack.append(iter(list(by_id[target].depends_on)))
-
-
-def _drop_cycle_edge(task: TaskDoc, target: str, cycle: list[str], parsed: Parsed) -> None:
-    task.depends_on.remove(target)
-    loop = " → ".join([*cycle, target])
-    parsed.notices.append(
-        Notice(
-            task.source,
-            f"dependency cycle {loop}: {task.external_id} depending on {target} is not imported",
-        )
-    )
 
 
 def _issue(task: TaskDoc, written: set[str]) -> dict:

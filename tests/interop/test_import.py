@@ -228,7 +228,7 @@ def test_a_checked_import_is_applied_once(flow):
     with pytest.raises(ServiceError) as refused:
         services.import_apply(run=run, actor=flow.manager)
 
-    assert refused.value.code == "invalid_state"
+    assert (refused.value.status, refused.value.code) == (409, "invalid_state")
     assert Decision.objects.count() == 57
 
 
@@ -301,3 +301,18 @@ def test_a_task_changed_in_the_file_takes_its_text_but_keeps_its_state_here(flow
         "source": "i.jsonl:1",
         "message": f"{task.key} stays ready here; the file says done",
     }
+
+
+def test_tasks_that_depend_on_each_other_are_imported_without_the_cycle(flow):
+    tasks_md = (
+        b"# Tasks\n\n## Phase 1: Setup\n\n"
+        b"- [ ] T001 Write the model (depends on T002)\n"
+        b"- [ ] T002 Write the view (depends on T001)\n"
+    )
+
+    run = upload(flow, "speckit", archive({"specs/001-x/tasks.md": tasks_md}))
+
+    first, second = (Task.objects.get(origin=f"speckit:001-x/T00{n}") for n in (1, 2))
+    edges = [list(first.depends_on.all()), list(second.depends_on.all())]
+    assert edges == [[second], []]
+    assert any("dependency cycle" in n["message"] for n in run.report["notices"])

@@ -50,7 +50,12 @@ class Command(BaseCommand):
         actor = get_user_model().objects.filter(username=options["username"]).first()
         if actor is None:
             raise CommandError(f"no user {options['username']!r}")
-        mapping = json.loads(Path(options["mapping"]).read_text()) if options["mapping"] else None
+        try:
+            mapping = (
+                json.loads(Path(options["mapping"]).read_text()) if options["mapping"] else None
+            )
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"--mapping: {exc}") from exc
         data = folder_zip(path) if path.is_dir() else path.read_bytes()
         try:
             run = services.import_upload(
