@@ -14,9 +14,7 @@ from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from projects.models import Imported, Project
-from projects.roles import Role, Rule, has_role, role_rule
-
-MANAGER = role_rule(Role.MANAGER)
+from projects.roles import MANAGER, Role, Rule, has_role, role_rule
 
 
 class Spec(Imported, models.Model):

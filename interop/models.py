@@ -6,9 +6,7 @@ from django.utils import timezone
 from django_fsm import FSMField, transition
 
 from projects.models import Project
-from projects.roles import Role, role_rule
-
-MANAGER = role_rule(Role.MANAGER)
+from projects.roles import MANAGER
 
 
 class ImportState(models.TextChoices):

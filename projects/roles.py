@@ -115,3 +115,5 @@ def _reviewer_refusal(instance, user):
 
 # Separation of duties: a reviewer of the project who is not the submitting agent.
 REVIEWER_NOT_HOLDER = Rule(_reviewer_refusal, "reviewer_not_holder")
+# Managers' transitions: a task's publish or cancel, a spec version's accept, an import's apply.
+MANAGER = role_rule(Role.MANAGER)

@@ -16,9 +16,8 @@ from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transi
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import Condition
 from projects.models import Imported, Project
-from projects.roles import HOLDER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
+from projects.roles import HOLDER, MANAGER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
 
-MANAGER = role_rule(Role.MANAGER)
 AGENT = role_rule(Role.AGENT)
 
 
