@@ -204,7 +204,7 @@ class _Writer:
                 top += 1
                 row.number = top
                 taken.add(top)
-            row.key = f"{self.project.slug}-D{row.number}"
+            row.key = self.project.key_for("decision", row.number)
         if new:
             highest = max(row.number for _, row in new)
             Project.objects.filter(pk=self.project.pk).update(
@@ -412,12 +412,8 @@ class _Writer:
     def _create_tasks(self, new: list[tuple[TaskDoc, Task]]) -> None:
         if not new:
             return
-        # One UPDATE hands out the block of numbers (and locks the project row, as next_key does).
-        Project.objects.filter(pk=self.project.pk).update(task_seq=F("task_seq") + len(new))
-        last = Project.objects.values_list("task_seq", flat=True).get(pk=self.project.pk)
-        for offset, (_, row) in enumerate(new):
-            row.number = last - len(new) + 1 + offset
-            row.key = f"{self.project.slug}-{row.number}"
+        for number, (_, row) in zip(self.project.next_numbers("task", len(new)), new, strict=True):
+            row.number, row.key = number, self.project.key_for("task", number)
         Task.objects.bulk_create([row for _, row in new])
 
     def _link_tasks(self, rows: list[tuple[TaskDoc, Task]], by_id: dict, labels: dict) -> None:

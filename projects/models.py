@@ -122,15 +122,24 @@ class Project(models.Model):
     KEYS = {"task": ("task_seq", ""), "spec": ("spec_seq", "S"), "decision": ("decision_seq", "D")}
 
     def next_key(self, kind: str) -> tuple[int, str]:
-        """Allocate the next ``(number, key)`` of ``kind`` inside the caller's transaction.
+        """Allocate the next ``(number, key)`` of ``kind`` inside the caller's transaction."""
+        [number] = self.next_numbers(kind, 1)
+        return number, self.key_for(kind, number)
+
+    def next_numbers(self, kind: str, count: int) -> range:
+        """Allocate the next ``count`` numbers of ``kind`` inside the caller's transaction.
 
         The UPDATE locks the project row until commit, so two writers never get the same
-        number; a rolled-back transaction gives its number back.
+        number; a rolled-back transaction gives its numbers back.
         """
-        counter, letter = self.KEYS[kind]
-        Project.objects.filter(pk=self.pk).update(**{counter: models.F(counter) + 1})
-        number = Project.objects.values_list(counter, flat=True).get(pk=self.pk)
-        return number, f"{self.slug}-{letter}{number}"
+        counter, _ = self.KEYS[kind]
+        Project.objects.filter(pk=self.pk).update(**{counter: models.F(counter) + count})
+        last = Project.objects.values_list(counter, flat=True).get(pk=self.pk)
+        return range(last - count + 1, last + 1)
+
+    def key_for(self, kind: str, number: int) -> str:
+        """The key of ``kind`` numbered ``number``: FM-12, FM-S3, FM-D7."""
+        return f"{self.slug}-{self.KEYS[kind][1]}{number}"
 
 
 class Imported(models.Model):
