@@ -15,7 +15,7 @@ from django.db.models import Prefetch
 from decisions.models import Decision, Spec, SpecVersionState
 from interop.documents import CriterionDoc, DecisionDoc, Source, SpecDoc, TaskDoc
 from interop.formats import beads, madr, speckit
-from interop.importer import label_name
+from interop.importer import label_name, with_acceptance
 from projects.errors import NotFound
 from projects.models import Project
 from tasks.models import Task, TaskState
@@ -116,9 +116,7 @@ def _task_doc(row: Task) -> TaskDoc:
     if meta:
         if row.title == (meta.get("title") or "")[:200]:
             title = meta.get("title") or row.title  # the whole title, past our 200 characters
-        derived = meta.get("description") or ""
-        if meta.get("acceptance"):
-            derived = f"{derived}\n\n## Acceptance\n\n{meta['acceptance']}".strip()
+        derived = with_acceptance(meta.get("description") or "", meta.get("acceptance") or "")
         if row.description == derived:
             description, acceptance = meta.get("description") or "", meta.get("acceptance") or ""
     names = sorted(label.name for label in row.labels.all())

@@ -361,12 +361,9 @@ class _Writer:
         if len(doc.title) > TITLE_MAX:
             self.report.notice(doc.source, f"title cut to {TITLE_MAX} characters")
         spec = self.specs_by_id.get(doc.spec) if doc.spec else None
-        description = doc.description
-        if doc.acceptance:
-            description = f"{description}\n\n## Acceptance\n\n{doc.acceptance}".strip()
         return {
             "title": (doc.title or doc.external_id)[:TITLE_MAX],
-            "description": description,
+            "description": with_acceptance(doc.description, doc.acceptance),
             "priority": doc.priority,
             "spec": spec,
             "state": doc.state,
@@ -440,6 +437,14 @@ class _Writer:
         Task.labels.through.objects.bulk_create(label_rows)
         Task.depends_on.through.objects.bulk_create(dependency_rows)
         Decision.tasks.through.objects.bulk_create(decision_rows, ignore_conflicts=True)
+
+
+def with_acceptance(description: str, acceptance: str) -> str:
+    """A task's description with the file's acceptance criteria under a heading of their own,
+    so an agent reads them; ``interop.exporter`` recognises it and gives the two back apart."""
+    if not acceptance:
+        return description
+    return f"{description}\n\n## Acceptance\n\n{acceptance}".strip()
 
 
 def kept(extra: dict) -> str:
