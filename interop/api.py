@@ -2,7 +2,6 @@
 
 import json
 
-from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -14,7 +13,7 @@ from rest_framework.views import APIView
 from interop import services
 from interop.formats import READERS
 from interop.models import ImportRun
-from projects.errors import NotFound, TooLarge
+from projects.errors import NotFound
 from projects.rest import errors
 from projects.roles import Role
 from projects.selectors import visible_project
@@ -72,9 +71,6 @@ class ImportListApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
-        limit = settings.FACTORY_IMPORT_MAX_BYTES
-        if upload.size > limit:
-            raise TooLarge(f"file: the upload is {upload.size} bytes; the limit is {limit}")
         mapping = None
         if "mapping" in data.validated_data:
             try:
@@ -86,7 +82,7 @@ class ImportListApi(APIView):
             actor=request.user,
             format=data.validated_data["format"],
             name=upload.name or "upload",
-            data=upload.read(),
+            data=services.upload_bytes(upload),
             dry_run=data.validated_data["dry_run"],
             mapping=mapping,
         )

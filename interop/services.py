@@ -9,6 +9,7 @@ project as it is then; it writes everything or nothing and records one Event.
 
 import hashlib
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -23,6 +24,15 @@ from projects.roles import Role
 from projects.services import require_role
 
 EXPORTS = ("madr", "beads", "speckit")
+
+
+def upload_bytes(upload) -> bytes:
+    """An uploaded file's bytes; 413 ``too_large`` before reading one over the limit
+    (``interop.archive`` checks the bytes again, for callers that hand it bytes)."""
+    limit = settings.FACTORY_IMPORT_MAX_BYTES
+    if upload.size > limit:
+        raise TooLarge(f"file: the upload is {upload.size} bytes; the limit is {limit}")
+    return upload.read()
 
 
 def _files(name: str, data: bytes) -> dict[str, bytes]:

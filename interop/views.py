@@ -1,6 +1,5 @@
 """The import pages: a manager uploads a team's files, reads the report, then applies it."""
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -35,16 +34,13 @@ def imports(request, slug):
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
-        limit = settings.FACTORY_IMPORT_MAX_BYTES
         try:
-            if upload.size > limit:
-                raise ServiceError(f"the file is {upload.size} bytes; the limit is {limit}")
             run = services.import_check(
                 project=project,
                 actor=request.user,
                 format=form.cleaned_data["format"],
                 name=upload.name,
-                data=upload.read(),
+                data=services.upload_bytes(upload),
             )
         except (ServiceError, ValidationError) as exc:
             form.add_error(None, refusal_text(exc))

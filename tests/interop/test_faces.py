@@ -199,3 +199,25 @@ def test_an_imported_task_says_where_it_came_from(flow, client, tmp_path):
         'imported from <span class="mono">beads:bd-7</span> (done there, without evidence here)'
         in page
     )
+
+
+def test_an_upload_over_the_limit_is_refused_before_it_is_read_in_both_faces(
+    flow, api, client, settings
+):
+    settings.FACTORY_IMPORT_MAX_BYTES = 100
+    big = SimpleUploadedFile("issues.jsonl", b"x" * 101)
+    client.force_login(flow.manager)
+
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/", {"format": "beads", "file": big}
+    )
+    page = client.post(
+        f"/projects/{flow.project.slug}/imports/",
+        {"format": "beads", "file": SimpleUploadedFile("issues.jsonl", b"x" * 101)},
+    )
+
+    assert (answer.status_code, answer.json()["code"]) == (413, "too_large")
+    assert answer.json()["detail"] == "file: the upload is 101 bytes; the limit is 100"
+    assert page.status_code == 400
+    assert "file: the upload is 101 bytes; the limit is 100" in page.content.decode()
+    assert ImportRun.objects.count() == 0
