@@ -201,8 +201,8 @@ def _task_page(request, task, *, posted=None, status=200):
     judged = {r["key"]: r for r in (attempt.criteria_verdicts if attempt else [])}
     marks = {m["key"]: m for m in (posted or {}).get("criteria", [])}
     for row in status_rows:
-        row["judged"] = judged.get(row["criterion"].key)
         key = row["criterion"].key
+        row["judged"] = judged.get(key)
         # A refused review shows again what was typed, notes on unmarked criteria too.
         row["mark"] = {
             "verdict": marks.get(key, {}).get("verdict", ""),
@@ -258,16 +258,17 @@ def _task_page(request, task, *, posted=None, status=200):
     return render(request, "tasks/task_detail.html", context, status=status)
 
 
-def _hang_comments(page_viewers, comments, diff, reviewing: bool) -> None:
+def _hang_comments(page_viewers, comments, diff, commentable: bool) -> None:
     """Show each line comment under the last line it names, in the viewer of the diff it
-    was written against; that viewer takes new comments while the task is in review."""
+    was written against; that viewer takes new comments when ``commentable`` (the attempt
+    shown is the one in review)."""
     by_line = defaultdict(list)
     for comment in comments:
         by_line[comment.path, comment.side, comment.end_line].append(comment)
     for view in page_viewers:
         if diff is None or view["evidence"].pk != diff.pk or "diff" not in view:
             continue
-        view["commentable"] = reviewing
+        view["commentable"] = commentable
         for file in view["diff"].files:
             for line in file.lines:
                 line.comments = by_line.get((file.path, "new", line.new), []) + (
