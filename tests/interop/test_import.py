@@ -12,6 +12,7 @@ from interop import services
 from interop.models import ImportRun
 from projects.errors import PermissionDenied, ServiceError
 from projects.models import Event
+from tasks import services as task_services
 from tasks.models import Task
 from tests.factories import Flow, ProjectFactory
 
@@ -316,3 +317,36 @@ def test_tasks_that_depend_on_each_other_are_imported_without_the_cycle(flow):
     edges = [list(first.depends_on.all()), list(second.depends_on.all())]
     assert edges == [[second], []]
     assert any("dependency cycle" in n["message"] for n in run.report["notices"])
+
+
+def test_a_file_cannot_close_a_task_an_agent_holds(flow):
+    upload(flow, "beads", b'{"id":"bd-1","title":"Work","status":"open"}\n', name="i.jsonl")
+    attempt = task_services.task_claim(agent=flow.agent, project=flow.project)
+
+    run = upload(flow, "beads", b'{"id":"bd-1","title":"Work","status":"closed"}\n', name="i.jsonl")
+
+    task = Task.objects.get(origin="beads:bd-1")
+    assert (task.state, task.current_attempt_id) == ("claimed", attempt.pk)
+    assert run.report["skipped"] == [
+        {
+            "source": "i.jsonl:1",
+            "reason": f"{task.key} is claimed here; the file's changes are not applied",
+        }
+    ]
+
+
+def test_a_file_cannot_decide_a_decision_that_is_proposed_here(flow):
+    adr = b"# Use leases\n\n* Status: {status}\n\n## Context and Problem Statement\n\nWhy.\n"
+    name = "docs/decisions/0001-use-leases.md"
+    upload(flow, "madr", archive({name: adr.replace(b"{status}", b"proposed")}))
+
+    run = upload(flow, "madr", archive({name: adr.replace(b"{status}", b"accepted")}))
+
+    decision = Decision.objects.get(origin="madr:0001")
+    assert (decision.state, decision.decided_by_id) == ("proposed", None)
+    assert run.report["skipped"] == [
+        {
+            "source": f"{name}:1",
+            "reason": f"{decision.key} (proposed) differs from the file; Factory Memory keeps its record",
+        }
+    ]
