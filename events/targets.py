@@ -7,12 +7,12 @@ metadata service), unless ``FACTORY_WEBHOOK_ALLOW_PRIVATE`` allows it: tests and
 since a name may resolve elsewhere later.
 """
 
-import ipaddress
 import re
-import socket
 from urllib.parse import urlsplit
 
 from django.conf import settings
+
+from projects.addresses import AddressRefused, resolve
 
 # What a target looks like, written once for the check below and the API's schema: http(s),
 # a host name or IPv4 address, a port from 1 to 65535, then any path without spaces.
@@ -41,14 +41,12 @@ def refusal(url: str) -> str | None:
     if settings.FACTORY_WEBHOOK_ALLOW_PRIVATE:
         return None
     try:
-        infos = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return f"the host {parts.hostname} does not resolve"
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
-        if not address.is_global or address.is_multicast:
-            return (
-                f"{parts.hostname} resolves to {address}, an address inside the network;"
-                " webhooks go to public addresses only"
-            )
+        resolve(
+            parts.hostname,
+            port or (443 if parts.scheme == "https" else 80),
+            allow_private=False,
+            what="webhooks",
+        )
+    except AddressRefused as exc:
+        return str(exc)
     return None
