@@ -331,6 +331,13 @@ FACTORY_RUNNER_MAX_OUTPUT_BYTES = env_int("FACTORY_RUNNER_MAX_OUTPUT_BYTES", 64 
 FACTORY_RUNNER_PROCESSES = env_int("FACTORY_RUNNER_PROCESSES", 256)
 FACTORY_RUNNER_FILE_SIZE_MB = env_int("FACTORY_RUNNER_FILE_SIZE_MB", 1024)
 FACTORY_RUNNER_REPORT_MAX_BYTES = env_int("FACTORY_RUNNER_REPORT_MAX_BYTES", 64 * 1024 * 1024)
+# Where a project's repository may be. A local one (file:///… or a path) only under these
+# roots, besides FACTORY_RUNNER_ROOT/repositories (the site's own, the demo's); none by
+# default, so a manager cannot point the runner at the server's disk. A network one only
+# at public addresses unless private ones are allowed (a code host on the site's own
+# network). projects.verify.check_repository_location applies both, at save and fetch.
+FACTORY_LOCAL_REPOSITORY_ROOTS = env_list("FACTORY_LOCAL_REPOSITORY_ROOTS")
+FACTORY_REPOSITORY_ALLOW_PRIVATE = env_bool("FACTORY_REPOSITORY_ALLOW_PRIVATE", DEBUG)
 # Extra directories the sandbox sees read-only (a shared toolchain: /opt/venvs/ci).
 FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
 # A verification's whole job (fetch, setup, test, collect) stops after this long; the

@@ -1,6 +1,7 @@
 """Test settings: only what tests need differs from the real settings."""
 
 import os
+import tempfile
 
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 # Set in the environment, not below, so that the servers and workers tests start as
@@ -14,6 +15,10 @@ os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 os.environ.setdefault("FACTORY_EAGER_BACKGROUND_QUEUES", "")
 # Tests' webhook receivers listen on 127.0.0.1 (tests/events asserts the refusal with it off).
 os.environ.setdefault("FACTORY_WEBHOOK_ALLOW_PRIVATE", "1")
+# Tests' repositories are made under the temporary directory (pytest's tmp_path) and
+# served on 127.0.0.1 (tests/projects asserts the refusals with these off).
+os.environ.setdefault("FACTORY_LOCAL_REPOSITORY_ROOTS", tempfile.gettempdir())
+os.environ.setdefault("FACTORY_REPOSITORY_ALLOW_PRIVATE", "1")
 
 from factory_site.settings import *  # noqa: F403
 

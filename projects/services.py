@@ -13,7 +13,13 @@ from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Membership, Project
 from projects.policy import clean_policy
 from projects.roles import Role, forget_roles, has_role
-from projects.verify import clean_branch, clean_repository_url, clean_verify
+from projects.verify import (
+    clean_branch,
+    clean_repository_url,
+    clean_verify,
+    local_path,
+    same_local_repository,
+)
 
 
 def project_create(
@@ -41,6 +47,7 @@ def project_create(
     check_runner_ready(project)
     project.full_clean()
     with transaction.atomic():
+        check_repository_unshared(project)
         project.save()
         Event.record(
             project,
@@ -88,6 +95,25 @@ def check_runner_ready(project: Project) -> None:
         )
 
 
+def check_repository_unshared(project: Project) -> None:
+    """Refuse (409 ``repository_in_use``) a local repository another project fetches from.
+
+    A local repository is read with the server's own rights, so whoever manages a
+    project could otherwise read another project's code and history through the runner
+    by naming its directory. A network repository answers to its own access rules.
+    """
+    if local_path(project.repository_url) is None:
+        return
+    others = Project.objects.exclude(pk=project.pk).exclude(repository_url="")
+    for url in others.values_list("repository_url", flat=True):
+        if same_local_repository(url, project.repository_url):
+            raise Conflict(
+                f"{project.repository_url} is another project's repository; "
+                "a local repository serves one project",
+                code="repository_in_use",
+            )
+
+
 def project_update(*, project: Project, actor, **changes) -> Project:
     """Change a project's name, repository, runner settings, attempt budget or gate policy.
 
@@ -109,6 +135,8 @@ def project_update(*, project: Project, actor, **changes) -> Project:
         for name, value in changes.items():
             setattr(project, name, value)
         check_runner_ready(project)
+        if "repository_url" in changes:
+            check_repository_unshared(project)
         project.full_clean()
         project.save(update_fields=list(changes))
         if changes:

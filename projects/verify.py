@@ -1,22 +1,24 @@
 """A project's repository and its ``verify`` block: what the runner fetches and runs.
 
-Pure validation, no I/O. Each text field is checked against one pattern, and the API's
-schema publishes the same patterns (``projects.api``), so a request the schema allows
-is never refused for its form. ``clean_repository_url`` accepts what git fetches over
-its own transports (``https://``, ``http://``, ``ssh://``, ``git://``, ``file:///``, an
-absolute path, ``user@host:path``) and nothing else: ``ext::`` and the other transport
-helpers run commands. A local repository inside the server's own directories is a
-conflict with the server (409), which no pattern can say. ``clean_verify`` fills in the
-defaults and names every field it refuses.
+Each text field is checked against one pattern, and the API's schema publishes the same
+patterns (``projects.api``), so a request the schema allows is never refused for its
+form. ``clean_repository_url`` accepts what git fetches over its own transports
+(``https://``, ``http://``, ``ssh://``, ``git://``, ``file:///``, an absolute path,
+``user@host:path``) and nothing else: ``ext::`` and the other transport helpers run
+commands. Where a repository leads is a matter of the site's policy, which no pattern
+can say (409, ``check_repository_location``: the only part that looks at the disk and
+the network). ``clean_verify`` fills in the defaults and names every field it refuses.
 """
 
-import posixpath
+import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from projects.addresses import AddressRefused, resolve
 from projects.errors import Conflict
 
 _TEXT = r"[^\s\x00-\x1f\x7f]"  # no space, no control character
@@ -54,14 +56,15 @@ def local_path(url: str) -> Path | None:
     return None
 
 
-def clean_repository_url(url: str) -> str:
-    """A repository URL git may fetch from, or a ValidationError naming what is wrong.
+def _not_allowed(url: str, why: str) -> Conflict:
+    return Conflict(f"{url} {why}", code="repository_not_allowed")
 
-    A local repository may not lie inside the server's own directories (its code,
-    media, or the runner's mirrors), which the runner would otherwise copy into a
-    sandbox (409 ``repository_not_allowed``), except under
-    ``FACTORY_RUNNER_ROOT/repositories``, where the site keeps repositories of its own
-    (the demo's).
+
+def clean_repository_url(url: str) -> str:
+    """A repository URL git may fetch from, or why not.
+
+    Its form is checked first (400 naming ``repository_url``); then where it leads
+    (409 ``repository_not_allowed``, ``check_repository_location``).
     """
     if url == "":
         return ""
@@ -75,27 +78,115 @@ def clean_repository_url(url: str) -> str:
                 "or user@host:path, without spaces"
             }
         )
+    check_repository_location(url)
+    return url
+
+
+def check_repository_location(url: str) -> list[str]:
+    """Refuse (``Conflict``) a repository this site may not fetch from; else git's pins.
+
+    Run when the URL is saved and again before every fetch, since a name may resolve
+    elsewhere, or a directory become a link, in between.
+
+    A local repository is judged by its real path (links, ``/proc/self/root`` and
+    ``/proc/self/cwd`` resolved): never under ``/proc``, ``/sys`` or ``/dev``, never
+    the server's own directories (code, media, the runner's mirrors and workspaces),
+    and only under ``FACTORY_RUNNER_ROOT/repositories`` (the site's own, the demo's) or
+    a root the operator listed in ``FACTORY_LOCAL_REPOSITORY_ROOTS``.
+
+    A network repository's host must resolve to public addresses only unless
+    ``FACTORY_REPOSITORY_ALLOW_PRIVATE`` (``projects.addresses``). The answer is the
+    ``git -c`` options that make the fetch connect to exactly the checked addresses
+    (http and https through curl's resolve list, git:// by address) and follow no
+    redirect, which could lead anywhere.
+    """
+    if not _matches(REPOSITORY_PATTERN, url, MAX_URL):
+        # Saved URLs were checked for their form; one stored before that check was is not
+        # trusted now either.
+        raise _not_allowed(url, "is not a repository URL this site fetches from")
     path = local_path(url)
     if path is not None:
-        resolved = Path(posixpath.normpath(str(path)))
-        hosted = Path(settings.FACTORY_RUNNER_ROOT).resolve() / "repositories"
-        if hosted in resolved.parents:
-            return url
-        for private in _server_directories():
-            if resolved == private or private in resolved.parents or resolved in private.parents:
-                raise Conflict(
-                    f"{url} is one of the server's own directories; a local repository may not be",
-                    code="repository_not_allowed",
-                )
-    return url
+        _check_local(url, path)
+        return []
+    scheme, host, port = _network_host(url)
+    pins = ["-c", "http.followRedirects=false"]
+    if settings.FACTORY_REPOSITORY_ALLOW_PRIVATE:
+        return pins
+    try:
+        checked = resolve(host, port, allow_private=False, what="repositories")
+    except AddressRefused as exc:
+        raise _not_allowed(url, f"may not be fetched: {exc}") from None
+    addresses = [f"[{a}]" if ":" in a else a for a in checked.addresses]
+    if scheme in ("http", "https"):
+        pins += ["-c", f"http.curloptResolve={host}:{port}:{','.join(addresses)}"]
+    elif scheme == "git":
+        authority = f"{host}:{port}" if urlsplit(url).port else host
+        pins += ["-c", f"url.git://{addresses[0]}:{port}/.insteadOf=git://{authority}/"]
+    return pins
+
+
+def _network_host(url: str) -> tuple[str, str, int]:
+    """The scheme, host and port a network URL connects to (scp-like ``user@host:path`` is ssh)."""
+    if "://" not in url:
+        return "ssh", url.split("@", 1)[1].split(":", 1)[0], 22
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443, "git": 9418, "ssh": 22}[parts.scheme]
+    try:
+        port = parts.port or default
+    except ValueError:
+        raise _not_allowed(url, "names no valid port") from None
+    return parts.scheme, parts.hostname or "", port
+
+
+# What no repository may be, wherever a link leads: the kernel's views of processes
+# (``/proc/self/root`` is the server's own root), of devices, of the system.
+KERNEL_DIRECTORIES = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return path == directory or directory in path.parents
+
+
+def _check_local(url: str, path: Path) -> None:
+    into_kernel = _not_allowed(url, "leads into /proc, /sys or /dev; a local repository may not")
+    if any(_inside(path, k) for k in KERNEL_DIRECTORIES):
+        raise into_kernel
+    try:
+        real = Path(os.path.realpath(path))
+    except OSError as exc:
+        raise _not_allowed(url, f"cannot be followed ({exc.strerror})") from None
+    if any(_inside(real, k) for k in KERNEL_DIRECTORIES):
+        raise into_kernel
+    hosted = Path(os.path.realpath(Path(settings.FACTORY_RUNNER_ROOT) / "repositories"))
+    if _inside(real, hosted):
+        return
+    for private in _server_directories():
+        if _inside(real, private) or _inside(private, real):
+            raise _not_allowed(
+                url, "is one of the server's own directories; a local repository may not be"
+            )
+    roots = [Path(os.path.realpath(root)) for root in settings.FACTORY_LOCAL_REPOSITORY_ROOTS]
+    if not any(_inside(real, root) for root in roots):
+        raise _not_allowed(
+            url,
+            f"is not under a directory this site keeps repositories in ({', '.join(map(str, roots))})"
+            if roots
+            else "is a local path, and this site fetches from network repositories only",
+        )
 
 
 def _server_directories() -> list[Path]:
     return [
-        Path(settings.BASE_DIR).resolve(),
-        Path(settings.MEDIA_ROOT).resolve(),
-        Path(settings.FACTORY_RUNNER_ROOT).resolve() / "mirrors",
+        Path(os.path.realpath(settings.BASE_DIR)),
+        Path(os.path.realpath(settings.MEDIA_ROOT)),
+        Path(os.path.realpath(settings.FACTORY_RUNNER_ROOT)),
     ]
+
+
+def same_local_repository(first: str, second: str) -> bool:
+    """Whether two repository URLs are one local repository (by real path)."""
+    a, b = local_path(first), local_path(second)
+    return a is not None and b is not None and os.path.realpath(a) == os.path.realpath(b)
 
 
 def clean_branch(branch: str) -> str:

@@ -2,8 +2,8 @@
 
 ``git clone --mirror`` happens once per project; every verification then fetches into
 the mirror under an exclusive file lock, so concurrent runs of one project share it and
-never clone twice. A commit is checked out of the mirror into a fresh workspace that
-borrows its objects (``--shared``; the sandbox sees the mirror read-only). git runs
+never clone twice. A commit is checked out of the mirror into a fresh workspace whose
+objects are hard links to the mirror's; the sandbox never sees the mirror. git runs
 with no user or system configuration, no terminal prompts and no ``ext::`` transport.
 Every failure is a ``GitError`` carrying git's own message.
 """
@@ -18,6 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+
+from projects.errors import Conflict
+from projects.verify import check_repository_location
 
 GIT_TIMEOUT = 600
 # Only git's own transports; ext:: and other helpers would run commands on this machine.
@@ -54,9 +57,12 @@ def _env() -> dict:
     }
 
 
-def git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str:
-    """Run git; its output, or ``GitError`` with what git said."""
-    argv = ["git", *PROTOCOLS, "-c", "core.hooksPath=/dev/null", *args]
+def git(
+    *args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT, config: list[str] = ()
+) -> str:
+    """Run git (with ``config``, ``-c`` options, before the command); its output, or
+    ``GitError`` with what git said."""
+    argv = ["git", *PROTOCOLS, "-c", "core.hooksPath=/dev/null", *config, *args]
     try:
         done = subprocess.run(
             argv, cwd=cwd, env=_env(), capture_output=True, timeout=timeout, check=False
@@ -96,22 +102,36 @@ def _locked(project_id: int):
 def mirror(project) -> tuple[Path, str]:
     """The project's mirror, cloned the first time and fetched every time after.
 
-    Returns the mirror's path and what was done ("cloned" or "fetched").
+    Returns the mirror's path and what was done ("cloned" or "fetched"). Where the
+    repository leads is checked again first, and git connects only where the check
+    looked (``projects.verify.check_repository_location``); a refusal is a ``GitError``.
     """
     path = _directory("mirrors") / f"{project.pk}.git"
     url = project.repository_url
+    try:
+        pins = check_repository_location(url)
+    except Conflict as exc:
+        raise GitError(f"the repository may not be fetched: {exc.detail}") from None
     with _locked(project.pk):
         if not path.exists():
             scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{project.pk}-"))
             try:
-                git("clone", "--mirror", "--quiet", "--", url, str(scratch / "m.git"))
+                git(
+                    "clone",
+                    "--mirror",
+                    "--quiet",
+                    "--",
+                    url,
+                    str(scratch / "m.git"),
+                    config=pins,
+                )
                 (scratch / "m.git").rename(path)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             return path, "cloned"
         if git("config", "--get", "remote.origin.url", cwd=path).strip() != url:
             git("remote", "set-url", "origin", "--", url, cwd=path)
-        git("fetch", "--prune", "--quiet", "origin", cwd=path)
+        git("fetch", "--prune", "--quiet", "origin", cwd=path, config=pins)
         return path, "fetched"
 
 
@@ -128,10 +148,19 @@ def resolve(path: Path, commit: str) -> str:
 
 
 def checkout(path: Path, sha: str, *, owner: int | None) -> Path:
-    """A fresh workspace holding ``sha``, owned by ``owner`` (the sandbox's user) if given."""
+    """A fresh workspace holding ``sha``, owned by ``owner`` (the sandbox's user) if given.
+
+    The workspace is a repository of its own, not a borrower of the mirror's objects
+    (``objects/info/alternates``), so the sandbox needs no view of the mirror and never
+    learns where the mirrors live. When the sandbox runs as a user of its own (a root
+    worker) the object files are hard links to the mirror's, which stay the mirror
+    owner's and read-only; otherwise the sandbox's user owns the mirror too, and the
+    objects are copied, so nothing it does can reach the mirror.
+    """
     workspace = Path(tempfile.mkdtemp(dir=_directory("workspaces"), prefix=f"{int(time.time())}-"))
+    linked = "--local" if owner is not None else "--no-hardlinks"
     try:
-        git("clone", "--quiet", "--shared", "--no-checkout", str(path), str(workspace / "src"))
+        git("clone", "--quiet", linked, "--no-checkout", str(path), str(workspace / "src"))
         git(
             "-c",
             "advice.detachedHead=false",
@@ -142,11 +171,22 @@ def checkout(path: Path, sha: str, *, owner: int | None) -> Path:
             cwd=workspace / "src",
         )
         if owner is not None:
-            subprocess.run(["chown", "-R", "-P", f"{owner}:{owner}", str(workspace)], check=True)
+            _give(workspace, owner)
     except Exception:
         remove(workspace)
         raise
     return workspace
+
+
+def _give(workspace: Path, owner: int) -> None:
+    """Make ``workspace`` ``owner``'s, except files hard-linked from the mirror: such a
+    file is the mirror's own inode, and its owner stays. Links are not followed."""
+    for folder, _, files in os.walk(workspace):
+        os.lchown(folder, owner, owner)
+        for name in files:
+            entry = os.path.join(folder, name)
+            if os.lstat(entry).st_nlink == 1:
+                os.lchown(entry, owner, owner)
 
 
 def diff(path: Path, branch: str, sha: str, *, limit: int) -> tuple[bytes, str]:

@@ -81,7 +81,7 @@ def verify(*, project, commit: str) -> Result:
     started = time.monotonic()
     try:
         _forget_committed_reports(project.verify, workspace / "src")
-        _run_steps(box, project.verify, workspace / "src", path, result)
+        _run_steps(box, project.verify, workspace / "src", result)
         if not result.problems or result.steps[-1]["name"] == "test":
             _read_reports(project.verify, workspace / "src", result)
     finally:
@@ -121,7 +121,7 @@ def _check_reachable(root: Path) -> None:
             )
 
 
-def _run_steps(box, block: dict, src: Path, mirror_path: Path, result: Result) -> None:
+def _run_steps(box, block: dict, src: Path, result: Result) -> None:
     log = io.BytesIO()
     deadline = time.monotonic() + block["timeout_seconds"]
     steps = [("setup", command, block["setup_network"]) for command in block["setup"]]
@@ -150,7 +150,6 @@ def _run_steps(box, block: dict, src: Path, mirror_path: Path, result: Result) -
             network=network,
             limits=limits,
             log=log,
-            read_only=(mirror_path,),
         )
         said = outcome.describe()
         log.write(f"\n[runner] step {number} {said} after {outcome.seconds:.1f} s\n".encode())

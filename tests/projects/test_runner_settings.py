@@ -4,9 +4,12 @@ Set through the one service (API, admin), validated with a 400 that names the fi
 and recorded as an Event; a refusal changes nothing.
 """
 
+import socket
+
 import pytest
 
 from projects.models import Event
+from projects.verify import check_repository_location
 
 VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml"}
 
@@ -125,3 +128,153 @@ def test_only_managers_change_the_runner(flow, api):
     assert response.status_code == 403
     flow.project.refresh_from_db()
     assert flow.project.verify == {}
+
+
+def refused(api, flow, url):
+    """PATCH ``url`` as the manager; the answer, after asserting nothing changed."""
+    before = Event.objects.count()
+    response = patch(api, flow, repository_url=url)
+    flow.project.refresh_from_db()
+    assert (flow.project.repository_url, Event.objects.count()) == ("", before)
+    return response
+
+
+@pytest.mark.parametrize(
+    "through",
+    ["/proc/self/root", "file:///proc/self/root", "/proc/1/root", "/proc/thread-self/root"],
+)
+def test_a_repository_through_proc_is_refused(flow, api, settings, through):
+    mirror = f"{through}{settings.FACTORY_RUNNER_ROOT}/mirrors/1.git"
+
+    response = refused(api, flow, mirror)
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"{mirror} leads into /proc, /sys or /dev; a local repository may not",
+        "code": "repository_not_allowed",
+    }
+
+
+def test_a_link_into_the_runners_mirrors_is_refused_by_where_it_leads(
+    flow, api, settings, tmp_path
+):
+    settings.FACTORY_RUNNER_ROOT = tmp_path / "runner"
+    (tmp_path / "runner" / "mirrors" / "1.git").mkdir(parents=True)
+    (tmp_path / "innocent.git").symlink_to(tmp_path / "runner" / "mirrors" / "1.git")
+
+    response = refused(api, flow, f"file://{tmp_path}/innocent.git")
+
+    assert response.status_code == 409
+    assert response.json()["detail"] == (
+        f"file://{tmp_path}/innocent.git is one of the server's own directories; "
+        "a local repository may not be"
+    )
+
+
+def test_a_local_repository_outside_the_allowed_roots_is_refused(flow, api, settings, tmp_path):
+    settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(tmp_path / "repositories")]
+
+    response = refused(api, flow, "/srv/elsewhere.git")
+
+    assert response.status_code == 409
+    assert response.json()["detail"] == (
+        "/srv/elsewhere.git is not under a directory this site keeps repositories in "
+        f"({tmp_path}/repositories)"
+    )
+
+
+def test_with_no_allowed_roots_only_the_sites_own_repositories_are_local(
+    flow, api, settings, tmp_path
+):
+    settings.FACTORY_LOCAL_REPOSITORY_ROOTS = []
+    settings.FACTORY_RUNNER_ROOT = tmp_path / "runner"
+    hosted = f"file://{tmp_path}/runner/repositories/demo"
+
+    outside = refused(api, flow, f"file://{tmp_path}/repo.git")
+    inside = patch(api, flow, repository_url=hosted)
+
+    assert outside.json()["detail"] == (
+        f"file://{tmp_path}/repo.git is a local path, "
+        "and this site fetches from network repositories only"
+    )
+    assert (inside.status_code, inside.json()["repository_url"]) == (200, hosted)
+
+
+def test_a_local_repository_serves_one_project(flow, other_flow, api, tmp_path):
+    (tmp_path / "rd.git").mkdir()
+    (tmp_path / "alias.git").symlink_to(tmp_path / "rd.git")
+    assert patch(api, flow, repository_url=f"file://{tmp_path}/rd.git").status_code == 200
+    before = Event.objects.count()
+
+    response = api(other_flow.manager).patch(
+        f"/api/v1/projects/{other_flow.project.slug}/",
+        {"repository_url": f"{tmp_path}/alias.git"},
+        format="json",
+    )
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"{tmp_path}/alias.git is another project's repository; "
+        "a local repository serves one project",
+        "code": "repository_in_use",
+    }
+    other_flow.project.refresh_from_db()
+    assert (other_flow.project.repository_url, Event.objects.count()) == ("", before)
+
+
+def resolving(monkeypatch, *answers):
+    """Make every name resolve to ``answers`` in turn (the last one stays)."""
+    calls = []
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        calls.append(host)
+        address = answers[min(len(calls), len(answers)) - 1]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8699/internal-admin/repo.git",
+        "https://git.internal.example/repo.git",
+        "git://git.internal.example/repo.git",
+        "ssh://git@git.internal.example/repo.git",
+        "git@git.internal.example:repo.git",
+    ],
+)
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1", "10.0.0.7", "169.254.169.254", "::ffff:127.0.0.1"]
+)
+def test_a_repository_inside_the_network_is_refused_for_every_transport(
+    flow, api, settings, monkeypatch, url, address
+):
+    settings.FACTORY_REPOSITORY_ALLOW_PRIVATE = False
+    resolving(monkeypatch, address)
+
+    response = refused(api, flow, url)
+
+    assert response.status_code == 409
+    assert response.json()["code"] == "repository_not_allowed"
+    assert response.json()["detail"].endswith(
+        f"resolves to {address}, an address inside the network; "
+        "repositories are reached at public addresses only"
+    )
+
+
+def test_a_public_repository_is_fetched_at_the_address_that_was_checked(settings, monkeypatch):
+    settings.FACTORY_REPOSITORY_ALLOW_PRIVATE = False
+    resolving(monkeypatch, "93.184.216.34")
+
+    https = check_repository_location("https://git.example.org/fm.git")
+    native = check_repository_location("git://git.example.org/fm.git")
+
+    assert https == [
+        "-c",
+        "http.followRedirects=false",
+        "-c",
+        "http.curloptResolve=git.example.org:443:93.184.216.34",
+    ]
+    assert native[-1] == "url.git://93.184.216.34:9418/.insteadOf=git://git.example.org/"

@@ -2,9 +2,11 @@
 its hostile commit verified in the real sandbox (bubblewrap); afterwards nothing escaped,
 nothing is left running and no workspace is left behind."""
 
+import http.server
 import os
 import re
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -231,6 +233,34 @@ def test_the_sandbox_sees_no_secret_of_the_server(hostile, runner_root, monkeypa
     assert workspaces(runner_root) == []
 
 
+SHOW_MOUNTS_AND_OBJECTS = """
+import os, sys
+print(open("/proc/self/mountinfo").read())
+print("alternates", os.path.exists(".git/objects/info/alternates"))
+pack = next(name for name in os.listdir(".git/objects/pack") if name.endswith(".pack"))
+try:
+    open(os.path.join(".git/objects/pack", pack), "r+b").write(b"X")
+    print("pack written")
+except OSError as exc:
+    print("pack", type(exc).__name__)
+"""
+
+
+def test_the_sandbox_sees_neither_the_mirror_nor_where_it_lives(hostile, runner_root):
+    project, sha = hostile({"show.py": SHOW_MOUNTS_AND_OBJECTS}, test="python3 show.py")
+    mirror = runner_root / "mirrors" / "1.git"
+
+    result = verify(project=project, commit=sha)
+
+    log = result.log.decode()
+    assert "mirrors" not in log
+    assert "alternates False" in log
+    assert "pack PermissionError" in log
+    packs = list((mirror / "objects" / "pack").glob("*.pack"))
+    assert [(p.stat().st_uid, p.stat().st_mode & 0o222) for p in packs] == [(0, 0)] * len(packs)
+    assert workspaces(runner_root) == []
+
+
 def test_writes_outside_the_workspace_do_not_reach_the_machine(hostile, runner_root, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -253,7 +283,8 @@ def test_writes_outside_the_workspace_do_not_reach_the_machine(hostile, runner_r
         f"/usr/{name} OSError(30, 'Read-only file system')",
         f"/etc/{name} written",
         f"{outside}/{name} written",
-        f"{mirror}/{name} OSError(30, 'Read-only file system')",
+        # The mirror is not in the sandbox at all: the write lands in its private /tmp.
+        f"{mirror}/{name} written",
     ]
     assert [os.path.exists(os.path.normpath(path)) for path in targets] == [False] * 5
     assert list(outside.iterdir()) == []
@@ -313,15 +344,15 @@ def test_an_unknown_commit_is_unavailable_naming_it(hostile, runner_root):
     assert workspaces(runner_root) == []
 
 
-def test_an_unreachable_repository_is_unavailable_with_gits_message(hostile, runner_root):
+def test_an_unreachable_repository_is_unavailable_with_gits_message(hostile, runner_root, tmp_path):
     project, sha = hostile({"test.py": WRITE_JUNIT})
-    project.repository_url = "file:///nonexistent"
+    project.repository_url = f"file://{tmp_path}/nonexistent"
 
     with pytest.raises(RunnerUnavailable) as raised:
         verify(project=project, commit=sha)
 
     assert str(raised.value) == (
-        "git clone: fatal: '/nonexistent' does not appear to be a git repository\n"
+        f"git clone: fatal: '{tmp_path}/nonexistent' does not appear to be a git repository\n"
         "fatal: Could not read from remote repository.\n\n"
         "Please make sure you have the correct access rights\n"
         "and the repository exists."
@@ -374,3 +405,69 @@ def test_a_report_committed_in_the_repository_never_stands_in_for_the_tests(host
 
     assert result.junit is None
     assert result.problems == ["JUnit report: the test command wrote nothing at reports/junit.xml"]
+
+
+@pytest.mark.parametrize("through", ["/proc/self/root", "/proc/self/cwd/proc/self/root"])
+def test_a_repository_through_proc_is_not_fetched(hostile, runner_root, repository, through):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    project.repository_url = f"file://{through}{repository.path}"
+
+    with pytest.raises(RunnerUnavailable) as raised:
+        verify(project=project, commit=sha)
+
+    assert str(raised.value) == (
+        f"the repository may not be fetched: {project.repository_url} "
+        "leads into /proc, /sys or /dev; a local repository may not"
+    )
+    assert list((runner_root / "mirrors").glob("*.git")) == []
+
+
+def test_a_name_that_now_resolves_to_the_loopback_is_not_fetched(
+    hostile, runner_root, settings, monkeypatch
+):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    project.repository_url = "http://git.example.org/repo.git"
+    settings.FACTORY_REPOSITORY_ALLOW_PRIVATE = False
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, port, *a, **k: [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))
+        ],
+    )
+
+    with pytest.raises(RunnerUnavailable) as raised:
+        verify(project=project, commit=sha)
+
+    assert str(raised.value) == (
+        "the repository may not be fetched: http://git.example.org/repo.git may not be fetched: "
+        "git.example.org resolves to 127.0.0.1, an address inside the network; "
+        "repositories are reached at public addresses only"
+    )
+    assert list((runner_root / "mirrors").glob("*.git")) == []
+
+
+def test_a_repository_that_redirects_is_not_followed(hostile, runner_root):
+    asked = []
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/elsewhere")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    project.repository_url = f"http://127.0.0.1:{server.server_port}/repo.git"
+    try:
+        with pytest.raises(RunnerUnavailable):
+            verify(project=project, commit=sha)
+    finally:
+        server.shutdown()
+
+    assert [path.split("?")[0] for path in asked] == ["/repo.git/info/refs"]

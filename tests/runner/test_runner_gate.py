@@ -181,12 +181,12 @@ def test_an_unknown_commit_is_an_error_with_gits_message_after_every_try(
 
 
 def test_an_optional_runner_that_cannot_run_lets_the_other_gates_decide(
-    runner_flow, django_capture_on_commit_callbacks
+    runner_flow, django_capture_on_commit_callbacks, tmp_path
 ):
     project_services.project_update(
         project=runner_flow.project,
         actor=runner_flow.manager,
-        repository_url="file:///nonexistent/repository",
+        repository_url=f"file://{tmp_path}/nonexistent",
         gate_policy={"runner": {"required": False}},
     )
     _, attempt = claimed(runner_flow)
