@@ -375,6 +375,8 @@ def main():
     # its workspace and the mirror under FACTORY_RUNNER_ROOT.
     work.chmod(0o711)
     os.environ["FACTORY_RUNNER_ROOT"] = str(work / "runner")
+    # The bench's repository is a local one, under its own folder (docs/runner.md).
+    os.environ["FACTORY_LOCAL_REPOSITORY_ROOTS"] = str(work)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
     import django
 
