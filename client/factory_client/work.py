@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from factory_client import files
 from factory_client.client import FactoryClient, FactoryError
 
 EXIT_SUBMITTED, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -121,10 +122,38 @@ def git_commit(repo: Path, message: str, *, check: bool = True) -> str:
     )
 
 
+def tracked_factory_dir(repo: Path, tree: str | None = None) -> list[str]:
+    """What ``tree`` (the index of ``repo`` when None) holds under ``.factory``: the
+    folder is factory work's own, and a repository that commits it could have committed
+    links there that a write would follow."""
+    if tree is None:
+        listed = git(repo, "ls-files", "-z", "--", FACTORY_DIR)
+    else:
+        listed = git(repo, "ls-tree", "-r", "-z", "--name-only", tree, "--", FACTORY_DIR)
+    return [name for name in listed.split("\0") if name]
+
+
+def _refuse_tracked(names: list[str], where: str, code: int) -> None:
+    if names:
+        shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+        raise Stop(
+            code,
+            f"{where} tracks {FACTORY_DIR}/ ({shown}); factory work keeps its own files "
+            "there and does not work in a repository that commits them",
+        )
+
+
 def check_clean(repo: Path) -> None:
-    """Refuse (exit 2) a repository with uncommitted changes: the loop must not mix them in."""
+    """Refuse (exit 2) a repository with uncommitted changes: the loop must not mix them in;
+    nor one that tracks ``.factory/`` or whose ``.factory`` is a link."""
     if not (repo / ".git").exists() and git(repo, "rev-parse", "--git-dir", check=False) == "":
         raise Stop(EXIT_USAGE, f"{repo} is not a git repository (give --repo)")
+    _refuse_tracked(tracked_factory_dir(repo), str(repo), EXIT_USAGE)
+    try:
+        files.refuse_link(repo, f"{FACTORY_DIR}/work")
+        files.refuse_link(repo, f"{FACTORY_DIR}/logs")
+    except files.UnsafePath as exc:
+        raise Stop(EXIT_USAGE, f"{repo}: {exc}") from None
     dirty = [
         line
         for line in git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
@@ -154,8 +183,8 @@ class Agent:
     """The agent's process, in a session of its own so that it and its children can be
     stopped together (SIGTERM, then SIGKILL after the grace period)."""
 
-    def __init__(self, argv, *, cwd: Path, env: dict, stdin_text: str | None, log: Path):
-        self.log = open(log, "wb")  # noqa: SIM115 (closed in finish)
+    def __init__(self, argv, *, cwd: Path, env: dict, stdin_text: str | None, log):
+        self.log = log  # an open binary file, closed in finish
         self.process = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -227,13 +256,20 @@ class TaskRun:
             )
             base = f"refs/factory/base/{branch}"
         self.base = git(repo, "rev-parse", "--verify", f"{base}^{{commit}}")
+        _refuse_tracked(
+            tracked_factory_dir(repo, self.base),
+            f"the project's {branch} ({self.base[:12]})",
+            EXIT_RELEASED,
+        )
+        # git follows links on the way to a worktree: there must be none.
+        files.make_dirs(repo, f"{FACTORY_DIR}/work")
+        files.refuse_link(repo, f"{FACTORY_DIR}/work/{self.name}")
         workspace = repo / FACTORY_DIR / "work" / self.name
         if workspace.exists():
             git(repo, "worktree", "remove", "--force", str(workspace))
         git(repo, "worktree", "add", "--quiet", "-B", self.branch, str(workspace), self.base)
         self.workspace = workspace
-        self.factory = workspace / FACTORY_DIR
-        self.factory.mkdir(exist_ok=True)
+        self.factory = files.make_dirs(workspace, FACTORY_DIR)
         self.steps(
             "workspace",
             f"worktree {workspace} on branch {self.branch} at {branch} ({self.base[:12]})",
@@ -247,17 +283,17 @@ class TaskRun:
         brief = getattr(self.client, "brief", None)
         context = self.client.context(self.key)
         text = brief(self.key) if brief is not None else json.dumps(context, indent=2)
-        (self.factory / "brief.md").write_text(text)
-        (self.factory / "context.json").write_text(json.dumps(context, indent=2))
+        self._write("brief.md", text)
+        self._write("context.json", json.dumps(context, indent=2))
         checkpoint = context.get("checkpoint")
         if checkpoint and checkpoint.get("data") is not None:
-            (self.factory / "checkpoint.json").write_text(json.dumps(checkpoint["data"], indent=2))
+            self._write("checkpoint.json", json.dumps(checkpoint["data"], indent=2))
             self.steps(
                 "resume",
                 f"resuming from the checkpoint of attempt #{checkpoint.get('attempt')}",
                 attempt=checkpoint.get("attempt"),
             )
-        self.checkpoint_digest = self._checkpoint_digest()
+        self.checkpoint_digest = self._digest(self._read("checkpoint.json"))
         self.tests_criteria = [
             c["key"]
             for c in (context.get("spec") or {}).get("criteria", [])
@@ -271,20 +307,27 @@ class TaskRun:
         )
         return text
 
-    def _checkpoint_digest(self) -> str | None:
-        path = self.factory / "checkpoint.json"
-        try:
-            return hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            return None
+    def _write(self, name: str, text: str) -> None:
+        """Write ``.factory/NAME`` in the workspace, never through a link (``UnsafePath``)."""
+        files.write_file(self.workspace, f"{FACTORY_DIR}/{name}", text)
+
+    def _read(self, name: str) -> bytes | None:
+        """``.factory/NAME`` as the agent left it (None: not there), never read through a
+        link: what a link leads to must not reach the server (``UnsafePath``)."""
+        return files.read_file(self.workspace, f"{FACTORY_DIR}/{name}")
+
+    @staticmethod
+    def _digest(content: bytes | None) -> str | None:
+        return None if content is None else hashlib.sha256(content).hexdigest()
 
     def save_checkpoint_if_changed(self) -> None:
-        digest = self._checkpoint_digest()
+        content = self._read("checkpoint.json")
+        digest = self._digest(content)
         if digest is None or digest == self.checkpoint_digest:
             return
         try:
-            data = json.loads((self.factory / "checkpoint.json").read_text())
-        except (OSError, ValueError):
+            data = json.loads(content)
+        except ValueError:
             return  # half-written, or not JSON yet: the next look will tell
         saved = self.client.save_checkpoint(self.attempt_id, data, self.revision)
         self.revision, self.checkpoint_digest = saved["revision"], digest
@@ -305,15 +348,14 @@ class TaskRun:
             "FACTORY_BRIEF": brief_path,
             "FACTORY_WORKSPACE": str(self.workspace),
         }
-        logs = self.options.repo / FACTORY_DIR / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        self.log_path = logs / f"{self.name}.log"
+        log = f"{FACTORY_DIR}/logs/{self.name}.log"
+        self.log_path = self.options.repo / log
         agent = Agent(
             argv,
             cwd=self.workspace,
             env=env,
             stdin_text=brief if self.options.stdin else None,
-            log=self.log_path,
+            log=files.open_write(self.options.repo, log),
         )
         self.steps(
             "agent",
@@ -372,16 +414,16 @@ class TaskRun:
         self.steps(word, f"{self.key} {word}: {reason}", reason=reason, blocked=blocked)
 
     def conclude(self) -> int:
-        blocked = self.factory / "blocked.md"
-        if blocked.exists():
-            self.release(blocked.read_text().strip() or "the agent is blocked", blocked=True)
+        blocked = self._read("blocked.md")
+        if blocked is not None:
+            reason = blocked.decode(errors="replace").strip()
+            self.release(reason or "the agent is blocked", blocked=True)
             return EXIT_RELEASED
+        summary = (self._read("summary.md") or b"").decode(errors="replace").strip()
         git(self.workspace, "add", "-A")
         if not git(self.workspace, "status", "--porcelain"):
             self.release("the agent changed nothing")
             return EXIT_RELEASED
-        summary_file = self.factory / "summary.md"
-        summary = summary_file.read_text().strip() if summary_file.exists() else ""
         title = summary.splitlines()[0] if summary else f"{self.key}: {self.task['title']}"
         message = "\n\n".join(
             part
@@ -455,9 +497,15 @@ class TaskRun:
             ("junit", verify.get("junit"), tests),
             ("coverage", verify.get("coverage"), []),
         ):
-            path = self.workspace / name if name else None
-            if path is not None and path.is_file() and not path.is_symlink():
-                self._attach(path.read_bytes(), kind, path.name, criteria)
+            if not name:
+                continue
+            try:
+                content = files.read_file(self.workspace, name)
+            except files.UnsafePath as exc:
+                self.steps("evidence", f"{kind} not attached: {exc}", kind=kind, refused=exc.path)
+                continue
+            if content is not None:
+                self._attach(content, kind, Path(name).name, criteria)
 
     def _attach(self, content: bytes, kind: str, name: str, criteria=()) -> None:
         stored = patiently(
@@ -516,12 +564,14 @@ def _one(run: TaskRun) -> int:
     except Interrupted as stop:
         run.release("interrupted")
         raise SystemExit(stop.code) from None
-    except Stop as stop:
-        run.steps("stopped", str(stop), exit_code=stop.code)
-        if stop.code != EXIT_LEASE_LOST:
+    except (Stop, files.UnsafePath) as stop:
+        # A link where factory work writes or reads: refused, and the task released with the path.
+        code = stop.code if isinstance(stop, Stop) else EXIT_RELEASED
+        run.steps("stopped", str(stop), exit_code=code)
+        if code != EXIT_LEASE_LOST:
             with contextlib.suppress(FactoryError):
                 run.release(str(stop))
-        return stop.code
+        return code
     finally:
         if hasattr(run, "workspace"):
             run.cleanup()

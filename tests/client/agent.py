@@ -10,6 +10,7 @@ slow        write its pid to $AGENT_PID_FILE, sleep 3 s, then fix
 wipe        fix, then delete .factory/
 nothing     change nothing
 blocked     write .factory/blocked.md
+link NAME   fix, then make .factory/NAME a link to $AGENT_LINK_TARGET
 """
 
 import json
@@ -64,3 +65,7 @@ elif mode == "wipe":
     shutil.rmtree(".factory")
 elif mode == "blocked":
     Path(".factory/blocked.md").write_text("The spec contradicts FM-D1.\n")
+elif mode == "link":
+    fix()
+    Path(".factory", sys.argv[2]).unlink(missing_ok=True)
+    Path(".factory", sys.argv[2]).symlink_to(os.environ["AGENT_LINK_TARGET"])

@@ -396,3 +396,146 @@ def test_a_server_away_mid_task_is_waited_for(live_server, project, clone, tmp_p
     assert outage.refused > 0  # calls met the outage, and were made again
     task.refresh_from_db()
     assert task.state == "in_review"
+
+
+# --- links: factory work neither writes nor reads through one ------------------------------
+
+
+def commit_links(repo, links, *, push=None):
+    """Commit symbolic links (``{path: target}``) on main in ``repo``, then push them to
+    ``push`` when given (so the project's main holds them, not the agent's checkout)."""
+    for name, target in links.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).symlink_to(target)
+    sh(repo, "git", "add", *links)
+    sh(repo, "git", "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "links")
+    if push:
+        sh(repo, "git", "push", "-q", str(push), "HEAD:main")
+    return sh(repo, "git", "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def secret(tmp_path):
+    """A file outside the repository that a link could lead to (authorized_keys, a key)."""
+    path = tmp_path / "outside" / "authorized_keys"
+    path.parent.mkdir()
+    path.write_text('{"token": "ssh-ed25519 SECRET"}\n')
+    return path
+
+
+@pytest.fixture
+def upstream(tmp_path, origin):
+    """A second clone that pushes to the project's repository after the agent cloned it."""
+    sh(tmp_path, "git", "clone", "-q", "-b", "main", str(origin), "upstream")
+    return tmp_path / "upstream"
+
+
+def test_brief_is_not_written_through_a_committed_link(
+    live_server, project, clone, upstream, origin, secret
+):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    base = commit_links(upstream, {".factory/brief.md": secret}, push=origin)
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert secret.read_text() == '{"token": "ssh-ed25519 SECRET"}\n'
+    attempt = Attempt.objects.get(task=task)
+    assert (attempt.state, attempt.end_reason) == (
+        "released",
+        f"the project's main ({base[:12]}) tracks .factory/ (.factory/brief.md); factory work "
+        "keeps its own files there and does not work in a repository that commits them",
+    )
+
+
+def test_a_factory_folder_committed_as_a_link_is_refused_naming_it(
+    live_server, project, clone, upstream, origin, secret
+):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    commit_links(upstream, {".factory": secret.parent}, push=origin)
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 4
+    assert sorted(p.name for p in secret.parent.iterdir()) == ["authorized_keys"]
+    reason = Attempt.objects.get(task=task).end_reason
+    assert reason.startswith("the project's main (") and "tracks .factory/ (.factory);" in reason
+
+
+def test_tracked_factory_folder_in_the_checkout_is_refused_before_any_claim(
+    live_server, project, clone, secret
+):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    commit_links(clone, {f".factory/logs/{task.key}-attempt-1.log": secret})
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 2
+    assert run.stdout == (
+        f"factory work: {clone} tracks .factory/ (.factory/logs/{task.key}-attempt-1.log); "
+        "factory work keeps its own files there and does not work in a repository that "
+        "commits them\n"
+    )
+    assert secret.read_text() == '{"token": "ssh-ed25519 SECRET"}\n'
+    task.refresh_from_db()
+    assert (task.state, Attempt.objects.filter(task=task).count()) == ("ready", 0)
+
+
+def test_a_factory_link_left_in_the_checkout_is_refused_before_any_claim(
+    live_server, project, clone, secret
+):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    (clone / ".factory").symlink_to(secret.parent)
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert (run.returncode, run.stdout) == (
+        2,
+        f"factory work: {clone}: .factory is a link; links are not followed\n",
+    )
+    assert sorted(p.name for p in secret.parent.iterdir()) == ["authorized_keys"]
+    assert Attempt.objects.filter(task=task).count() == 0
+
+
+@pytest.mark.parametrize("name", ["summary.md", "blocked.md", "checkpoint.json"])
+def test_a_link_the_agent_leaves_in_factory_is_not_read(live_server, project, clone, secret, name):
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(
+        live_server,
+        project,
+        clone,
+        "--",
+        *AGENT,
+        "link",
+        name,
+        env={"AGENT_LINK_TARGET": str(secret)},
+    )
+
+    assert run.returncode == 4, run.stdout + run.stderr
+    task.refresh_from_db()
+    attempt = Attempt.objects.get(task=task)
+    assert (task.state, attempt.state, attempt.end_reason) == (
+        "ready",
+        "released",
+        f".factory/{name} is a link; links are not followed",
+    )
+    assert (attempt.summary, attempt.checkpoint, attempt.evidence.count()) == ("", None, 0)
+    assert "SECRET" not in run.stdout
+
+
+def test_junit_behind_a_committed_link_is_not_attached(
+    live_server, project, clone, upstream, origin, secret
+):
+    project.gates({})
+    task = project.ready(title="A task", allowed_paths=["**"])
+    commit_links(upstream, {"reports": secret.parent}, push=origin)
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "factory work: junit not attached: reports is a link; links are not followed" in (
+        run.stdout
+    )
+    attempt = Attempt.objects.get(task=task)
+    assert sorted(attempt.evidence.values_list("kind", flat=True)) == ["diff", "log"]
