@@ -20,6 +20,7 @@ from knox.models import AuthToken
 
 from evidence.models import GateRun
 from projects import services as project_services
+from projects.models import Project
 from tasks import services
 from tasks.demo.repository import VERIFY, build
 from tasks.models import Attempt, Task
@@ -537,5 +538,22 @@ def test_junit_behind_a_committed_link_is_not_attached(
     assert "factory work: junit not attached: reports is a link; links are not followed" in (
         run.stdout
     )
+    attempt = Attempt.objects.get(task=task)
+    assert sorted(attempt.evidence.values_list("kind", flat=True)) == ["diff", "log"]
+
+
+@pytest.mark.parametrize("where", ["absolute", "relative"])
+def test_a_junit_path_outside_the_workspace_is_not_read(live_server, project, clone, secret, where):
+    junit = str(secret) if where == "absolute" else "../../../../outside/authorized_keys"
+    # The site refuses such a path; the client does not trust the site to (an old record,
+    # a site taken over).
+    Project.objects.filter(pk=project.project.pk).update(verify={**VERIFY, "junit": junit})
+    project.gates({})
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"junit not attached: {junit} is not a plain path inside the directory" in run.stdout
     attempt = Attempt.objects.get(task=task)
     assert sorted(attempt.evidence.values_list("kind", flat=True)) == ["diff", "log"]
