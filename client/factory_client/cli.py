@@ -15,10 +15,10 @@ import json
 import sys
 import zipfile
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import factory_client
-from factory_client import completion, work
+from factory_client import completion, files, work
 from factory_client.client import TASK_STATES, FactoryClient, FactoryError, WaitTimeout
 
 EXIT_TIMEOUT = 6  # after work.py's 4 and 5
@@ -192,8 +192,12 @@ def cmd_export(client, args):
     if args.output == "-":
         sys.stdout.buffer.write(data)
         return None
-    target = Path(args.output or name)
-    target.write_bytes(data)
+    # The site's suggested name is only a name: no folder of it is used.
+    target = Path(args.output) if args.output else Path(PurePath(name).name or "export")
+    try:
+        files.write_file(target.parent, target.name, data)
+    except files.UnsafePath as exc:
+        raise FactoryError(400, "invalid", f"{target} {exc.why}; links are not followed") from None
     print(f"Wrote {target} ({len(data)} bytes)")
     return None
 

@@ -24,6 +24,8 @@ from typing import Any, BinaryIO
 
 import httpx
 
+from factory_client import files
+
 DEFAULT_URL = "http://127.0.0.1:8000"
 log = logging.getLogger("factory_client")
 
@@ -196,10 +198,21 @@ class FactoryClient:
         self, attempt: int, file: str | Path | BinaryIO, kind: str, criteria=(), name: str = ""
     ) -> dict:
         """Upload a file (a path, or an open binary file with ``name``); it is streamed,
-        never read into memory whole."""
+        never read into memory whole. A path must name a regular file, not a link to one
+        (a repository's committed ``junit.xml -> ~/.ssh/id_rsa`` is not sent): refused
+        with ``invalid`` before anything is sent."""
         if isinstance(file, str | Path):
-            with Path(file).open("rb") as handle:
-                return self.evidence(attempt, handle, kind, criteria, name or Path(file).name)
+            path = Path(file)
+            try:
+                handle = files.open_read(path.parent, path.name)
+            except files.UnsafePath as exc:
+                raise FactoryError(
+                    400, "invalid", f"{path} {exc.why}; links are not followed"
+                ) from None
+            except OSError as exc:
+                raise FactoryError(400, "invalid", f"{path}: {exc.strerror}") from None
+            with handle:
+                return self.evidence(attempt, handle, kind, criteria, name or path.name)
         data = {"kind": kind}
         if criteria:
             data["criteria"] = ",".join(criteria)

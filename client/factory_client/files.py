@@ -41,7 +41,7 @@ class UnsafePath(Exception):
 
     def __init__(self, path: str, why: str):
         super().__init__(f"{path} {why}; links are not followed")
-        self.path = path
+        self.path, self.why = path, why
 
 
 def _names(relative: str | PurePosixPath) -> tuple[str, ...]:
@@ -188,17 +188,20 @@ def write_file(root: Path, relative: str, data: bytes | str) -> None:
         handle.write(data.encode() if isinstance(data, str) else data)
 
 
-def read_file(root: Path, relative: str) -> bytes | None:
-    """The bytes of ``root/relative``; None when it (or a directory on the way) does
-    not exist; ``UnsafePath`` when any name below ``root`` is a link or the file is not
-    a regular file with one name: nothing behind a link is read."""
+def open_read(root: Path, relative: str) -> BinaryIO:
+    """``root/relative`` opened for reading; ``FileNotFoundError`` when it (or a directory
+    on the way) does not exist; ``UnsafePath`` when any name below ``root`` is a link or
+    the file is not a regular file with one name: nothing behind a link is read."""
     names = _names(relative)
+    if BY_DESCRIPTOR:
+        return os.fdopen(_open_fd(Path(root), names, write=False), "rb")
+    return open(_file_by_name(Path(root), names, create=False), "rb")
+
+
+def read_file(root: Path, relative: str) -> bytes | None:
+    """The bytes of ``root/relative`` as ``open_read`` opens it; None when it is not there."""
     try:
-        if BY_DESCRIPTOR:
-            with os.fdopen(_open_fd(Path(root), names, write=False), "rb") as handle:
-                return handle.read()
-        path = _file_by_name(Path(root), names, create=False)
-        with open(path, "rb") as handle:
+        with open_read(root, relative) as handle:
             return handle.read()
     except (FileNotFoundError, NotADirectoryError):
         return None

@@ -16,7 +16,7 @@ import pytest
 from knox.models import AuthToken
 
 from decisions.models import Decision
-from tasks.models import Task
+from tasks.models import Attempt, Task
 from tests.factories import expire_lease
 
 FACTORY = str(Path(sys.executable).parent / "factory")
@@ -472,3 +472,45 @@ def test_a_manager_imports_a_folder_and_exports_it_back(live_server, flow, tmp_p
     assert (applied["state"], applied["report"]["counts"]["created"]) == ("applied", 19)
     assert exported.stdout.startswith(f"Wrote {tmp_path / 'd.zip'} (")
     assert Decision.objects.filter(project=flow.project).count() == 19
+
+
+@pytest.mark.django_db(transaction=True)
+def test_evidence_named_by_a_link_is_not_sent(live_server, flow, tmp_path):
+    flow.ready(title="A task")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (tmp_path / "junit.xml").symlink_to(secret)
+    attempt = factory_json(live_server, flow.agent, "claim")["attempt"]["id"]
+
+    run = factory(
+        live_server,
+        flow.agent,
+        "evidence",
+        str(attempt),
+        str(tmp_path / "junit.xml"),
+        "--kind",
+        "junit",
+    )
+
+    assert (run.returncode, run.stderr) == (
+        1,
+        f"invalid: {tmp_path / 'junit.xml'} is a link; links are not followed\n",
+    )
+    assert Attempt.objects.get(pk=attempt).evidence.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_export_is_not_written_through_a_link(live_server, flow, tmp_path):
+    kept = tmp_path / "authorized_keys"
+    kept.write_text("ssh-ed25519 AAAA owner\n")
+    (tmp_path / "d.zip").symlink_to(kept)
+
+    run = factory(
+        live_server, flow.agent, "export", "madr", "--project", "FM", "-o", str(tmp_path / "d.zip")
+    )
+
+    assert (run.returncode, run.stderr) == (
+        1,
+        f"invalid: {tmp_path / 'd.zip'} is a link; links are not followed\n",
+    )
+    assert kept.read_text() == "ssh-ed25519 AAAA owner\n"
