@@ -22,7 +22,6 @@ import functools
 import io
 import json
 import os
-import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any, BinaryIO, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
 
+from factory_client import files
 from factory_client.client import FactoryClient, FactoryError
 
 INSTRUCTIONS = """\
@@ -358,9 +358,9 @@ def open_in_workspace(workspace: Path, path: str) -> BinaryIO:
 
     ``path`` is relative to the workspace or absolute. Symlinks are resolved first and
     the real path must still lie under the workspace; the file is then opened one
-    directory at a time from the workspace with ``O_NOFOLLOW``, so a symlink swapped in
-    after the check cannot lead the open elsewhere. Devices, FIFOs and directories are
-    refused.
+    directory at a time from the workspace without following links (``files.open_read``),
+    so a symlink swapped in after the check cannot lead the open elsewhere. Devices,
+    FIFOs, directories and files with a second (hard) name are refused.
     """
     candidate = Path(path).expanduser()
     if not candidate.is_absolute():
@@ -368,29 +368,18 @@ def open_in_workspace(workspace: Path, path: str) -> BinaryIO:
     real = Path(os.path.realpath(candidate))
     if real != workspace and workspace not in real.parents:
         raise Refused(f"invalid: {path} is outside the workspace {workspace}")
-    parts = real.relative_to(workspace).parts
-    if not parts:
+    if real == workspace:
         raise Refused(f"invalid: {path} is a directory, not a file")
-    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
-    directory = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | nofollow)
     try:
-        for part in parts[:-1]:
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=directory)
-            os.close(directory)
-            directory = inner
-        # O_NONBLOCK: opening a FIFO must not hang; it is refused just below.
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NONBLOCK | nofollow, dir_fd=directory)
-    except FileNotFoundError:
+        return files.open_read(workspace, real.relative_to(workspace).as_posix())
+    except (FileNotFoundError, NotADirectoryError):
         raise Refused(f"invalid: no file at {path}") from None
+    except files.UnsafePath as exc:
+        if exc.why == "is not a regular file":
+            raise Refused(f"invalid: {path} is not a regular file") from None
+        raise Refused(f"invalid: {path} cannot be read safely: {exc}") from None
     except OSError as exc:
         raise Refused(f"invalid: {path} cannot be read safely ({exc.strerror})") from None
-    finally:
-        os.close(directory)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise Refused(f"invalid: {path} is not a regular file")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
 
 
 # --- the command ---------------------------------------------------------------------------

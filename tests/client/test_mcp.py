@@ -294,6 +294,26 @@ def test_a_symlinked_directory_out_of_the_workspace_is_not_followed(flow, tmp_pa
     assert Evidence.objects.count() == 0
 
 
+def test_a_hard_link_to_a_file_outside_the_workspace_is_refused(flow, tmp_path):
+    _, attempt = flow.claimed()
+    workspace, secret = tmp_path / "checkout", tmp_path / "id_rsa"
+    workspace.mkdir()
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    os.link(secret, workspace / "run.log")
+
+    async def steps(client):
+        return await call(client, "attach_evidence", attempt=attempt.pk, kind="log", path="run.log")
+
+    refused = run(flow.agent, steps, workspace=workspace)
+
+    assert refused == (
+        True,
+        "invalid: run.log cannot be read safely: "
+        "run.log has another name (a hard link); links are not followed",
+    )
+    assert Evidence.objects.count() == 0
+
+
 def test_a_symlink_that_stays_inside_the_workspace_is_read(flow, tmp_path):
     _, attempt = flow.claimed()
     (tmp_path / "build").mkdir()
