@@ -197,7 +197,7 @@ def cmd_export(client, args):
     try:
         files.write_file(target.parent, target.name, data)
     except files.UnsafePath as exc:
-        raise FactoryError(400, "invalid", f"{target} {exc.why}; links are not followed") from None
+        raise FactoryError(400, "invalid", exc.naming(str(target))) from None
     print(f"Wrote {target} ({len(data)} bytes)")
     return None
 

@@ -206,9 +206,7 @@ class FactoryClient:
             try:
                 handle = files.open_read(path.parent, path.name)
             except files.UnsafePath as exc:
-                raise FactoryError(
-                    400, "invalid", f"{path} {exc.why}; links are not followed"
-                ) from None
+                raise FactoryError(400, "invalid", exc.naming(str(path))) from None
             except OSError as exc:
                 raise FactoryError(400, "invalid", f"{path}: {exc.strerror}") from None
             with handle:

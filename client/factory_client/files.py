@@ -40,8 +40,12 @@ class UnsafePath(Exception):
     the part of it (relative to ``root``) that was refused."""
 
     def __init__(self, path: str, why: str):
-        super().__init__(f"{path} {why}; links are not followed")
         self.path, self.why = path, why
+        super().__init__(self.naming(path))
+
+    def naming(self, shown: str) -> str:
+        """The refusal, naming the path as ``shown`` (as the caller was given it)."""
+        return f"{shown} {self.why}" + ("; links are not followed" if "link" in self.why else "")
 
 
 def _names(relative: str | PurePosixPath) -> tuple[str, ...]:

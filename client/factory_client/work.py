@@ -309,12 +309,20 @@ class TaskRun:
 
     def _write(self, name: str, text: str) -> None:
         """Write ``.factory/NAME`` in the workspace, never through a link (``UnsafePath``)."""
-        files.write_file(self.workspace, f"{FACTORY_DIR}/{name}", text)
+        try:
+            files.write_file(self.workspace, f"{FACTORY_DIR}/{name}", text)
+        except OSError as exc:
+            said = f"{FACTORY_DIR}/{name} cannot be written ({exc.strerror})"
+            raise Stop(EXIT_RELEASED, said) from None
 
     def _read(self, name: str) -> bytes | None:
         """``.factory/NAME`` as the agent left it (None: not there), never read through a
         link: what a link leads to must not reach the server (``UnsafePath``)."""
-        return files.read_file(self.workspace, f"{FACTORY_DIR}/{name}")
+        try:
+            return files.read_file(self.workspace, f"{FACTORY_DIR}/{name}")
+        except OSError as exc:  # the agent made it unreadable: say so, rather than crash
+            said = f"{FACTORY_DIR}/{name} cannot be read ({exc.strerror})"
+            raise Stop(EXIT_RELEASED, said) from None
 
     @staticmethod
     def _digest(content: bytes | None) -> str | None:

@@ -11,6 +11,7 @@ wipe        fix, then delete .factory/
 nothing     change nothing
 blocked     write .factory/blocked.md
 link NAME   fix, then make .factory/NAME a link to $AGENT_LINK_TARGET
+fifo NAME   fix, then make .factory/NAME a FIFO (a read of it would wait for ever)
 """
 
 import json
@@ -69,3 +70,7 @@ elif mode == "link":
     fix()
     Path(".factory", sys.argv[2]).unlink(missing_ok=True)
     Path(".factory", sys.argv[2]).symlink_to(os.environ["AGENT_LINK_TARGET"])
+elif mode == "fifo":
+    fix()
+    Path(".factory", sys.argv[2]).unlink(missing_ok=True)
+    os.mkfifo(Path(".factory", sys.argv[2]))

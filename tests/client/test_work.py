@@ -525,6 +525,22 @@ def test_a_link_the_agent_leaves_in_factory_is_not_read(live_server, project, cl
     assert "SECRET" not in run.stdout
 
 
+def test_a_fifo_the_agent_leaves_as_its_summary_is_refused_without_waiting(
+    live_server, project, clone
+):
+    task = project.ready(title="A task", allowed_paths=["**"])
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fifo", "summary.md", timeout=60)
+
+    assert run.returncode == 4, run.stdout + run.stderr
+    attempt = Attempt.objects.get(task=task)
+    assert (attempt.state, attempt.end_reason, attempt.summary) == (
+        "released",
+        ".factory/summary.md is not a regular file",
+        "",
+    )
+
+
 def test_junit_behind_a_committed_link_is_not_attached(
     live_server, project, clone, upstream, origin, secret
 ):
