@@ -460,12 +460,15 @@ def _report(text: str, gate: str, *, error: bool = False) -> tuple[bytes, str, s
 def gate_run_execute(*, run: GateRun) -> GateRun:
     """Run one gate on its attempt's artifacts and record the verdict; idempotent.
 
-    A finished run is left as it is. A gate that raises is re-queued with a back-off
-    until ``FACTORY_GATE_MAX_TRIES`` is spent, then finishes as ``error`` with the
-    traceback as its report; a gate that overruns its time limit finishes the same
-    way. Once the run has finished (now or before: a re-delivered job), the seam
-    ``gate_run_finished`` tells the app above, which concludes the attempt when every
-    gate of it has finished.
+    A finished run is left as it is, and so is a run another delivery of its job is
+    running within its time limit and grace (``_allowed_seconds``): a re-delivered job
+    never runs a gate twice at once (the runner: never a second sandbox). One running
+    longer is re-queued and run again, counting a try. A gate that raises is re-queued
+    with a back-off until ``FACTORY_GATE_MAX_TRIES`` is spent, then finishes as
+    ``error`` with the traceback as its report; a gate that overruns its time limit
+    finishes the same way. Once the run has finished (now or before: a re-delivered
+    job), the seam ``gate_run_finished`` tells the app above, which concludes the
+    attempt when every gate of it has finished.
     """
     run = GateRun.objects.select_related("attempt__task", "attempt__spec_version__spec").get(
         pk=run.pk
@@ -473,6 +476,16 @@ def gate_run_execute(*, run: GateRun) -> GateRun:
     attempt = run.attempt
     if run.state == GateRunState.QUEUED and _waiting(run):
         return run  # sent again when the gate it waits for finishes
+    if run.state == GateRunState.RUNNING:
+        allowed = timedelta(seconds=_allowed_seconds(run.gate))
+        if run.started_at is not None and timezone.now() - run.started_at <= allowed:
+            return run  # its job is at work elsewhere; the reconciler watches the time
+        try:
+            run = gate_run_requeue(
+                run=run, reason="delivered again past its time limit; running it again"
+            )
+        except ServiceError:
+            return run  # moved on meanwhile (finished, or re-queued by the reconciler)
     if run.state not in FINISHED_GATE_STATES:
         if run.state == GateRunState.QUEUED and run.tries >= settings.FACTORY_GATE_MAX_TRIES:
             # Its worker died (or overran) on every try: give up, as a failure.
@@ -486,8 +499,10 @@ def gate_run_execute(*, run: GateRun) -> GateRun:
                 report=_report(reason, run.gate, error=True),
             )
         else:
-            if run.state == GateRunState.QUEUED:
+            try:
                 run = gate_run_start(run=run)
+            except ServiceError:
+                return run  # another delivery started it a moment ago
             _check(run, registry().get(run.gate), SoftTimeLimitExceeded)
     run.refresh_from_db()
     if run.state in FINISHED_GATE_STATES:
@@ -554,6 +569,14 @@ def _dispatch(run_id: int, gate: str, countdown: float | None = None) -> None:
     enqueue(known.job if known is not None else GATE_RUN_JOB, run_id, countdown=countdown)
 
 
+def _allowed_seconds(gate: str) -> int:
+    """How long a run of ``gate`` may be running before its worker counts as lost: the
+    gate's time limit plus ``FACTORY_GATE_GRACE_SECONDS``."""
+    known = registry().get(gate)
+    limit = known.time_limit if known is not None else settings.FACTORY_GATE_TIME_LIMIT
+    return limit + settings.FACTORY_GATE_GRACE_SECONDS
+
+
 def gate_runs_reconcile() -> dict:
     """Bring every unfinished gate run forward from what the database says.
 
@@ -563,13 +586,14 @@ def gate_runs_reconcile() -> dict:
     site's reconciler (``tasks.services.reconcile``) calls it.
     """
     now = timezone.now()
-    grace = settings.FACTORY_GATE_GRACE_SECONDS
     # Each gate may run for its own time limit (the runner's is longer) plus the grace.
-    overdue = Q(started_at__lt=now - timedelta(seconds=settings.FACTORY_GATE_TIME_LIMIT + grace))
-    for name, gate in registry().items():
-        if gate.time_limit != settings.FACTORY_GATE_TIME_LIMIT:
+    default = _allowed_seconds("")
+    overdue = Q(started_at__lt=now - timedelta(seconds=default))
+    for name in registry():
+        allowed = _allowed_seconds(name)
+        if allowed != default:
             overdue = (overdue & ~Q(gate=name)) | Q(
-                gate=name, started_at__lt=now - timedelta(seconds=gate.time_limit + grace)
+                gate=name, started_at__lt=now - timedelta(seconds=allowed)
             )
     stuck = GateRun.objects.filter(overdue, state=GateRunState.RUNNING)
     counts = {"gate_runs_requeued": 0, "gate_runs_redispatched": 0}

@@ -392,6 +392,45 @@ def test_the_gate_job_runs_a_queued_run_when_called_directly(flow, reports, diff
     assert states(task, attempt) == ("in_review", "passed")
 
 
+@pytest.mark.django_db
+def test_a_job_delivered_again_while_its_run_is_running_leaves_it_to_its_worker(
+    flow, reports, diffs
+):
+    flow.gates({"tests-pass": {}})
+    task, attempt = flow.claimed()
+    evidence_for(flow, attempt, reports, diffs)
+    submit(attempt)
+    run = services.gate_run_start(run=GateRun.objects.get(attempt=attempt))  # at work elsewhere
+    events = Event.objects.count()
+
+    jobs.gate_run_job(run.pk)
+    jobs.gate_run_job(run.pk)
+
+    run.refresh_from_db()
+    assert (run.state, run.tries, Event.objects.count()) == ("running", 1, events)
+    assert states(task, attempt) == ("checking", "checking")
+
+
+@pytest.mark.django_db
+def test_a_job_delivered_again_past_its_runs_time_limit_runs_it_again(
+    flow, reports, diffs, settings
+):
+    flow.gates({"tests-pass": {}})
+    task, attempt = flow.claimed()
+    evidence_for(flow, attempt, reports, diffs)
+    submit(attempt)
+    run = services.gate_run_start(run=GateRun.objects.get(attempt=attempt))
+    limit = settings.FACTORY_GATE_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS
+    GateRun.objects.filter(pk=run.pk).update(started_at=overdue(limit + 1))
+
+    jobs.gate_run_job(run.pk)
+
+    run.refresh_from_db()
+    assert (run.state, run.tries, run.summary) == ("passed", 2, "3 tests passed")
+    assert transitions_of(run) == ["queue", "start", "requeue", "start", "succeed"]
+    assert states(task, attempt) == ("in_review", "passed")
+
+
 # --- Two gates finishing at once ----------------------------------------------------------------
 
 
