@@ -338,6 +338,11 @@ FACTORY_RUNNER_REPORT_MAX_BYTES = env_int("FACTORY_RUNNER_REPORT_MAX_BYTES", 64 
 # network). projects.verify.check_repository_location applies both, at save and fetch.
 FACTORY_LOCAL_REPOSITORY_ROOTS = env_list("FACTORY_LOCAL_REPOSITORY_ROOTS")
 FACTORY_REPOSITORY_ALLOW_PRIVATE = env_bool("FACTORY_REPOSITORY_ALLOW_PRIVATE", DEBUG)
+# The largest tree the runner checks out (every file's size summed, before the checkout);
+# a commit over it fails the runner's gate, saying so.
+FACTORY_RUNNER_MAX_CHECKOUT_BYTES = env_int(
+    "FACTORY_RUNNER_MAX_CHECKOUT_BYTES", 2 * 1024 * 1024 * 1024
+)
 # Extra directories the sandbox sees read-only (a shared toolchain: /opt/venvs/ci).
 FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
 # A verification's whole job (fetch, setup, test, collect) stops after this long; the

@@ -4,10 +4,13 @@
 the ``verify`` queue, and stores what it measured (JUnit, coverage, its own diff and
 its log) as ``runner`` evidence, which is authoritative: tests-pass, coverage and
 diff-scope then decide on it (``evidence.models.decisive``). Its own verdict passes
-when the test command passed at the commit and wrote its reports. When nothing could
-be measured after every try (the repository unreachable, the commit unknown, no
-sandbox), a required runner is an ``error``; an optional one passes as "not verified"
-and the other gates decide on what was uploaded.
+when the test command passed at the commit and wrote its reports. A commit it cannot
+verify as it stands (no history shared with the default branch, a tree it cannot or may
+not check out) fails it at once, required or not, naming what is wrong; an unknown
+commit is retried (it may be pushed late) and then fails it too. Only the server's own
+trouble after every try (the repository unreachable, no sandbox: ``RunnerUnavailable``)
+lets an optional runner pass as "not verified", so the other gates decide on what was
+uploaded; a required runner is then an ``error``, and so is any other crash.
 """
 
 from django.conf import settings
@@ -18,7 +21,7 @@ from decisions.models import Check
 from evidence.gates import Attachment, Gate, Verdict, test_ids
 from evidence.models import Kind, Provenance
 from evidence.parsers import junit_cases, summarize
-from runner.verify import CommitNotFound, Result, RunnerUnavailable, verify
+from runner.verify import CommitNotFound, CommitRefused, Result, RunnerUnavailable, verify
 
 FAILED_NAMED = 5
 
@@ -46,16 +49,23 @@ class RunnerGate(Gate):
             return Verdict(False, "the submission names no commit to verify", {"verified": False})
         if not project.verify or not project.repository_url:
             raise RunnerUnavailable("the project has no repository or verify block to run")
-        result = verify(project=project, commit=commit)
+        try:
+            result = verify(project=project, commit=commit)
+        except CommitNotFound:
+            raise  # tried again: the push may not have arrived yet
+        except CommitRefused as exc:
+            return _refused(exc)
         return self.verdict(attempt, result)
 
     def gave_up(self, error, params):
         if params.get("required"):
             return None
-        if isinstance(error, CommitNotFound):
+        if isinstance(error, CommitRefused):
             # The submission's fault, not the machine's: an optional runner must not be
             # skipped by naming a commit that was never pushed.
-            return Verdict(False, str(error)[:2000], {"verified": False, "error": str(error)})
+            return _refused(error)
+        if not isinstance(error, RunnerUnavailable):
+            return None  # not known to be the server's trouble: an error, never a pass
         return Verdict(
             True,
             f"not verified (the runner is optional): {error}"[:2000],
@@ -126,6 +136,10 @@ class RunnerGate(Gate):
             ]
         )
         return Verdict(result.passed, summary[:2000], details, report, attachments)
+
+
+def _refused(error: CommitRefused) -> Verdict:
+    return Verdict(False, str(error)[:2000], {"verified": False, "error": str(error)[:2000]})
 
 
 def _counts(tests: dict) -> str:

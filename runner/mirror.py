@@ -5,15 +5,22 @@ the mirror under an exclusive file lock, so concurrent runs of one project share
 never clone twice. A commit is checked out of the mirror into a fresh workspace whose
 objects are hard links to the mirror's; the sandbox never sees the mirror. git runs
 with no user or system configuration, no terminal prompts and no ``ext::`` transport.
-Every failure is a ``GitError`` carrying git's own message.
+Every failure is a ``GitError`` carrying git's own message; what is wrong with the
+commit itself (rather than with this machine or the repository's address) is a
+``BadCommit``. No git output is held whole: it is read a piece at a time and git is
+stopped at a limit.
 """
 
+import codecs
 import fcntl
+import logging
 import os
+import selectors
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,7 +29,17 @@ from django.conf import settings
 from projects.errors import Conflict
 from projects.verify import check_repository_location
 
+logger = logging.getLogger(__name__)
+
 GIT_TIMEOUT = 600
+# What ``git()`` keeps of a command's output (hashes, names, a config value) and of its
+# messages: a command that prints more is stopped, so no repository can fill the memory.
+OUTPUT_LIMIT = 1024 * 1024
+MESSAGE_KEPT = 2000
+CHUNK = 64 * 1024
+# A record of ``git ls-tree`` longer than this (a path of that many bytes) is refused
+# rather than buffered.
+RECORD_LIMIT = 64 * 1024
 # Only git's own transports; ext:: and other helpers would run commands on this machine.
 PROTOCOLS = [
     "-c",
@@ -36,11 +53,22 @@ PROTOCOLS = [
 
 
 class GitError(RuntimeError):
-    """git refused or failed; the message is git's own, trimmed."""
+    """git refused or failed; the message is git's own, trimmed; ``returncode`` its exit code
+    (None when it never finished)."""
+
+    def __init__(self, message: str, returncode: int | None = None):
+        super().__init__(message)
+        self.returncode = returncode
 
 
 class UnknownCommit(GitError):
     """The repository was fetched, but the commit is not in it."""
+
+
+class BadCommit(GitError):
+    """The commit is in the repository, but git cannot verify it as it stands (no history
+    shared with the default branch, a tree this machine cannot or may not check out): the
+    commit's fault, never the machine's."""
 
 
 def _env() -> dict:
@@ -57,22 +85,84 @@ def _env() -> dict:
     }
 
 
-def git(
-    *args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT, config: list[str] = ()
-) -> str:
-    """Run git (with ``config``, ``-c`` options, before the command); its output, or
-    ``GitError`` with what git said."""
-    argv = ["git", *PROTOCOLS, "-c", "core.hooksPath=/dev/null", *config, *args]
+def stream(
+    *args: str, sink: Callable[[bytes], bool], cwd: Path | None = None, timeout: int = GIT_TIMEOUT
+) -> bool:
+    """Run git, handing its output to ``sink`` a piece at a time as it comes.
+
+    ``sink`` returns False to have git stopped there (killed: nothing more is read).
+    Returns whether it was stopped so; raises ``GitError`` when git fails or outlives
+    ``timeout`` (it is killed then too). Only the last ``MESSAGE_KEPT`` bytes of git's
+    messages are kept.
+    """
+    argv = ["git", *PROTOCOLS, "-c", "core.hooksPath=/dev/null", *args]
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + timeout
+    command = _command(args)
+    said, stopped = b"", False
     try:
-        done = subprocess.run(
-            argv, cwd=cwd, env=_env(), capture_output=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} took longer than {timeout} s") from None
-    if done.returncode != 0:
-        message = done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
-        raise GitError(f"git {args[0]}: {message[-2000:]}")
-    return done.stdout.decode(errors="replace")
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(process.stderr, selectors.EVENT_READ)
+            while selector.get_map() and not stopped:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise GitError(f"git {command} took longer than {timeout} s")
+                for key, _ in selector.select(left):
+                    # os.read, not the file's read: it returns what the pipe holds now.
+                    piece = os.read(key.fd, CHUNK)
+                    if not piece:
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is process.stderr:
+                        said = (said + piece)[-MESSAGE_KEPT:]
+                    elif not sink(piece):
+                        stopped = True
+                        break
+        if stopped:
+            return True
+        try:
+            code = process.wait(max(deadline - time.monotonic(), 0.001))
+        except subprocess.TimeoutExpired:
+            raise GitError(f"git {command} took longer than {timeout} s") from None
+        if code != 0:
+            message = said.decode(errors="replace").strip() or f"exit {code}"
+            raise GitError(f"git {command}: {message}", code)
+        return False
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        process.stdout.close()
+        process.stderr.close()
+
+
+def _command(args) -> str:
+    """The git command ``args`` run, past any ``-c name=value``."""
+    rest = list(args)
+    while rest[:1] == ["-c"]:
+        del rest[:2]
+    return rest[0] if rest else "git"
+
+
+def git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str:
+    """Run git; its output (at most ``OUTPUT_LIMIT`` bytes), or ``GitError`` with what git
+    said. For commands whose output is short by nature: hashes, names, a setting."""
+    out = bytearray()
+
+    def keep(piece: bytes) -> bool:
+        out.extend(piece)
+        return len(out) <= OUTPUT_LIMIT
+
+    if stream(*args, sink=keep, cwd=cwd, timeout=timeout):
+        raise GitError(f"git {_command(args)} printed more than {OUTPUT_LIMIT} bytes; stopped")
+    return out.decode(errors="replace")
 
 
 def root() -> Path:
@@ -136,7 +226,7 @@ def mirror(project) -> tuple[Path, str]:
 
 
 def resolve(path: Path, commit: str) -> str:
-    """The full hash of ``commit`` in the mirror, or ``GitError`` saying it is not there."""
+    """The full hash of ``commit`` in the mirror, or ``UnknownCommit`` saying it is not there."""
     try:
         return git(
             "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}", cwd=path
@@ -145,6 +235,97 @@ def resolve(path: Path, commit: str) -> str:
         raise UnknownCommit(
             f"commit {commit} is not in the repository (fetched just now); was it pushed?"
         ) from None
+
+
+def merge_base(path: Path, branch: str, sha: str) -> str:
+    """The merge base of the default branch ``branch`` and ``sha``.
+
+    ``BadCommit`` when they share no history (an orphan commit); ``GitError`` when the
+    repository has no such branch (the project's setting, not the commit, is wrong).
+    """
+    try:
+        git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"refs/heads/{branch}", cwd=path
+        )
+    except GitError:
+        raise GitError(
+            f"the repository has no default branch {branch!r} to diff against; "
+            "check the project's default_branch"
+        ) from None
+    try:
+        return git("merge-base", "--end-of-options", f"refs/heads/{branch}", sha, cwd=path).strip()
+    except GitError as exc:
+        # git merge-base exits 1, saying nothing, when there is no merge base at all.
+        if exc.returncode == 1:
+            raise BadCommit(
+                f"commit {sha[:12]} shares no history with the default branch {branch!r} "
+                "(no merge base): base the change on the default branch"
+            ) from None
+        raise BadCommit(f"commit {sha[:12]}: {exc}") from None
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
+def _shown(name: bytes) -> str:
+    text = name.decode(errors="replace")
+    return text if len(text) <= 60 else f"{text[:60]}…"
+
+
+def tree_size(path: Path, sha: str, *, limit: int) -> int:
+    """The bytes a checkout of ``sha`` writes (every file's size), read without checking out.
+
+    ``BadCommit`` when the tree is over ``limit`` bytes, or holds a file name or a path
+    longer than the workspaces' file system allows (the checkout could not write it).
+    ``git ls-tree`` is read a record at a time, so a tree of any size costs no memory.
+    """
+    folder = _directory("workspaces")
+    name_max = os.pathconf(folder, "PC_NAME_MAX")
+    # Room for the workspace's own name and "src/" below the workspaces folder.
+    path_max = os.pathconf(folder, "PC_PATH_MAX") - len(os.fsencode(folder)) - 64
+    total = 0
+    pending = b""
+    refused = []
+
+    def read(piece: bytes) -> bool:
+        nonlocal total, pending
+        records = (pending + piece).split(b"\0")
+        pending = records.pop()
+        if len(pending) > RECORD_LIMIT:
+            refused.append(f"the commit's tree has a path longer than {RECORD_LIMIT} bytes")
+            return False
+        for record in records:
+            info, _, name = record.partition(b"\t")
+            size = info.split()[-1]
+            total += int(size) if size.isdigit() else 0  # a submodule ("-") writes nothing
+            longest = max(name.split(b"/"), key=len)
+            if len(longest) > name_max:
+                refused.append(
+                    f"the commit's tree has a file name of {len(longest)} bytes "
+                    f"({_shown(longest)}), longer than the {name_max} this file system allows"
+                )
+            elif len(name) > path_max:
+                refused.append(
+                    f"the commit's tree has a path of {len(name)} bytes ({_shown(name)}), "
+                    f"longer than the {path_max} the runner can check out"
+                )
+            if refused:
+                return False
+        return True
+
+    try:
+        stream("ls-tree", "-r", "-l", "-z", "--full-tree", sha, sink=read, cwd=path)
+    except GitError as exc:
+        raise BadCommit(f"the tree of commit {sha[:12]} cannot be read: {exc}") from None
+    if refused:
+        raise BadCommit(refused[0])
+    if total > limit:
+        raise BadCommit(
+            f"the commit's tree is {_megabytes(total)}, over the limit of {_megabytes(limit)} "
+            "(FACTORY_RUNNER_MAX_CHECKOUT_BYTES)"
+        )
+    return total
 
 
 def checkout(path: Path, sha: str, *, owner: int | None) -> Path:
@@ -156,23 +337,30 @@ def checkout(path: Path, sha: str, *, owner: int | None) -> Path:
     worker) the object files are hard links to the mirror's, which stay the mirror
     owner's and read-only; otherwise the sandbox's user owns the mirror too, and the
     objects are copied, so nothing it does can reach the mirror.
+
+    ``BadCommit`` when git cannot check the commit out (a path git refuses to write);
+    ``GitError`` when the workspace could not be made at all (this machine's trouble).
+    Size the tree with ``tree_size`` first: the checkout itself writes what the tree holds.
     """
     workspace = Path(tempfile.mkdtemp(dir=_directory("workspaces"), prefix=f"{int(time.time())}-"))
     linked = "--local" if owner is not None else "--no-hardlinks"
     try:
         git("clone", "--quiet", linked, "--no-checkout", str(path), str(workspace / "src"))
-        git(
-            "-c",
-            "advice.detachedHead=false",
-            "checkout",
-            "--quiet",
-            "--detach",
-            sha,
-            cwd=workspace / "src",
-        )
+        try:
+            git(
+                "-c",
+                "advice.detachedHead=false",
+                "checkout",
+                "--quiet",
+                "--detach",
+                sha,
+                cwd=workspace / "src",
+            )
+        except GitError as exc:
+            raise BadCommit(f"commit {sha[:12]} cannot be checked out: {exc}") from None
         if owner is not None:
             _give(workspace, owner)
-    except Exception:
+    except BaseException:
         remove(workspace)
         raise
     return workspace
@@ -189,28 +377,39 @@ def _give(workspace: Path, owner: int) -> None:
                 os.lchown(entry, owner, owner)
 
 
-def diff(path: Path, branch: str, sha: str, *, limit: int) -> tuple[bytes, str]:
-    """``git diff`` from the merge base of ``branch`` and ``sha`` to ``sha``, cut at ``limit``.
+def diff(path: Path, base: str, sha: str, *, limit: int) -> tuple[bytes, bool]:
+    """``git diff`` from ``base`` to ``sha`` as UTF-8 (an invalid byte becomes U+FFFD), and
+    whether it was cut at ``limit`` bytes.
 
-    Returns the diff and the merge base it starts from.
+    Read a piece at a time and git stopped at the limit, so a diff of any size costs at
+    most ``limit`` bytes here. ``BadCommit`` when git cannot diff the commit.
     """
+    out = bytearray()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def keep(piece: bytes) -> bool:
+        out.extend(decoder.decode(piece).encode())
+        return len(out) <= limit
+
     try:
-        base = git("merge-base", "--end-of-options", f"refs/heads/{branch}", sha, cwd=path).strip()
+        cut = stream(
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--full-index",
+            base,
+            sha,
+            sink=keep,
+            cwd=path,
+        )
     except GitError as exc:
-        raise GitError(
-            f"no merge base between the default branch {branch!r} and {sha[:12]}: {exc}"
-        ) from None
-    out = git(
-        "diff",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--full-index",
-        base,
-        sha,
-        cwd=path,
-    ).encode()
-    return out[:limit], base
+        raise BadCommit(f"commit {sha[:12]} cannot be diffed: {exc}") from None
+    if not cut:
+        out.extend(decoder.decode(b"", final=True).encode())
+        cut = len(out) > limit
+    del out[limit:]
+    return bytes(out), cut
 
 
 def remove(workspace: Path) -> None:

@@ -4,10 +4,13 @@
 computes the diff from the merge base with the default branch itself, runs the verify
 block's setup commands (with the network if the project allows it) and its test command
 (never with the network) in the sandbox, and reads the reports the test wrote. It
-returns what it measured as a ``Result``; what could not be measured at all (the
-repository unreachable, the commit unknown, no sandbox on this machine) is a
-``RunnerUnavailable``, which the gate machinery retries with back-off. The workspace is
-gone when ``verify`` returns, however it ends.
+returns what it measured as a ``Result``. What went wrong is told apart by what it is:
+the server's own trouble (the repository unreachable, no sandbox, no disk room) is a
+``RunnerUnavailable``, which the gate machinery retries with back-off; anything about
+the submitted commit (not in the repository, no history shared with the default branch,
+a tree that cannot or may not be checked out) is a ``CommitRefused`` saying what is
+wrong. The workspace is gone when ``verify`` returns, however it ends (or, if it
+cannot be removed, left for the sweep; that never changes the result).
 """
 
 import io
@@ -24,10 +27,16 @@ from runner.sandbox import Limits, SandboxUnavailable, sandbox
 
 
 class RunnerUnavailable(RuntimeError):
-    """Nothing could be measured: the message says why (git's own words, or the sandbox's)."""
+    """The server's own trouble: nothing could be measured, and the submitted commit is not
+    to blame. The message says why (git's own words, or the sandbox's)."""
 
 
-class CommitNotFound(RunnerUnavailable):
+class CommitRefused(RuntimeError):
+    """The submitted commit cannot be verified as it stands; the message says what is wrong
+    with it. The submission's fault, never the machine's."""
+
+
+class CommitNotFound(CommitRefused):
     """The repository answered, but the submitted commit is not in it (not pushed, or made up)."""
 
 
@@ -68,16 +77,31 @@ def verify(*, project, commit: str) -> Result:
         box.check()
         _check_reachable(git.root())
         path, how = git.mirror(project)
+    except (git.GitError, SandboxUnavailable) as exc:
+        raise RunnerUnavailable(str(exc)) from exc
+    limit = settings.FACTORY_RUNNER_REPORT_MAX_BYTES
+    try:
         sha = git.resolve(path, commit)
-        diff, base = git.diff(
-            path, project.default_branch, sha, limit=settings.FACTORY_RUNNER_REPORT_MAX_BYTES
-        )
+        base = git.merge_base(path, project.default_branch, sha)
+        size = git.tree_size(path, sha, limit=settings.FACTORY_RUNNER_MAX_CHECKOUT_BYTES)
+        _check_room(size)
+        diff, cut = git.diff(path, base, sha, limit=limit)
         workspace = git.checkout(path, sha, owner=_owner())
     except git.UnknownCommit as exc:
         raise CommitNotFound(str(exc)) from exc
-    except (git.GitError, SandboxUnavailable) as exc:
+    except git.BadCommit as exc:
+        raise CommitRefused(str(exc)) from exc
+    except git.GitError as exc:
         raise RunnerUnavailable(str(exc)) from exc
     result = Result(commit=sha, base=base, mirror=how, diff=diff)
+    if cut:
+        # A cut diff could end on a file's boundary and parse: diff-scope would never see
+        # the files past the cut.
+        result.problems.append(
+            f"the diff from the merge base is over {limit} bytes "
+            "(FACTORY_RUNNER_REPORT_MAX_BYTES); it is cut there, so the files past the cut "
+            "cannot be checked"
+        )
     started = time.monotonic()
     try:
         _forget_committed_reports(project.verify, workspace / "src")
@@ -88,6 +112,17 @@ def verify(*, project, commit: str) -> Result:
         git.remove(workspace)
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def _check_room(size: int) -> None:
+    """The workspaces' disk must hold the checkout; if it cannot, that is this machine's
+    fault, not the commit's (which is within the size limit)."""
+    disk = os.statvfs(git.root())
+    free = disk.f_bavail * disk.f_frsize
+    if free < size:
+        raise RunnerUnavailable(
+            f"FACTORY_RUNNER_ROOT ({git.root()}) has {free} bytes free; the checkout needs {size}"
+        )
 
 
 def _forget_committed_reports(block: dict, src: Path) -> None:

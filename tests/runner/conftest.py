@@ -102,3 +102,50 @@ def hostile(repository):
         return project_for(repository.url, **verify), sha
 
     return make
+
+
+def git_in(path: Path, *args: str, input: bytes | None = None) -> str:
+    """Run git in the repository at ``path`` (as the tests' author); its output."""
+    done = subprocess.run(
+        ["git", *args], cwd=path, env=GIT_ENV, input=input, capture_output=True, check=True
+    )
+    return done.stdout.decode().strip()
+
+
+def orphan_commit(path: Path, like: str, branch: str = "orphan") -> str:
+    """A commit with ``like``'s tree and no parent (no merge base with anything), on ``branch``."""
+    sha = git_in(path, "commit-tree", f"{like}^{{tree}}", "-m", "orphan")
+    git_in(path, "update-ref", f"refs/heads/{branch}", sha)
+    return sha
+
+
+TEXT_LINES = b"".join(b"line %06d of a file too big to read whole\n" % n for n in range(1000))
+
+
+def commit_files(path: Path, parent: str, files: dict, branch: str = "plumbed") -> str:
+    """A child of ``parent`` adding ``files`` (path: bytes, or a size for that many bytes of
+    text), on ``branch``; its hash.
+
+    Streamed into ``git fast-import``: no file is written here, so names this file system
+    refuses and files of any size cost nothing but git's own compression.
+    """
+    with subprocess.Popen(
+        ["git", "fast-import", "--quiet"], cwd=path, env=GIT_ENV, stdin=subprocess.PIPE
+    ) as importer:
+        write = importer.stdin.write
+        write(f"commit refs/heads/{branch}\n".encode())
+        write(b"committer Tester <tester@example.com> 0 +0000\ndata 7\nplumbed\n")
+        write(f"from {parent}\n".encode())
+        for name, content in files.items():
+            size = content if isinstance(content, int) else len(content)
+            write(f"M 100644 inline {name}\ndata {size}\n".encode())
+            if isinstance(content, bytes):
+                write(content)
+            else:
+                while content:
+                    write(TEXT_LINES[:content])
+                    content -= min(content, len(TEXT_LINES))
+            write(b"\n")
+        importer.stdin.close()
+    assert importer.returncode == 0
+    return git_in(path, "rev-parse", f"refs/heads/{branch}")

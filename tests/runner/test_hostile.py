@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from runner.verify import RunnerUnavailable, verify
+from runner import mirror
+from runner.verify import CommitNotFound, CommitRefused, RunnerUnavailable, verify
+from tests.evidence.test_memory import Peak
+from tests.runner.conftest import commit_files, orphan_commit
 
 NO_JUNIT = "JUnit report: the test command wrote nothing at reports/junit.xml"
 TIMED_OUT = "the test command stopped after its time limit (5 s)"
@@ -331,11 +334,11 @@ def test_a_report_linked_outside_the_repository_is_refused(hostile, runner_root,
     assert workspaces(runner_root) == []
 
 
-def test_an_unknown_commit_is_unavailable_naming_it(hostile, runner_root):
+def test_an_unknown_commit_is_the_commits_fault_naming_it(hostile, runner_root):
     project, _ = hostile({"test.py": WRITE_JUNIT})
     unknown = "0123456789abcdef0123456789abcdef01234567"
 
-    with pytest.raises(RunnerUnavailable) as raised:
+    with pytest.raises(CommitNotFound) as raised:
         verify(project=project, commit=unknown)
 
     assert str(raised.value) == (
@@ -471,3 +474,105 @@ def test_a_repository_that_redirects_is_not_followed(hostile, runner_root):
         server.shutdown()
 
     assert [path.split("?")[0] for path in asked] == ["/repo.git/info/refs"]
+
+
+def test_an_orphan_commit_is_refused_naming_it(hostile, repository, runner_root):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    orphan = orphan_commit(repository.path, sha)
+
+    with pytest.raises(CommitRefused) as raised:
+        verify(project=project, commit=orphan)
+
+    assert str(raised.value) == (
+        f"commit {orphan[:12]} shares no history with the default branch 'main' "
+        "(no merge base): base the change on the default branch"
+    )
+    assert workspaces(runner_root) == []
+
+
+def test_a_300_character_file_name_is_refused_naming_it(hostile, repository, runner_root):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    long = commit_files(repository.path, sha, {"a" * 300: b"x\n"})
+
+    with pytest.raises(CommitRefused) as raised:
+        verify(project=project, commit=long)
+
+    assert str(raised.value) == (
+        f"the commit's tree has a file name of 300 bytes ({'a' * 60}…), "
+        "longer than the 255 this file system allows"
+    )
+    assert workspaces(runner_root) == []
+
+
+def test_a_path_git_will_not_check_out_is_refused_naming_it(hostile, repository, runner_root):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    sneaky = commit_files(repository.path, sha, {"sub/.git/config": b"[core]\n"})
+
+    with pytest.raises(CommitRefused) as raised:
+        verify(project=project, commit=sneaky)
+
+    assert str(raised.value) == (
+        f"commit {sneaky[:12]} cannot be checked out: "
+        "git checkout: error: invalid path 'sub/.git/config'"
+    )
+    assert workspaces(runner_root) == []
+
+
+def test_a_tree_over_the_checkout_limit_is_refused_before_checkout(
+    hostile, repository, runner_root, settings
+):
+    settings.FACTORY_RUNNER_MAX_CHECKOUT_BYTES = 1_000_000
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    big = commit_files(repository.path, sha, {"big.txt": 2_000_000})
+
+    with pytest.raises(CommitRefused) as raised:
+        verify(project=project, commit=big)
+
+    assert str(raised.value) == (
+        "the commit's tree is 2.0 MB, over the limit of 1.0 MB (FACTORY_RUNNER_MAX_CHECKOUT_BYTES)"
+    )
+    assert workspaces(runner_root) == []
+
+
+def test_a_diff_past_the_report_limit_fails_even_when_cut_between_files(
+    hostile, repository, runner_root, settings
+):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    first = commit_files(repository.path, sha, {"a.txt": b"a\n"}, branch="first")
+    one_file = mirror.git("diff", "--full-index", sha, first, cwd=repository.path)
+    settings.FACTORY_RUNNER_REPORT_MAX_BYTES = len(one_file)
+    both = commit_files(repository.path, first, {"outside/b.txt": b"b\n"}, branch="both")
+
+    result = verify(project=project, commit=both)
+
+    assert result.problems == [
+        f"the diff from the merge base is over {len(one_file)} bytes "
+        "(FACTORY_RUNNER_REPORT_MAX_BYTES); it is cut there, so the files past the cut "
+        "cannot be checked"
+    ]
+    assert result.diff == one_file.encode()
+    assert workspaces(runner_root) == []
+
+
+def test_a_500_mb_file_is_verified_in_bounded_memory_and_its_diff_cut(
+    hostile, repository, runner_root, settings
+):
+    # The runner keeps its diff up to this limit by design; the rest must stay in git.
+    settings.FACTORY_RUNNER_REPORT_MAX_BYTES = 4 * 1024 * 1024
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    big = commit_files(repository.path, sha, {"big.txt": 500_000_000})
+    peak = Peak()
+    peak.start()
+
+    result = verify(project=project, commit=big)
+
+    assert peak.growth_mib() < 64
+    assert result.problems == [
+        f"the diff from the merge base is over {4 * 1024 * 1024} bytes "
+        "(FACTORY_RUNNER_REPORT_MAX_BYTES); it is cut there, so the files past the cut "
+        "cannot be checked"
+    ]
+    assert len(result.diff) == 4 * 1024 * 1024
+    assert result.diff.startswith(b"diff --git a/big.txt b/big.txt\nnew file mode 100644\n")
+    assert (result.steps[0]["outcome"], result.junit is not None) == ("exited with 0", True)
+    assert workspaces(runner_root) == []

@@ -14,10 +14,14 @@ from evidence.models import Evidence, GateRun
 from projects import services as project_services
 from projects.models import Event
 from projects.queue import BACKGROUND
+from runner.jobs import verify_job
 from tasks import context, services
 from tasks.demo.repository import FAILING_TEST, VERIFY, build
 from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
 from tasks.demo.runner_demo import CRITERIA, POLICY
+from tests.runner.conftest import commit_files, orphan_commit
+
+OPTIONAL = {**POLICY, "runner": {"required": False}}
 
 
 @pytest.fixture
@@ -325,3 +329,100 @@ def test_an_unknown_commit_fails_even_an_optional_runner(
         "commit 0123456789abcdef is not in the repository (fetched just now); was it pushed?"
     )
     assert attempt.task.state == "ready"
+
+
+def optional_runner_submits(flow, commit, capture):
+    """The agent of an optional-runner project submits ``commit`` with its own passing JUnit."""
+    project_services.project_update(project=flow.project, actor=flow.manager, gate_policy=OPTIONAL)
+    _, attempt = claimed(flow)
+    flow.attach(attempt, PASSING_JUNIT, kind="junit", name="junit.xml")
+    return submit(attempt, commit, capture)
+
+
+def test_an_orphan_commit_fails_an_optional_runner_at_once(
+    runner_flow, repo, django_capture_on_commit_callbacks
+):
+    orphan = orphan_commit(repo.path, repo.honest)
+
+    attempt = optional_runner_submits(runner_flow, orphan, django_capture_on_commit_callbacks)
+
+    runner = runs(attempt)["runner"]
+    said = (
+        f"commit {orphan[:12]} shares no history with the default branch 'main' "
+        "(no merge base): base the change on the default branch"
+    )
+    assert (runner.state, runner.tries, runner.summary) == ("failed", 1, said)
+    assert runner.verdict == {"verified": False, "error": said}
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+    assert not Evidence.objects.filter(attempt=attempt, provenance="runner").exists()
+
+
+def test_a_300_character_file_name_fails_an_optional_runner_at_once(
+    runner_flow, repo, django_capture_on_commit_callbacks
+):
+    long = commit_files(repo.path, repo.honest, {"a" * 300: b"x\n"})
+
+    attempt = optional_runner_submits(runner_flow, long, django_capture_on_commit_callbacks)
+
+    runner = runs(attempt)["runner"]
+    said = (
+        f"the commit's tree has a file name of 300 bytes ({'a' * 60}…), "
+        "longer than the 255 this file system allows"
+    )
+    assert (runner.state, runner.tries, runner.summary) == ("failed", 1, said)
+    assert runner.verdict == {"verified": False, "error": said}
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+
+
+def test_a_tree_over_the_checkout_limit_fails_a_required_runner_saying_so(
+    runner_flow, repo, django_capture_on_commit_callbacks, settings
+):
+    settings.FACTORY_RUNNER_MAX_CHECKOUT_BYTES = 1_000_000
+    big = commit_files(repo.path, repo.honest, {"big.txt": 2_000_000})
+    _, attempt = claimed(runner_flow)
+
+    attempt = submit(attempt, big, django_capture_on_commit_callbacks)
+
+    runner = runs(attempt)["runner"]
+    assert (runner.state, runner.tries, runner.verdict["verified"]) == ("failed", 1, False)
+    assert runner.summary == (
+        "the commit's tree is 2.0 MB, over the limit of 1.0 MB (FACTORY_RUNNER_MAX_CHECKOUT_BYTES)"
+    )
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+
+
+def test_an_optional_runner_that_crashes_is_an_error_not_a_pass(
+    runner_flow, repo, django_capture_on_commit_callbacks, monkeypatch, settings
+):
+    def crash(*, project, commit):
+        raise KeyError("a bug, or a commit that found one")
+
+    monkeypatch.setattr("runner.gates.verify", crash)
+
+    attempt = optional_runner_submits(runner_flow, repo.honest, django_capture_on_commit_callbacks)
+
+    runner = runs(attempt)["runner"]
+    assert (runner.state, runner.tries) == ("error", settings.FACTORY_GATE_MAX_TRIES)
+    assert runner.summary == (
+        f"the gate crashed on all {settings.FACTORY_GATE_MAX_TRIES} tries: "
+        "KeyError: 'a bug, or a commit that found one'"
+    )
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+
+
+def test_a_runner_job_delivered_again_while_its_run_is_running_starts_nothing(
+    runner_flow, repo, django_capture_on_commit_callbacks, settings
+):
+    _, attempt = claimed(runner_flow)
+    with django_capture_on_commit_callbacks(execute=False):
+        services.attempt_submit(
+            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": repo.honest}
+        )
+    run = evidence_services.gate_run_start(run=runs(attempt)["runner"])  # the first delivery
+    events = Event.objects.count()
+
+    verify_job(run.pk)  # the second delivery, within the runner's time limit
+
+    run.refresh_from_db()
+    assert (run.state, run.tries, Event.objects.count()) == ("running", 1, events)
+    assert not (settings.FACTORY_RUNNER_ROOT / "mirrors" / f"{runner_flow.project.pk}.git").exists()
