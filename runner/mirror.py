@@ -17,6 +17,7 @@ import logging
 import os
 import selectors
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -412,23 +413,92 @@ def diff(path: Path, base: str, sha: str, *, limit: int) -> tuple[bytes, bool]:
     return bytes(out), cut
 
 
-def remove(workspace: Path) -> None:
-    """Remove a workspace whatever its code did to its permissions."""
+def remove(workspace: Path) -> bool:
+    """Remove a workspace whatever its code did to it; whether it is gone. Never raises.
 
-    def writable(function, name, excinfo):
-        try:
-            os.chmod(os.path.dirname(name), 0o700)
-            os.chmod(name, 0o700)
-        except OSError:
-            pass
-        function(name)
+    No link is followed: every directory is entered by a descriptor opened with
+    ``O_NOFOLLOW`` from its parent's, so a link inside the workspace is removed, never
+    what it points to, and only directories inside the workspace have their mode
+    changed (a ``000`` directory is given back to its owner to be emptied). Names are
+    kept, not descriptors, so any depth costs one descriptor. What cannot be removed
+    is logged and left for ``sweep``; a failed cleanup never decides a verdict.
+    """
+    try:
+        fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        logger.warning("workspace %s could not be opened to remove it: %s", workspace, exc)
+        return False
+    try:
+        _empty(fd)
+        os.close(fd)
+        fd = -1
+        os.rmdir(workspace)
+        return True
+    except OSError as exc:
+        logger.warning("workspace %s could not be removed (swept later): %s", workspace, exc)
+        return False
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
-    if workspace.exists():
-        shutil.rmtree(workspace, onerror=writable)
+
+def _open_inside(name: str, parent: int) -> int:
+    """The directory ``name`` of ``parent``, made readable and writable by its owner first.
+
+    Opened ``O_PATH | O_NOFOLLOW`` (a link is not a directory here), its mode changed
+    through that descriptor (``/proc/self/fd``: Linux has no ``fchmod`` for it), then
+    opened for reading: the mode changed is the directory's, never a link's target's.
+    """
+    handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY, dir_fd=parent)
+    try:
+        if stat.S_IMODE(os.fstat(handle).st_mode) & 0o700 != 0o700:
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+        return os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=handle)
+    finally:
+        os.close(handle)
+
+
+def _empty(top: int) -> None:
+    """Remove everything below the directory ``top`` (a descriptor, left open)."""
+    if stat.S_IMODE(os.fstat(top).st_mode) & 0o700 != 0o700:
+        os.chmod(f"/proc/self/fd/{top}", 0o700)
+    fd = os.dup(top)
+    # Each level: its name in its parent and the subdirectories still to empty in it.
+    levels: list[tuple[str, list[str]]] = [("", [])]
+    entered = True
+    try:
+        while True:
+            name, todo = levels[-1]
+            if entered:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            todo.append(entry.name)
+                        else:
+                            os.unlink(entry.name, dir_fd=fd)
+            if todo:
+                child = _open_inside(todo[-1], fd)
+                os.close(fd)
+                fd, entered = child, True
+                levels.append((todo.pop(), []))
+                continue
+            if len(levels) == 1:
+                return
+            # ".." of a directory entered without following links is the one it came from.
+            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd, entered = parent, False
+            levels.pop()
+            os.rmdir(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def sweep(older_than: float) -> int:
-    """Remove workspaces left by runners that died (older than ``older_than`` seconds)."""
+    """Remove workspaces left by runners that died (older than ``older_than`` seconds);
+    how many are gone."""
     removed = 0
     folder = root() / "workspaces"
     if not folder.exists():
@@ -439,7 +509,6 @@ def sweep(older_than: float) -> int:
             stamp = int(workspace.name.split("-", 1)[0])
         except ValueError:
             continue
-        if stamp < cutoff:
-            remove(workspace)
+        if stamp < cutoff and remove(workspace):
             removed += 1
     return removed

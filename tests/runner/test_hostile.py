@@ -3,9 +3,11 @@ its hostile commit verified in the real sandbox (bubblewrap); afterwards nothing
 nothing is left running and no workspace is left behind."""
 
 import http.server
+import logging
 import os
 import re
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
@@ -16,7 +18,7 @@ from django.conf import settings
 from runner import mirror
 from runner.verify import CommitNotFound, CommitRefused, RunnerUnavailable, verify
 from tests.evidence.test_memory import Peak
-from tests.runner.conftest import commit_files, orphan_commit
+from tests.runner.conftest import SANDBOX_UID, commit_files, orphan_commit
 
 NO_JUNIT = "JUnit report: the test command wrote nothing at reports/junit.xml"
 TIMED_OUT = "the test command stopped after its time limit (5 s)"
@@ -89,6 +91,24 @@ if os.fork() == 0:
 print("daemons started")
 """
     + WRITE_JUNIT
+)
+
+
+# Leaves, inside its workspace, a link to a folder outside it in a folder it made
+# read-only, a 000 folder holding a file, and its workspace itself read-only.
+TANGLE = (
+    WRITE_JUNIT
+    + """
+import os, sys
+os.makedirs("ro")
+os.symlink(sys.argv[1], "ro/link")
+os.chmod("ro", 0o555)
+os.makedirs("locked/deep")
+open("locked/deep/file", "w").close()
+os.chmod("locked/deep", 0)
+os.chmod("locked", 0)
+os.chmod(".", 0o555)
+"""
 )
 
 
@@ -576,3 +596,77 @@ def test_a_500_mb_file_is_verified_in_bounded_memory_and_its_diff_cut(
     assert result.diff.startswith(b"diff --git a/big.txt b/big.txt\nnew file mode 100644\n")
     assert (result.steps[0]["outcome"], result.junit is not None) == ("exited with 0", True)
     assert workspaces(runner_root) == []
+
+
+def test_links_and_000_folders_in_the_workspace_are_removed_without_following_links(
+    hostile, runner_root, tmp_path
+):
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o755)
+    (outside / "kept.txt").write_text("kept")
+    project, sha = hostile({"test.py": TANGLE}, test=f"python3 test.py {outside}")
+
+    result = verify(project=project, commit=sha)
+
+    assert (result.problems, result.steps[0]["outcome"]) == ([], "exited with 0")
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o755
+    assert [p.name for p in outside.iterdir()] == ["kept.txt"]
+    assert workspaces(runner_root) == []
+
+
+def remove_as(uid: int, workspace: Path) -> int:
+    """``mirror.remove(workspace)`` in a child process running as ``uid`` (a worker that is
+    not root); its exit code: 0 removed, 1 not removed, 2 it raised."""
+    child = os.fork()
+    if child == 0:
+        code = 2
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            code = 0 if mirror.remove(workspace) else 1
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+
+def test_a_worker_that_is_not_root_removes_links_and_000_folders_and_nothing_outside(
+    runner_root, tmp_path
+):
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o755)
+    workspace = runner_root / "workspaces" / "1-tangle"
+    (workspace / "src" / "ro").mkdir(parents=True)
+    (workspace / "src" / "locked" / "deep").mkdir(parents=True)
+    (workspace / "src" / "locked" / "deep" / "file").write_text("x")
+    (workspace / "src" / "ro" / "link").symlink_to(outside)
+    # The worker's own folders: it is the user the sandbox ran as.
+    for path in [workspace.parent, workspace, *workspace.rglob("*"), outside]:
+        os.lchown(path, SANDBOX_UID, SANDBOX_UID)
+    for folder, mode in (("src/ro", 0o555), ("src/locked/deep", 0), ("src/locked", 0)):
+        (workspace / folder).chmod(mode)
+
+    code = remove_as(SANDBOX_UID, workspace)
+
+    assert (code, workspace.exists()) == (0, False)
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o755
+
+
+def test_a_workspace_that_cannot_be_removed_never_decides_the_verdict(
+    hostile, runner_root, monkeypatch, caplog
+):
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+
+    def refuse(fd):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(mirror, "_empty", refuse)
+    with caplog.at_level(logging.WARNING, logger="runner.mirror"):
+        result = verify(project=project, commit=sha)
+    (left,) = workspaces(runner_root)
+    monkeypatch.undo()
+
+    assert (result.problems, result.commit) == ([], sha)
+    assert caplog.messages == [
+        f"workspace {left} could not be removed (swept later): [Errno 1] Operation not permitted"
+    ]
+    assert (mirror.sweep(older_than=-10), workspaces(runner_root)) == (1, [])
