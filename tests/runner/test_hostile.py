@@ -581,6 +581,7 @@ def test_a_500_mb_file_is_verified_in_bounded_memory_and_its_diff_cut(
     settings.FACTORY_RUNNER_REPORT_MAX_BYTES = 4 * 1024 * 1024
     project, sha = hostile({"test.py": WRITE_JUNIT})
     big = commit_files(repository.path, sha, {"big.txt": 500_000_000})
+    project.repository_url = str(repository.path)  # a local clone: no second pack to index
     peak = Peak()
     peak.start()
 
