@@ -87,16 +87,21 @@ def _env() -> dict:
 
 
 def stream(
-    *args: str, sink: Callable[[bytes], bool], cwd: Path | None = None, timeout: int = GIT_TIMEOUT
+    *args: str,
+    sink: Callable[[bytes], bool],
+    cwd: Path | None = None,
+    timeout: int = GIT_TIMEOUT,
+    config: list[str] = (),
 ) -> bool:
-    """Run git, handing its output to ``sink`` a piece at a time as it comes.
+    """Run git (with ``config``, ``-c`` options, before the command), handing its output
+    to ``sink`` a piece at a time as it comes.
 
     ``sink`` returns False to have git stopped there (killed: nothing more is read).
     Returns whether it was stopped so; raises ``GitError`` when git fails or outlives
     ``timeout`` (it is killed then too). Only the last ``MESSAGE_KEPT`` bytes of git's
     messages are kept.
     """
-    argv = ["git", *PROTOCOLS, "-c", "core.hooksPath=/dev/null", *args]
+    argv = ["git", *PROTOCOLS, "-c", "core.hooksPath=/dev/null", *config, *args]
     process = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -152,8 +157,10 @@ def _command(args) -> str:
     return rest[0] if rest else "git"
 
 
-def git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str:
-    """Run git; its output (at most ``OUTPUT_LIMIT`` bytes), or ``GitError`` with what git
+def git(
+    *args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT, config: list[str] = ()
+) -> str:
+    """Run git (with ``config``, ``-c`` options, before the command); its output (at most ``OUTPUT_LIMIT`` bytes), or ``GitError`` with what git
     said. For commands whose output is short by nature: hashes, names, a setting."""
     out = bytearray()
 
@@ -161,7 +168,7 @@ def git(*args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT) -> str:
         out.extend(piece)
         return len(out) <= OUTPUT_LIMIT
 
-    if stream(*args, sink=keep, cwd=cwd, timeout=timeout):
+    if stream(*args, sink=keep, cwd=cwd, timeout=timeout, config=config):
         raise GitError(f"git {_command(args)} printed more than {OUTPUT_LIMIT} bytes; stopped")
     return out.decode(errors="replace")
 
