@@ -203,6 +203,7 @@ class AmendmentInputSerializer(JSONInputSerializer):
 
 
 class DecisionInputSerializer(JSONInputSerializer):
+    read_only_from = DecisionSerializer
     title = serializers.CharField(max_length=200)
     context = serializers.CharField(max_length=50_000)
     decision = serializers.CharField(max_length=50_000)
@@ -268,6 +269,7 @@ class SpecListCreateApi(generics.ListAPIView):
     filterset_fields = {"project__slug": ["exact"]}
 
     class InputSerializer(JSONInputSerializer):
+        read_only_from = SpecSerializer
         project = serializers.CharField(help_text="Project slug.")
         title = serializers.CharField(max_length=200)
         body = serializers.CharField(max_length=200_000)
@@ -320,6 +322,7 @@ class SpecVersionCreateApi(APIView):
     """Add the next version of a spec as a draft (managers)."""
 
     class InputSerializer(JSONInputSerializer):
+        read_only_from = SpecVersionSerializer
         body = serializers.CharField(max_length=200_000)
         criteria = CriterionInputSerializer(many=True, max_length=200)
 

@@ -9,7 +9,13 @@ from events import services, targets
 from events.models import Delivery, Format, Subscription
 from events.selectors import delivery_of, managed_project, subscription_of
 from events.types import TYPES, WILDCARDS
-from projects.rest import IdCursorPagination, JSONInputSerializer, NewestFirstPagination, errors
+from projects.rest import (
+    IdCursorPagination,
+    JSONInputSerializer,
+    NewestFirstPagination,
+    NoInputSerializer,
+    errors,
+)
 
 
 class SubscriptionSerializer(serializers.Serializer):
@@ -84,7 +90,7 @@ class SubscriptionListApi(generics.ListAPIView):
         return managed_project(self.request.user, self.kwargs["slug"]).subscriptions.all()
 
     class InputSerializer(JSONInputSerializer):
-        reject_unknown_fields = True
+        read_only_from = NewSubscriptionSerializer
         url = TargetField(max_length=targets.MAX_URL, help_text=URL_HELP)
         types = types_field()
         format = serializers.ChoiceField(choices=Format.values, required=False)
@@ -119,7 +125,7 @@ class SubscriptionDetailApi(APIView):
     """Read, change (target, types, format, token, on or off) or remove a subscription."""
 
     class InputSerializer(JSONInputSerializer):
-        reject_unknown_fields = True
+        read_only_from = NewSubscriptionSerializer
         url = TargetField(max_length=targets.MAX_URL, required=False, help_text=URL_HELP)
         types = types_field()
         format = serializers.ChoiceField(choices=Format.values, required=False)
@@ -172,9 +178,12 @@ class DeliveryListApi(generics.ListAPIView):
 class DeliveryRedeliverApi(APIView):
     """Send a delivery again, with the same webhook-id."""
 
-    @extend_schema(request=None, responses={202: DeliverySerializer, **errors(400, 403, 404)})
+    @extend_schema(
+        request=NoInputSerializer, responses={202: DeliverySerializer, **errors(400, 403, 404)}
+    )
     def post(self, request, slug, pk, delivery):
         subscription = subscription_of(managed_project(request.user, slug), pk)
+        NoInputSerializer(data=request.data).is_valid(raise_exception=True)
         found = delivery_of(subscription, delivery)
         found = services.delivery_redeliver(delivery=found, actor=request.user)
         return Response(DeliverySerializer(found).data, status=202)

@@ -14,7 +14,7 @@ from interop import services
 from interop.formats import READERS
 from interop.models import ImportRun
 from projects.errors import NotFound
-from projects.rest import errors
+from projects.rest import KnownFieldsSerializer, NoInputSerializer, errors
 from projects.roles import Role
 from projects.selectors import visible_project
 from projects.services import require_role
@@ -46,7 +46,8 @@ class ImportListApi(APIView):
 
     parser_classes = [MultiPartParser]
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(KnownFieldsSerializer):
+        read_only_from = ImportRunSerializer
         file = serializers.FileField(help_text="A zip or tar of the folder, or the .jsonl file.")
         format = serializers.ChoiceField(choices=list(READERS))
         dry_run = serializers.BooleanField(
@@ -117,9 +118,13 @@ class ImportDetailApi(APIView):
 class ImportApplyApi(APIView):
     """Apply a checked import: the same upload, written now, all of it or nothing (managers)."""
 
-    @extend_schema(request=None, responses={200: ImportRunSerializer, **errors(403, 404, 409)})
+    @extend_schema(
+        request=NoInputSerializer, responses={200: ImportRunSerializer, **errors(400, 403, 404, 409)}
+    )
     def post(self, request, slug, run_id):
-        run = services.import_apply(run=_run(request, slug, run_id), actor=request.user)
+        run = _run(request, slug, run_id)
+        NoInputSerializer(data=request.data).is_valid(raise_exception=True)
+        run = services.import_apply(run=run, actor=request.user)
         return Response(ImportRunSerializer(run).data)
 
 

@@ -128,6 +128,7 @@ class ProjectDetailApi(APIView):
     """
 
     class InputSerializer(JSONInputSerializer):
+        read_only_from = ProjectSerializer
         name = serializers.CharField(max_length=200, required=False)
         repository_url = RepositoryField(
             max_length=verify.MAX_URL,

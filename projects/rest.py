@@ -7,6 +7,7 @@ DRF's exceptions are translated here, so no view formats an error itself.
 """
 
 import logging
+from collections.abc import Mapping
 
 from django.core.exceptions import (
     ObjectDoesNotExist,
@@ -193,7 +194,7 @@ class FactoryAutoSchema(AutoSchema):
         for name, field in serializer.fields.items():
             if name in schema.get("properties", {}):
                 _constrain_text(field, schema["properties"][name])
-        if getattr(serializer, "reject_unknown_fields", False):
+        if isinstance(serializer, KnownFieldsSerializer):
             schema["additionalProperties"] = False
         return schema
 
@@ -232,25 +233,47 @@ def _constrain_text(field, schema: dict) -> None:
         schema["pattern"] = TEXT if blank_ok else NON_BLANK_TEXT
 
 
-# Input from a JSON body must have the JSON types the schema promises: DRF alone takes 1
-# for text and "1" or "yes" for a number or a flag. ``reject_unknown_fields`` refuses other
-# names. (No docstring: drf-spectacular would show it on every input schema.)
-class JSONInputSerializer(serializers.Serializer):
-    reject_unknown_fields = False
+# Every input serializer derives from KnownFieldsSerializer: a body that names a field the
+# call does not write is refused, 400 ``invalid`` naming each such field ("read-only field"
+# when the resource shows it, ``read_only_from``; else "unknown field"), never ignored.
+# (No docstrings on these classes: drf-spectacular would show them on every input schema.)
+class KnownFieldsSerializer(serializers.Serializer):
+    read_only_from: type[serializers.Serializer] | None = None
+
+    def problems(self, data: Mapping) -> dict[str, list[str]]:
+        """Each name in ``data`` this serializer does not write, with why it is refused."""
+        refused = set(data) - {name for name, f in self.fields.items() if not f.read_only}
+        if not refused:
+            return {}
+        shown = set(self.read_only_from().fields) if self.read_only_from else set()
+        shown |= set(self.fields)
+        return {
+            name: ["read-only field" if name in shown else "unknown field"]
+            for name in sorted(refused, key=str)
+        }
 
     def to_internal_value(self, data):
-        if isinstance(data, dict):
-            errors = {
-                name: [problem]
-                for name, field in self.fields.items()
-                if name in data and not field.read_only
-                if (problem := _type_problem(field, data[name]))
-            }
-            if self.reject_unknown_fields:
-                errors |= {name: ["unknown field"] for name in sorted(set(data) - set(self.fields))}
-            if errors:
-                raise serializers.ValidationError(errors)
+        if isinstance(data, Mapping) and (errors := self.problems(data)):
+            raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+# Input from a JSON body must also have the JSON types the schema promises: DRF alone takes 1
+# for text and "1" or "yes" for a number or a flag.
+class JSONInputSerializer(KnownFieldsSerializer):
+    def problems(self, data: Mapping) -> dict[str, list[str]]:
+        wrong_type = {
+            name: [problem]
+            for name, field in self.fields.items()
+            if name in data and not field.read_only
+            if (problem := _type_problem(field, data[name]))
+        }
+        return wrong_type | super().problems(data)
+
+
+# A call that takes no body: an empty one, {} or no JSON at all; any field is refused.
+class NoInputSerializer(JSONInputSerializer):
+    pass
 
 
 def _type_problem(field, value) -> str | None:

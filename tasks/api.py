@@ -32,6 +32,8 @@ from projects.rest import (
     TEXT,
     IdCursorPagination,
     JSONInputSerializer,
+    KnownFieldsSerializer,
+    NoInputSerializer,
     ReasonSerializer,
     errors,
     whole_number_param,
@@ -226,7 +228,6 @@ class EventSerializer(serializers.ModelSerializer):
 
 
 class ChangeSerializer(JSONInputSerializer):
-    reject_unknown_fields = True
 
     commit = serializers.RegexField(
         r"^[0-9a-fA-F]{7,64}$", required=False, help_text="Commit hash."
@@ -283,6 +284,7 @@ class TaskListCreateApi(generics.ListAPIView):
     filterset_class = TaskFilter
 
     class InputSerializer(JSONInputSerializer):
+        read_only_from = TaskSerializer
         project = serializers.CharField(help_text="Project slug.")
         title = serializers.CharField(max_length=200)
         description = serializers.CharField(
@@ -357,6 +359,7 @@ class TaskDetailApi(APIView):
     """Read a task, or edit a draft, ready or blocked one (managers)."""
 
     class InputSerializer(JSONInputSerializer):
+        read_only_from = TaskSerializer
         title = serializers.CharField(max_length=200, required=False)
         description = serializers.CharField(max_length=100_000, required=False, allow_blank=True)
         spec = serializers.CharField(required=False, allow_null=True)
@@ -599,10 +602,27 @@ def _reason(schema_pattern: str, description: str) -> dict:
     }
 
 
+class LineCommentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    attempt = serializers.IntegerField(source="attempt_id")
+    author = serializers.CharField(source="author.username")
+    path = serializers.CharField()
+    side = serializers.ChoiceField(choices=["new", "old"])
+    line = serializers.IntegerField()
+    end_line = serializers.IntegerField()
+    body = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    resolved = serializers.SerializerMethodField()
+    resolved_reason = serializers.CharField()
+
+    def get_resolved(self, comment) -> bool:
+        return comment.resolved_at is not None
+
+
 # The service asks for a reason only when rejecting or blocking (after checking who may do
 # it, so a refusal for role or state comes first); one object per case says so exactly.
 class CommentInputSerializer(JSONInputSerializer):
-    reject_unknown_fields = True
+    read_only_from = LineCommentSerializer
     path = serializers.CharField(max_length=1000, help_text="A file the attempt's diff changes.")
     line = serializers.IntegerField(min_value=1, max_value=10_000_000)
     end_line = serializers.IntegerField(
@@ -620,7 +640,6 @@ class CommentInputSerializer(JSONInputSerializer):
 
 
 class CriterionMarkInputSerializer(JSONInputSerializer):
-    reject_unknown_fields = True
     key = serializers.CharField(max_length=32, help_text="A criterion of the pinned version.")
     verdict = serializers.ChoiceField(
         choices=["met", "not_met", "na"], help_text="na: not applicable to this task."
@@ -672,6 +691,7 @@ REVIEW_REQUEST = {
                 "comments": COMMENTS_SCHEMA,
             },
             "required": ["verdict"],
+            "additionalProperties": False,
         },
         {
             "type": "object",
@@ -686,6 +706,7 @@ REVIEW_REQUEST = {
                 "comments": COMMENTS_SCHEMA,
             },
             "required": ["verdict"],
+            "additionalProperties": False,
         },
     ]
 }
@@ -697,6 +718,7 @@ RELEASE_REQUEST = {
                 "reason": _reason(TEXT, "Why the task is given back."),
                 "blocked": {"type": "boolean", "enum": [False], "default": False},
             },
+            "additionalProperties": False,
         },
         {
             "type": "object",
@@ -705,6 +727,7 @@ RELEASE_REQUEST = {
                 "blocked": {"type": "boolean", "enum": [True]},
             },
             "required": ["reason", "blocked"],
+            "additionalProperties": False,
         },
     ]
 }
@@ -818,6 +841,7 @@ class AttemptCheckpointApi(APIView):
     """Read or save the checkpoint the agent resumes from (optimistic revisions)."""
 
     class InputSerializer(JSONInputSerializer):
+        read_only_from = CheckpointSerializer
         data = serializers.JSONField(help_text="Anything the agent needs to resume.")
         revision = serializers.IntegerField(
             min_value=0, help_text="The revision you last saw; 0 for none."
@@ -950,7 +974,8 @@ class AttemptEvidenceApi(APIView):
 
     parser_classes = [MultiPartParser]
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(KnownFieldsSerializer):
+        read_only_from = evidence_api.EvidenceSerializer
         file = serializers.FileField(help_text="The evidence file (multipart).")
         kind = serializers.ChoiceField(choices=Kind.choices)
         criteria = serializers.ListField(
@@ -997,13 +1022,9 @@ class AttemptEvidenceApi(APIView):
             criteria.extend(part.strip() for part in value.split(",") if part.strip())
         if self.upload_handler.too_large:
             raise TooLarge(f"the file is larger than the limit of {limit} bytes")
-        data = self.InputSerializer(
-            data={
-                "file": request.data.get("file"),
-                "kind": request.data.get("kind"),
-                "criteria": criteria,
-            }
-        )
+        # Every name the form sent, so that one the upload does not take is refused.
+        fields = {name: request.data.get(name) for name in request.data}
+        data = self.InputSerializer(data={**fields, "criteria": criteria})
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
         evidence = evidence_services.evidence_attach(
@@ -1019,23 +1040,6 @@ class AttemptEvidenceApi(APIView):
         return Response(
             evidence_api.EvidenceSerializer(evidence).data, status=status.HTTP_201_CREATED
         )
-
-
-class LineCommentSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    attempt = serializers.IntegerField(source="attempt_id")
-    author = serializers.CharField(source="author.username")
-    path = serializers.CharField()
-    side = serializers.ChoiceField(choices=["new", "old"])
-    line = serializers.IntegerField()
-    end_line = serializers.IntegerField()
-    body = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    resolved = serializers.SerializerMethodField()
-    resolved_reason = serializers.CharField()
-
-    def get_resolved(self, comment) -> bool:
-        return comment.resolved_at is not None
 
 
 class AttemptCommentsApi(APIView):
@@ -1063,9 +1067,12 @@ class AttemptCommentsApi(APIView):
 class CommentResolveApi(APIView):
     """Mark a comment resolved by hand (reviewers)."""
 
-    @extend_schema(request=None, responses={200: LineCommentSerializer, **errors(403, 404, 409)})
+    @extend_schema(
+        request=NoInputSerializer, responses={200: LineCommentSerializer, **errors(400, 403, 404, 409)}
+    )
     def post(self, request, attempt_id, comment_id):
         attempt = selectors.attempt_for(request.user, attempt_id)
+        NoInputSerializer(data=request.data).is_valid(raise_exception=True)
         comment = attempt.comments.select_related("author", "attempt__task").get(pk=comment_id)
         comment = services.comment_resolve(comment=comment, actor=request.user)
         return Response(LineCommentSerializer(comment).data)
