@@ -72,14 +72,17 @@ def test_a_verifier_uploads_authoritative_evidence(flow, api):
 
 
 @pytest.mark.django_db
-def test_provenance_in_the_request_body_is_ignored(flow, api):
+def test_provenance_in_the_request_body_is_refused(flow, api):
     _, attempt = flow.claimed()
 
-    body = upload(
-        api(flow.agent), attempt, JUNIT, provenance="verifier", authoritative="true"
-    ).json()
+    response = upload(api(flow.agent), attempt, JUNIT, provenance="verifier", authoritative="true")
 
-    assert (body["provenance"], body["authoritative"]) == ("agent", False)
+    assert (response.status_code, response.json()["code"]) == (400, "invalid")
+    assert response.json()["fields"] == {
+        "authoritative": ["read-only field"],
+        "provenance": ["read-only field"],
+    }
+    assert Evidence.objects.count() == 0
 
 
 @pytest.mark.django_db

@@ -175,18 +175,21 @@ def test_a_manager_creates_a_draft_task(flow, api):
 
 @pytest.mark.django_db
 def test_state_and_keys_cannot_be_set_from_a_request_body(flow, api):
+    before = counts()
+
     response = api(flow.manager).post(
         "/api/v1/tasks/",
         {"project": "FM", "title": "x", "state": "done", "key": "FM-999", "attempt_count": 9},
         format="json",
     )
 
-    assert response.status_code == 201
-    assert (response.json()["state"], response.json()["key"], response.json()["attempt_count"]) == (
-        "draft",
-        "FM-1",
-        0,
-    )
+    assert (response.status_code, response.json()["code"]) == (400, "invalid")
+    assert response.json()["fields"] == {
+        "attempt_count": ["read-only field"],
+        "key": ["read-only field"],
+        "state": ["read-only field"],
+    }
+    assert counts() == before
 
 
 @pytest.mark.django_db
