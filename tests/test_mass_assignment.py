@@ -539,6 +539,35 @@ def test_a_criterion_with_a_field_it_does_not_have_is_refused(world, api, settin
     before.assert_unchanged(settings)
 
 
+NESTED_DECISION_FIELDS = [
+    ("alternatives", {"option": "o", "chosen": True}, "chosen"),
+    ("amendments", {"spec": "FM-S1", "body": "b", "criteria": CRITERIA, "number": 9}, "number"),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("field", "item", "name"), NESTED_DECISION_FIELDS, ids=[f for f, _, _ in NESTED_DECISION_FIELDS]
+)
+def test_a_nested_object_of_a_proposal_refuses_a_field_it_does_not_have(
+    world, api, settings, field, item, name
+):
+    before = Stored.take(settings)
+
+    response = call(
+        world,
+        api,
+        "manager",
+        "post",
+        "/api/v1/decisions/",
+        {"project": "FM", "title": "t", "context": "c", "decision": "d", field: [item]},
+    )
+
+    body = assert_refused(response, 400, "invalid")
+    assert body["fields"] == {field: [f"0: {name}: {UNKNOWN}"]}
+    before.assert_unchanged(settings)
+
+
 PROJECT_FIELDS = [
     ("slug", lambda w: "XX", READ_ONLY),
     ("my_roles", lambda w: ["agent", "verifier", "reviewer", "manager"], READ_ONLY),
