@@ -119,7 +119,8 @@ class ImportApplyApi(APIView):
     """Apply a checked import: the same upload, written now, all of it or nothing (managers)."""
 
     @extend_schema(
-        request=NoInputSerializer, responses={200: ImportRunSerializer, **errors(400, 403, 404, 409)}
+        request=NoInputSerializer,
+        responses={200: ImportRunSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, slug, run_id):
         run = _run(request, slug, run_id)

@@ -228,7 +228,6 @@ class EventSerializer(serializers.ModelSerializer):
 
 
 class ChangeSerializer(JSONInputSerializer):
-
     commit = serializers.RegexField(
         r"^[0-9a-fA-F]{7,64}$", required=False, help_text="Commit hash."
     )
@@ -619,8 +618,6 @@ class LineCommentSerializer(serializers.Serializer):
         return comment.resolved_at is not None
 
 
-# The service asks for a reason only when rejecting or blocking (after checking who may do
-# it, so a refusal for role or state comes first); one object per case says so exactly.
 class CommentInputSerializer(JSONInputSerializer):
     read_only_from = LineCommentSerializer
     path = serializers.CharField(max_length=1000, help_text="A file the attempt's diff changes.")
@@ -680,6 +677,8 @@ COMMENTS_SCHEMA = {
     " (see POST /api/v1/attempts/{id}/comments/).",
     "items": {"$ref": "#/components/schemas/CommentInputRequest"},
 }
+# The service asks for a reason only when rejecting or blocking (after checking who may do
+# it, so a refusal for role or state comes first); one object per case says so exactly.
 REVIEW_REQUEST = {
     "oneOf": [
         {
@@ -1068,7 +1067,8 @@ class CommentResolveApi(APIView):
     """Mark a comment resolved by hand (reviewers)."""
 
     @extend_schema(
-        request=NoInputSerializer, responses={200: LineCommentSerializer, **errors(400, 403, 404, 409)}
+        request=NoInputSerializer,
+        responses={200: LineCommentSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, attempt_id, comment_id):
         attempt = selectors.attempt_for(request.user, attempt_id)
