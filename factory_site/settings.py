@@ -354,6 +354,9 @@ FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)
 FACTORY_IMPORT_MAX_FILES = env_int("FACTORY_IMPORT_MAX_FILES", 20_000)
+# What one imported record keeps beside its fields (front matter, sections, keys without a
+# home), as JSON; a record past it is skipped and the report says so.
+FACTORY_IMPORT_MAX_METADATA_BYTES = env_int("FACTORY_IMPORT_MAX_METADATA_BYTES", 1024**2)
 # A reviewer's comment on diff lines (tasks.services.comment_add) is at most this long.
 FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
 

@@ -10,7 +10,9 @@ Guarantees every format module keeps:
 - a value we keep but could not map exactly (an unknown status, a task done without evidence)
   becomes a `Notice`, so the report says so;
 - fields with no home in Factory Memory are kept verbatim in `extra`, so an export gives them
-  back.
+  back;
+- the one exception: a file built to exhaust the reader (a YAML alias bomb) raises `Refusal`,
+  and the whole upload is refused, naming file and line.
 """
 
 from __future__ import annotations
@@ -116,6 +118,14 @@ class DecisionDoc:
     supersedes: list[str] = field(default_factory=list)
     amends: list[SpecDoc] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
+
+
+class Refusal(Exception):
+    """An upload no part of which is imported: ``code`` (stable), where, and why."""
+
+    def __init__(self, code: str, source: Source, reason: str):
+        super().__init__(f"{source}: {reason}")
+        self.code, self.source, self.reason = code, source, reason
 
 
 @dataclass

@@ -16,6 +16,7 @@ import json
 import re
 from datetime import UTC, datetime, time
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -113,6 +114,15 @@ class _Writer:
     def origin(self, external_id: str) -> str:
         return f"{self.format}:{external_id}"[:300]
 
+    def _fits(self, source: Source, metadata: dict) -> bool:
+        """Whether a record's metadata is within ``FACTORY_IMPORT_MAX_METADATA_BYTES``; a
+        record past it is skipped, so no one file's leftovers make every read of it slow."""
+        size = len(json.dumps(metadata, ensure_ascii=False).encode())
+        limit = settings.FACTORY_IMPORT_MAX_METADATA_BYTES
+        if size > limit:
+            self.report.skip(source, f"its metadata is {size} bytes; the limit is {limit}")
+        return size <= limit
+
     # --- Specs: few, each through the spec services and their rules -----------------------
 
     def specs(self, docs: list[SpecDoc]) -> None:
@@ -186,6 +196,8 @@ class _Writer:
         taken = set(Decision.objects.filter(project=self.project).values_list("number", flat=True))
         new: list[tuple[DecisionDoc, Decision]] = []
         for doc in docs:
+            if not self._fits(doc.source, _decision_metadata(doc)):
+                continue
             origin = self.origin(doc.external_id)
             row = stored.get(origin)
             if row is not None:
@@ -324,6 +336,8 @@ class _Writer:
             origin = self.origin(doc.external_id)
             row = stored.get(origin)
             fields = self._task_fields(doc)
+            if not self._fits(doc.source, fields["metadata"]):
+                continue
             if row is None:
                 new.append((doc, Task(project=self.project, origin=origin, **fields)))
             elif self._task_same(row, doc, fields, labels):

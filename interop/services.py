@@ -15,6 +15,7 @@ from django.db import transaction
 
 from interop import exporter, importer
 from interop.archive import ArchiveError, read_upload
+from interop.documents import Refusal
 from interop.formats import READERS
 from interop.models import ImportRun, ImportState
 from projects.errors import Conflict, ServiceError, TooLarge
@@ -47,9 +48,16 @@ def _plan(run: ImportRun) -> dict:
     """Parse the run's upload and write it; the caller commits or rolls back."""
     files = _files(run.name, bytes(run.upload))
     reader = READERS[run.format]
-    parsed = (
-        reader.parse(files, mapping=run.mapping) if run.format == "speckit" else reader.parse(files)
-    )
+    try:
+        parsed = (
+            reader.parse(files, mapping=run.mapping)
+            if run.format == "speckit"
+            else reader.parse(files)
+        )
+    except Refusal as exc:
+        raise ServiceError(
+            f"file: {exc}", code=exc.code, extra={"source": str(exc.source)}
+        ) from exc
     return importer.write(project=run.project, actor=run.actor, format=run.format, parsed=parsed)
 
 

@@ -12,6 +12,7 @@ Reading (`parse`):
   (MADR 2 and 3), or from a `## Status` section (Nygard). Other front-matter keys go in
   `extra["front_matter"]`, other metadata lines (`Technical Story:`, …) in `extra["metadata"]`,
   and a `factory-memory:` front-matter key (what `write` puts there) back into `extra`.
+  Front matter is read by `safe_yaml`: one with an alias (`*a`) refuses the whole upload.
 - the title is the H1, or the front matter's `title`, less a number prefix (`1.`, `ADR-0001:`,
   `ADR013:`) and a `[Superseded by …]` prefix, which also marks the record superseded.
 - `## Context and Problem Statement` is the context; `## Decision Outcome` the decision, less
@@ -43,6 +44,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from interop.documents import DecisionDoc, Notice, Parsed, Skip, Source
+from interop.formats import safe_yaml
 from interop.formats.markdown import (
     LIST_MARKER,
     Document,
@@ -244,12 +246,15 @@ def _read_record(path: str, data: bytes, number_text: str, parsed: Parsed) -> _R
 
 
 def _front_matter(doc: Document, parsed: Parsed) -> dict:
-    """The YAML front matter as a dict with string keys; {} (with a Notice) if unreadable."""
+    """The YAML front matter as a dict with string keys; {} (with a Notice) if unreadable.
+
+    Read by ``safe_yaml``: an alias or deep nesting refuses the whole upload (``Refusal``).
+    """
     text = doc.front_matter
     if text is None or not text.strip():
         return {}
     try:
-        loaded = yaml.safe_load(text)
+        loaded = safe_yaml.load(text, path=doc.path, first_line=2)  # line 1 is the `---`
     except yaml.YAMLError as error:
         parsed.notices.append(Notice(doc.source(0), f"front matter is not YAML: {error}"))
         return {}

@@ -350,3 +350,29 @@ def test_a_file_cannot_decide_a_decision_that_is_proposed_here(flow):
             "reason": f"{decision.key} (proposed) differs from the file; Factory Memory keeps its record",
         }
     ]
+
+
+def test_a_record_whose_metadata_passes_the_limit_is_skipped_and_named(flow, settings):
+    settings.FACTORY_IMPORT_MAX_METADATA_BYTES = 2000
+    big = {"id": "bd-2", "title": "Big", "status": "open", "x-blob": "x" * 5000}
+    data = b'{"id":"bd-1","title":"Small","status":"open"}\n' + json.dumps(big).encode()
+
+    run = upload(flow, "beads", data, name="issues.jsonl")
+
+    assert run.report["skipped"] == [
+        {"source": "issues.jsonl:2", "reason": "its metadata is 5258 bytes; the limit is 2000"}
+    ]
+    assert list(Task.objects.values_list("title", flat=True)) == ["Small"]
+
+
+def test_a_decision_whose_metadata_passes_the_limit_is_skipped_and_named(flow, settings):
+    settings.FACTORY_IMPORT_MAX_METADATA_BYTES = 2000
+    appendix = "## Appendix\n\n" + "x" * 5000 + "\n"
+    files = {"adr/0001-small.md": b"# Small\n", "adr/0002-big.md": f"# Big\n\n{appendix}".encode()}
+
+    run = upload(flow, "madr", archive(files))
+
+    assert run.report["skipped"] == [
+        {"source": "adr/0002-big.md:1", "reason": "its metadata is 5162 bytes; the limit is 2000"}
+    ]
+    assert list(Decision.objects.values_list("title", flat=True)) == ["Small"]
