@@ -11,7 +11,10 @@ What ``read_upload`` guarantees:
   (``duplicate_path``). Directories are skipped, and so is noise: ``__MACOSX/``, ``.git/``,
   ``.DS_Store`` and ``._*`` AppleDouble files.
 - The upload (``too_large``), what it expands to (``too_large_expanded``) and its number of
-  files (``too_many_files``) are bounded. The expansion is counted in chunks as it is
+  files (``too_many_files``) are bounded. A zip's central directory is counted first, from
+  its end record (zip64 too) and then entry by entry without building anything, and may
+  list at most ``ENTRIES_PER_FILE`` times the file limit (folders and macOS's ``._`` files
+  are entries too): ``zipfile`` builds an object for every entry before any is read. The expansion is counted in chunks as it is
   decompressed, never taken from a header (a zip bomb's headers lie), and reading stops as
   soon as it passes the limit. A tar counts its whole decompressed stream, headers included,
   so a million empty entries is a bomb too. Zip entries are read only when stored or
@@ -60,6 +63,16 @@ TAR_NAMES = (
     (".xz", "xz"),
 )
 READ_ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+ENTRIES_PER_FILE = 4
+# The zip records the central directory is found by (APPNOTE 4.3.12-4.3.16).
+END = struct.Struct("<4s4H2LH")
+END_SIGNATURE = b"PK\x05\x06"
+END64 = struct.Struct("<4sQ2H2L4Q")
+END64_SIGNATURE = b"PK\x06\x06"
+LOCATOR64 = struct.Struct("<4sLQL")
+LOCATOR64_SIGNATURE = b"PK\x06\x07"
+CENTRAL = struct.Struct("<4s4B4HL2L5HLL")
+CENTRAL_SIGNATURE = b"PK\x01\x02"
 ZIP_METHOD_NAMES = {9: "deflate64", 12: "bzip2", 14: "lzma", 93: "zstandard", 99: "AES"}
 DRIVE = re.compile(r"[A-Za-z]:")  # C:\x, and C:x, which Windows reads against drive C's folder
 # What the zip, tar and decompression libraries raise for a corrupt archive. ArchiveError is
@@ -285,8 +298,50 @@ def _zip_readable(info: zipfile.ZipInfo) -> None:
         )
 
 
+def _zip_entries(name: str, raw: bytes, limit: int) -> None:
+    """Refuse (``too_many_files``) a zip whose central directory lists more than ``limit``
+    entries, found as ``zipfile`` finds them but counted without building anything.
+
+    The end record's count is checked first; the directory is then walked, because that
+    count can lie and ``zipfile`` reads as many entries as the directory's size holds. A zip
+    whose records are damaged is left to ``zipfile`` to describe.
+    """
+    end = len(raw) - END.size
+    if not (raw[end : end + 4] == END_SIGNATURE and raw[-2:] == b"\x00\x00"):
+        end = raw.rfind(END_SIGNATURE, max(0, len(raw) - END.size - 0xFFFF))
+    if end < 0 or end + END.size > len(raw):
+        return
+    _, _, _, on_disk, total, size, _, _ = END.unpack_from(raw, end)
+    directory_end = end
+    locator = end - LOCATOR64.size
+    record = locator - END64.size
+    if (
+        record >= 0
+        and raw[locator : locator + 4] == LOCATOR64_SIGNATURE
+        and raw[record : record + 4] == END64_SIGNATURE
+    ):
+        *_, on_disk, total, size, _ = END64.unpack_from(raw, record)
+        directory_end = record
+    entries = max(on_disk, total)
+    if entries > limit:
+        raise ArchiveError(
+            "too_many_files", f"{name}: the zip lists {entries} entries; the limit is {limit}"
+        )
+    position, entries = directory_end - size, 0
+    while position >= 0 and position + CENTRAL.size <= directory_end:
+        header = CENTRAL.unpack_from(raw, position)
+        if header[0] != CENTRAL_SIGNATURE:
+            return
+        entries += 1
+        if entries > limit:
+            raise ArchiveError("too_many_files", f"{name}: the zip lists more than {limit} entries")
+        name_length, extra_length, comment_length = header[12:15]
+        position += CENTRAL.size + name_length + extra_length + comment_length
+
+
 def _read_zip(name: str, raw: bytes, limits: _Limits) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
+    _zip_entries(name, raw, ENTRIES_PER_FILE * limits.max_files)
     with _reading(f"{name}: not a readable zip"), zipfile.ZipFile(io.BytesIO(raw)) as archive:
         for info in archive.infolist():
             # orig_filename: zipfile cuts ``filename`` at a NUL, hiding what the entry claims.

@@ -2,6 +2,7 @@
 
 import io
 import stat
+import struct
 import tarfile
 import tracemalloc
 import zipfile
@@ -331,6 +332,63 @@ def test_too_many_files_is_refused_and_noise_does_not_count():
 
     assert refusal(many, max_files=3) == ("too_many_files", "docs/3.md: more than 3 files")
     assert list(read_upload("a.zip", three, max_files=3)) == ["a.md", "b.md", "c.md"]
+
+
+def no_zipfile(monkeypatch) -> None:
+    """Make any use of zipfile.ZipFile fail: a refusal must come before it."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("zipfile.ZipFile was handed the upload")
+
+    monkeypatch.setattr(zipfile, "ZipFile", refuse)
+
+
+def end_record(entries: int, size: int = 0, offset: int = 0) -> bytes:
+    return struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, entries, entries, size, offset, 0)
+
+
+def test_a_zip_listing_more_entries_than_allowed_is_refused_before_zipfile_reads_it(
+    monkeypatch,
+):
+    empty_entries = zipped({f"d/{n}": b"" for n in range(13)}, zipfile.ZIP_STORED)
+    no_zipfile(monkeypatch)
+
+    assert refusal(empty_entries, max_files=3) == (
+        "too_many_files",
+        "upload.zip: the zip lists 13 entries; the limit is 12",
+    )
+
+
+def test_the_end_records_count_alone_refuses_a_zip_before_zipfile_sees_it(monkeypatch):
+    no_zipfile(monkeypatch)
+
+    assert refusal(end_record(60_000), max_files=20) == (
+        "too_many_files",
+        "upload.zip: the zip lists 60000 entries; the limit is 80",
+    )
+
+
+def test_a_zip64_end_record_is_read_for_its_count(monkeypatch):
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 10**9, 10**9, 0, 0)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, 0, 1)
+    no_zipfile(monkeypatch)
+
+    assert refusal(record + locator + end_record(0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF)) == (
+        "too_many_files",
+        "upload.zip: the zip lists 1000000000 entries; the limit is 80000",
+    )
+
+
+def test_an_end_record_that_understates_its_count_is_walked_and_refused(monkeypatch):
+    data = bytearray(zipped({f"d/{n}": b"" for n in range(13)}, zipfile.ZIP_STORED))
+    end = data.rindex(b"PK\x05\x06")
+    data[end + 8 : end + 12] = struct.pack("<2H", 1, 1)  # "one entry"
+    no_zipfile(monkeypatch)
+
+    assert refusal(bytes(data), max_files=3) == (
+        "too_many_files",
+        "upload.zip: the zip lists more than 12 entries",
+    )
 
 
 def test_too_large_an_upload_is_refused_as_bytes_or_as_a_file():
