@@ -4,8 +4,9 @@ import json
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -41,6 +42,26 @@ class ImportRunSerializer(serializers.Serializer):
     applied_at = serializers.DateTimeField(allow_null=True)
 
 
+@extend_schema_field({"type": "object", "additionalProperties": {}})
+class MappingField(serializers.DictField):
+    """A JSON object in a multipart part, as OpenAPI sends an object-typed form field: its
+    JSON text (the part's content type, application/json or none, is not needed to read it)."""
+
+    def get_value(self, dictionary):
+        # DictField reads a form as mapping.key=value fields; this one is the part's JSON.
+        return dictionary.get(self.field_name, empty)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except ValueError as exc:
+                raise serializers.ValidationError(f"not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("a JSON object of criterion keys to proofs")
+        return data
+
+
 class ImportListApi(APIView):
     """Upload a folder (zip or tar) or a JSONL file to import; a dry run unless dry_run=false."""
 
@@ -53,7 +74,7 @@ class ImportListApi(APIView):
         dry_run = serializers.BooleanField(
             default=True, help_text="true (default): report only; false: apply at once."
         )
-        mapping = serializers.CharField(
+        mapping = MappingField(
             required=False,
             help_text='spec-kit: JSON of criterion proofs, {"FR-001": {"check": "tests",'
             ' "select": "tests/test_x.py::*"}} (per feature: {"001-x": {…}}).',
@@ -72,12 +93,6 @@ class ImportListApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
-        mapping = None
-        if "mapping" in data.validated_data:
-            try:
-                mapping = json.loads(data.validated_data["mapping"])
-            except ValueError as exc:
-                raise serializers.ValidationError({"mapping": f"not JSON: {exc}"}) from None
         run = services.import_upload(
             project=project,
             actor=request.user,
@@ -85,7 +100,7 @@ class ImportListApi(APIView):
             name=upload.name or "upload",
             data=services.upload_bytes(upload),
             dry_run=data.validated_data["dry_run"],
-            mapping=mapping,
+            mapping=data.validated_data.get("mapping"),
         )
         return Response(
             ImportRunSerializer(run).data, status=200 if run.state == "checked" else 201

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from decisions.models import Decision
+from decisions.models import Decision, Spec
 from interop.models import ImportRun
 from projects.models import Event
 from tests.interop.test_import import FIXTURES, MADR, archive
@@ -220,4 +220,64 @@ def test_an_upload_over_the_limit_is_refused_before_it_is_read_in_both_faces(
     assert answer.json()["detail"] == "file: the upload is 101 bytes; the limit is 100"
     assert page.status_code == 400
     assert "file: the upload is 101 bytes; the limit is 100" in page.content.decode()
+    assert ImportRun.objects.count() == 0
+
+
+SPEC_MD = b"# Feature Specification: X\n\n- **FR-001**: System MUST x.\n"
+PROOF = {"FR-001": {"check": "tests", "select": "tests/test_x.py::*"}}
+
+
+def multipart(*parts: tuple[str, str | None, str | None, bytes]) -> tuple[bytes, str]:
+    """A form of (name, filename, content type, bytes) parts, as a generic client sends it."""
+    lines = []
+    for name, filename, content_type, content in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        head = f"--b0\r\nContent-Disposition: {disposition}\r\n"
+        head += f"Content-Type: {content_type}\r\n" if content_type else ""
+        lines.append(head.encode() + b"\r\n" + content + b"\r\n")
+    return b"".join(lines) + b"--b0--\r\n", "multipart/form-data; boundary=b0"
+
+
+def test_the_schema_describes_the_mapping_as_the_json_object_the_server_reads(api, flow):
+    schema = api(flow.manager).get("/api/schema/?format=json").json()
+
+    field = schema["components"]["schemas"]["ImportListInputRequest"]["properties"]["mapping"]
+
+    assert (field["type"], field["additionalProperties"]) == ("object", {})
+
+
+def test_a_mapping_sent_as_a_json_part_names_the_proof_of_a_criterion(api, flow):
+    body, content_type = multipart(
+        ("file", "s.zip", "application/zip", archive({"specs/001-x/spec.md": SPEC_MD})),
+        ("format", None, None, b"speckit"),
+        ("dry_run", None, None, b"false"),
+        ("mapping", None, "application/json", json.dumps(PROOF).encode()),
+    )
+
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/", body, content_type=content_type
+    )
+
+    assert answer.status_code == 201
+    spec = Spec.objects.get(project=flow.project, origin="speckit:001-x")
+    assert spec.versions.get().criteria.get().proof == PROOF["FR-001"]
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        ("{not json", "not JSON: Expecting property name enclosed in double quotes"),
+        ("[1, 2]", "a JSON object of criterion keys to proofs"),
+    ],
+)
+def test_a_mapping_that_is_not_a_json_object_is_refused_and_nothing_kept(
+    api, flow, mapping, message
+):
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/",
+        {"format": "speckit", "mapping": mapping, "file": SimpleUploadedFile("s.zip", b"PK")},
+    )
+
+    assert (answer.status_code, answer.json()["code"]) == (400, "invalid")
+    assert answer.json()["fields"]["mapping"][0].startswith(message)
     assert ImportRun.objects.count() == 0
