@@ -262,17 +262,19 @@ class _Writer:
 
     def _compare_decision(self, doc: DecisionDoc, row: Decision) -> None:
         fields = self._decision_row(doc, row.origin)
-        same = all(
-            getattr(row, name) == getattr(fields, name)
+        differs = [
+            name
             for name in ("title", "context", "decision", "consequences", "alternatives", "state")
-        )
-        if same:
+            if getattr(row, name) != getattr(fields, name)
+        ]
+        if not differs:
             self.report.item("decision", row.origin, row.key, "unchanged", doc.source)
         else:
             # A decided record's text never changes; a proposed one is decided here, not in the file.
             self.report.skip(
                 doc.source,
-                f"{row.key} ({row.state}) differs from the file; Factory Memory keeps its record",
+                f"{row.key} ({row.state}) differs from the file in {', '.join(differs)}; "
+                "Factory Memory keeps its record",
             )
 
     def _link_decisions(self, new: list[tuple[DecisionDoc, Decision]]) -> None:

@@ -5,8 +5,10 @@ Reading (`parse`):
   `ADR-0013-…`) at the root of the upload or in a folder named `decisions`, `adr`, `adrs`,
   `architecture-decisions` (and the like). Other `.md` files there (README, index, templates,
   dated notes) and numbered files that are not `.md` get a Notice; files elsewhere are ignored.
-  The number is kept in `number` and, as the file name writes it (`0005`), is the external id. A
-  second file with a number already seen is a Skip naming both files.
+  The number is kept in `number`; the external id is the file's folder and the number as
+  the file name writes it (`docs/adr/0005`; `0005` for a file at the upload's root), so two
+  logs in one upload or one project (`docs/adr/`, `services/x/adr/`) never take each other's
+  records. A second file with a number already seen in its folder is a Skip naming both files.
 - metadata comes from YAML front matter (MADR 4: `status`, `date`, `decision-makers`,
   `consulted`, `informed`), from `* Status:`/`- Deciders:`/`Date:` lines under the title
   (MADR 2 and 3), or from a `## Status` section (Nygard). Other front-matter keys go in
@@ -22,7 +24,8 @@ Reading (`parse`):
   the Options` as the reason. Other `##` sections go in `extra["sections"]`. Headings inside
   fenced code are text.
 - statuses: proposed, draft, on hold, in progress → proposed; accepted, approved → accepted;
-  rejected, declined → rejected; `superseded by ADR-0005` → superseded, and 0005 gets this
+  rejected, declined → rejected; `superseded by ADR-0005` → superseded, and 0005 (of the same
+  folder) gets this
   record in its `supersedes`; deprecated → superseded with no successor. `supersedes ADR-0045`
   in a status is recorded on the record itself. No status (or template text only) → proposed,
   an unknown one → the nearest state; both with a Notice. A successor or predecessor number
@@ -173,25 +176,41 @@ def parse(files: Mapping[str, bytes]) -> Parsed:
     """Every ADR in the upload as a DecisionDoc, supersede links resolved; nothing raises."""
     parsed = Parsed()
     records: list[_Record] = []
-    by_number: dict[int, tuple[int, str]] = {}
+    by_number: dict[tuple[str, int], _Record] = {}
     for path in sorted(files):
         number_text = _adr_number(path, parsed)
         if number_text is None:
             continue
-        number = int(number_text)
-        if number in by_number:
-            first = records[by_number[number][0]].decision.source.path
+        key = (_folder(path), int(number_text))
+        if key in by_number:
+            first = by_number[key].decision.source.path
             parsed.skips.append(
                 Skip(Source(path), f"number {number_text} is taken by {first} already")
             )
             continue
         record = _read_record(path, files[path], number_text, parsed)
         if record is not None:
-            by_number[number] = (len(records), path)
+            by_number[key] = record
             records.append(record)
     _link(records, parsed)
     parsed.decisions = [record.decision for record in records]
     return parsed
+
+
+def _folder(path: str) -> str:
+    """The folder an ADR's log is in, as the upload names it ('' at its root)."""
+    parent = str(PurePosixPath(path).parent)
+    return "" if parent == "." else parent
+
+
+def external_id(folder: str, number_text: str) -> str:
+    """An ADR's id: its folder and its number as its file name writes it (``docs/adr/0005``)."""
+    return f"{folder}/{number_text}" if folder else number_text
+
+
+def _own_number(external: str) -> str:
+    """The number part of an external id: ``0005`` of ``docs/adr/0005``."""
+    return external.rsplit("/", 1)[-1]
 
 
 def _adr_number(path: str, parsed: Parsed) -> str | None:
@@ -225,7 +244,7 @@ def _read_record(path: str, data: bytes, number_text: str, parsed: Parsed) -> _R
     own_extra = front.pop(FM_KEY, None)
     h1 = doc.h1()
     decision = DecisionDoc(
-        external_id=number_text,
+        external_id=external_id(_folder(path), number_text),
         title="",
         source=doc.source(h1.index if h1 else 0),
         number=int(number_text),
@@ -280,7 +299,9 @@ def _read_title(
         title = title[1:-1].strip()
     if not title:
         slug = ADR_NAME.sub("", PurePosixPath(doc.path).stem).strip("-_. ")
-        title = slug.replace("-", " ").replace("_", " ").strip() or decision.external_id
+        title = slug.replace("-", " ").replace("_", " ").strip() or _own_number(
+            decision.external_id
+        )
         parsed.notices.append(Notice(decision.source, f"no title: named {title!r} from the file"))
     decision.title = title
     return _references(successor_text) if successor_text is not None else []
@@ -851,18 +872,22 @@ def _plain(text: str) -> str:
 
 
 def _link(records: list[_Record], parsed: Parsed) -> None:
-    """Turn supersede numbers into `supersedes` ids; unknown numbers into Notices and extra."""
-    by_number = {record.decision.number: record for record in records}
+    """Turn supersede numbers into `supersedes` ids, within the record's own folder; unknown
+    numbers into Notices and extra."""
+    by_number = {
+        (_folder(record.decision.source.path), record.decision.number): record for record in records
+    }
     for record in records:
         decision = record.decision
+        folder = _folder(decision.source.path)
         for number, written in record.successors:
-            successor = by_number.get(number)
+            successor = by_number.get((folder, number))
             if successor is None:
                 _missing(record, "superseded_by", written, "superseded by", parsed)
             elif decision.external_id not in successor.decision.supersedes:
                 successor.decision.supersedes.append(decision.external_id)
         for number, written in record.predecessors:
-            predecessor = by_number.get(number)
+            predecessor = by_number.get((folder, number))
             if predecessor is None:
                 _missing(record, "supersedes", written, "supersedes", parsed)
             elif predecessor.decision.external_id not in decision.supersedes:
@@ -925,8 +950,8 @@ def _numbers(decisions: list[DecisionDoc]) -> dict[int, tuple[int, str]]:
         if decision.number is None:
             numbers[id(decision)] = (next_free, f"{next_free:04d}")
             next_free += 1
-        elif decision.external_id.isdigit() and int(decision.external_id) == decision.number:
-            numbers[id(decision)] = (decision.number, decision.external_id)
+        elif (own := _own_number(decision.external_id)).isdigit() and int(own) == decision.number:
+            numbers[id(decision)] = (decision.number, own)
         else:
             numbers[id(decision)] = (decision.number, f"{decision.number:04d}")
     return numbers
@@ -1040,7 +1065,7 @@ def _front(decision: DecisionDoc, status: str, digits: str) -> str:
     own = {k: v for k, v in decision.extra.items() if k not in RESERVED_EXTRA}
     if decision.alternatives and not _chosen_option(decision.decision):
         own[ALL_ALTERNATIVES] = True
-    if decision.external_id != digits:
+    if _own_number(decision.external_id) != digits:
         own["external-id"] = decision.external_id
     if own:
         front[FM_KEY] = own

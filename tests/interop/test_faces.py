@@ -32,14 +32,14 @@ def test_the_api_checks_by_default_and_applies_on_request(flow, api):
     assert checked.json()["report"]["items"] == [
         {
             "kind": "decision",
-            "origin": "madr:0007",
+            "origin": "madr:docs/decisions/0007",
             "key": f"{flow.project.slug}-D7",
             "action": "created",
             "source": "docs/decisions/0007-use-postgresql.md:1",
         }
     ]
     assert (applied.status_code, applied.json()["state"]) == (200, "applied")
-    assert Decision.objects.get(origin="madr:0007").state == "accepted"
+    assert Decision.objects.get(origin="madr:docs/decisions/0007").state == "accepted"
 
 
 def test_the_api_refuses_a_member_who_does_not_manage_and_keeps_nothing(flow, api):

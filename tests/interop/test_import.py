@@ -65,7 +65,7 @@ def test_applying_a_madr_folder_keeps_numbers_states_and_supersede_chains(flow):
     assert run.state == "applied" and len(decisions) == 57
     assert (decisions[12].key, decisions[12].state) == (f"{flow.project.slug}-D12", "superseded")
     assert [d.number for d in decisions[17].supersedes.all()] == [12]
-    assert decisions[17].origin == "madr:0017"
+    assert decisions[17].origin == "madr:docs/adr/0017"
     flow.project.refresh_from_db()
     assert flow.project.decision_seq == max(decisions)
     assert Event.objects.filter(transition="apply").count() == 1
@@ -342,12 +342,13 @@ def test_a_file_cannot_decide_a_decision_that_is_proposed_here(flow):
 
     run = upload(flow, "madr", archive({name: adr.replace(b"{status}", b"accepted")}))
 
-    decision = Decision.objects.get(origin="madr:0001")
+    decision = Decision.objects.get(origin="madr:docs/decisions/0001")
     assert (decision.state, decision.decided_by_id) == ("proposed", None)
     assert run.report["skipped"] == [
         {
             "source": f"{name}:1",
-            "reason": f"{decision.key} (proposed) differs from the file; Factory Memory keeps its record",
+            "reason": f"{decision.key} (proposed) differs from the file in state; "
+            "Factory Memory keeps its record",
         }
     ]
 
@@ -373,6 +374,42 @@ def test_a_decision_whose_metadata_passes_the_limit_is_skipped_and_named(flow, s
     run = upload(flow, "madr", archive(files))
 
     assert run.report["skipped"] == [
-        {"source": "adr/0002-big.md:1", "reason": "its metadata is 5162 bytes; the limit is 2000"}
+        {"source": "adr/0002-big.md:1", "reason": "its metadata is 5166 bytes; the limit is 2000"}
     ]
     assert list(Decision.objects.values_list("title", flat=True)) == ["Small"]
+
+
+def adr(title: str, status: str = "accepted") -> bytes:
+    return f"# {title}\n\n* Status: {status}\n\n## Context and Problem Statement\n\nWhy.\n".encode()
+
+
+def test_two_adr_logs_with_the_same_numbers_are_two_sets_of_decisions(flow):
+    upload(flow, "madr", archive({"docs/adr/0013-use-kafka.md": adr("Use Kafka")}))
+
+    run = upload(flow, "madr", archive({"services/x/adr/0013-use-grpc.md": adr("Use gRPC")}))
+
+    assert run.report["counts"] == {"created": 1, "updated": 0, "unchanged": 0, "skipped": 0}
+    assert sorted(Decision.objects.values_list("origin", "number", "title")) == [
+        ("madr:docs/adr/0013", 13, "Use Kafka"),
+        ("madr:services/x/adr/0013", 14, "Use gRPC"),
+    ]
+    assert run.report["items"][0]["note"] == "numbered 14: 13 was taken"
+
+
+def test_a_monorepos_logs_in_one_upload_are_read_apart_and_again_unchanged(flow):
+    data = archive(
+        {
+            "docs/adr/0013-use-kafka.md": adr("Use Kafka"),
+            "services/x/adr/0012-use-rest.md": adr("Use REST", "superseded by ADR-0013"),
+            "services/x/adr/0013-use-grpc.md": adr("Use gRPC"),
+        }
+    )
+    first = upload(flow, "madr", data)
+
+    again = upload(flow, "madr", data)
+
+    assert first.report["counts"] == {"created": 3, "updated": 0, "unchanged": 0, "skipped": 0}
+    assert again.report["counts"] == {"created": 0, "updated": 0, "unchanged": 3, "skipped": 0}
+    grpc = Decision.objects.get(origin="madr:services/x/adr/0013")
+    assert [d.title for d in grpc.supersedes.all()] == ["Use REST"]
+    assert Decision.objects.get(origin="madr:docs/adr/0013").supersedes.count() == 0

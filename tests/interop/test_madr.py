@@ -55,13 +55,18 @@ def fields(decision: DecisionDoc) -> dict:
 
 
 def by_id(parsed) -> dict[str, DecisionDoc]:
-    return {decision.external_id: decision for decision in parsed.decisions}
+    """The decisions of one folder by their number as written (``0005`` of ``adr/0005``)."""
+    return {decision.external_id.rsplit("/", 1)[-1]: decision for decision in parsed.decisions}
 
 
 def test_madr_own_folder_reads_every_numbered_file_and_nothing_else():
     parsed = madr.parse(folder("adr-madr"))
     assert len(parsed.decisions) == 19
-    assert [d.external_id for d in parsed.decisions][:3] == ["0000", "0001", "0002"]
+    assert [d.external_id for d in parsed.decisions][:3] == [
+        "docs/decisions/0000",
+        "docs/decisions/0001",
+        "docs/decisions/0002",
+    ]
     assert parsed.skips == []
     ignored = {n.source.path for n in parsed.notices if n.message.startswith("not an ADR")}
     assert ignored == {"docs/decisions/adr-template.md", "docs/decisions/index.md"}
@@ -106,9 +111,9 @@ def test_elastisys_folder_counts_and_supersede_chain():
         "proposed": 2,
     }
     assert decisions["0012"].state == "superseded"
-    assert decisions["0017"].supersedes == ["0012"]
-    assert decisions["0019"].supersedes == ["0003"]
-    assert decisions["0056"].supersedes == ["0023"]
+    assert decisions["0017"].supersedes == ["docs/adr/0012"]
+    assert decisions["0019"].supersedes == ["docs/adr/0003"]
+    assert decisions["0056"].supersedes == ["docs/adr/0023"]
 
 
 def test_elastisys_superseded_title_prefix_is_dropped():
@@ -188,7 +193,9 @@ def test_phdi_nygard_status_sections_and_odd_files():
 def test_real_folders_round_trip():
     for name in ("adr-madr", "elastisys-compliantkubernetes", "CDCgov-phdi"):
         first = madr.parse(folder(name))
-        again = madr.parse(madr.write(first.decisions))
+        where = first.decisions[0].external_id.rsplit("/", 1)[0]
+        written = madr.write(first.decisions)
+        again = madr.parse({f"{where}/{path}": data for path, data in written.items()})
         assert again.skips == []
         assert [fields(d) for d in again.decisions] == [fields(d) for d in first.decisions]
         assert [d.extra for d in again.decisions] == [d.extra for d in first.decisions]
@@ -295,7 +302,7 @@ def test_superseded_by_forms_link_the_successor():
     decisions = by_id(parsed)
     assert [decisions[k].state for k in ("0001", "0002", "0003", "0004")] == ["superseded"] * 4
     assert decisions["0004"].title == "D"
-    assert decisions["0005"].supersedes == ["0001", "0002", "0003", "0004"]
+    assert decisions["0005"].supersedes == [f"docs/decisions/000{n}" for n in (1, 2, 3, 4)]
     assert parsed.notices == []
 
 
@@ -308,7 +315,7 @@ def test_supersedes_in_status_and_missing_targets():
         )
     )
     decisions = by_id(parsed)
-    assert decisions["0046"].supersedes == ["0045"]
+    assert decisions["0046"].supersedes == ["docs/decisions/0045"]
     assert decisions["0045"].state == "accepted"
     assert decisions["0047"].state == "superseded"
     assert decisions["0047"].extra["superseded_by"] == ["0099"]
@@ -359,7 +366,10 @@ def test_file_names_and_folders():
         "docs/decisions/0003-picture.png": b"\x89PNG",
     }
     parsed = madr.parse(files)
-    assert [(d.external_id, d.number) for d in parsed.decisions] == [("0007", 7), ("013", 13)]
+    assert [(d.external_id, d.number) for d in parsed.decisions] == [
+        ("adr/0007", 7),
+        ("architecture-decisions/013", 13),
+    ]
     assert sorted(n.source.path for n in parsed.notices if "no status" not in n.message) == [
         "docs/decisions/0000-template.md",
         "docs/decisions/0003-picture.png",
@@ -454,9 +464,7 @@ def test_write_front_matter_and_sections():
         in text
     )
     assert text.endswith("## Pros and Cons of the Options\n\n### Other\n\n* Bad, because slow\n")
-    assert fields(
-        madr.parse({"docs/decisions/0001-pick.md": text.encode()}).decisions[0]
-    ) == fields(decision)
+    assert fields(madr.parse({"0001-pick.md": text.encode()}).decisions[0]) == fields(decision)
 
 
 def test_write_numbers_decisions_without_one_and_keeps_their_id():
