@@ -219,6 +219,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "events.jobs.deliveries_due_job",
         "schedule": env_int("FACTORY_WEBHOOK_SWEEP_SECONDS", 10),
     },
+    # Checked imports nobody applied within FACTORY_IMPORT_KEEP_DAYS let their uploads go.
+    "imports": {
+        "task": "interop.jobs.imports_expire_job",
+        "schedule": env_int("FACTORY_IMPORT_SWEEP_SECONDS", 3600),
+    },
 }
 
 # --- REST API -------------------------------------------------------------------
@@ -357,6 +362,9 @@ FACTORY_IMPORT_MAX_FILES = env_int("FACTORY_IMPORT_MAX_FILES", 20_000)
 # What one imported record keeps beside its fields (front matter, sections, keys without a
 # home), as JSON; a record past it is skipped and the report says so.
 FACTORY_IMPORT_MAX_METADATA_BYTES = env_int("FACTORY_IMPORT_MAX_METADATA_BYTES", 1024**2)
+# A checked import (a dry run) keeps its upload this long for a manager to apply; then it
+# expires (interop.jobs.imports_expire_job) and applying it is refused (409 import_expired).
+FACTORY_IMPORT_KEEP_DAYS = env_int("FACTORY_IMPORT_KEEP_DAYS", 7)
 # A reviewer's comment on diff lines (tasks.services.comment_add) is at most this long.
 FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
 

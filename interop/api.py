@@ -29,8 +29,9 @@ class ImportRunSerializer(serializers.Serializer):
     sha256 = serializers.CharField()
     size = serializers.IntegerField()
     state = serializers.ChoiceField(
-        choices=["checked", "applied"],
-        help_text="checked: a dry run, applied with POST …/imports/{id}/apply/; applied: written.",
+        choices=["checked", "applied", "expired"],
+        help_text="checked: a dry run, applied with POST …/imports/{id}/apply/; applied: written;"
+        " expired: not applied within FACTORY_IMPORT_KEEP_DAYS (7) days, its upload let go.",
     )
     actor = serializers.CharField(source="actor.username")
     report = serializers.DictField(

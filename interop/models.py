@@ -6,12 +6,13 @@ from django.utils import timezone
 from django_fsm import FSMField, transition
 
 from projects.models import Project
-from projects.roles import MANAGER
+from projects.roles import MANAGER, SYSTEM
 
 
 class ImportState(models.TextChoices):
     CHECKED = "checked", "Checked (dry run)"
     APPLIED = "applied", "Applied"
+    EXPIRED = "expired", "Expired (not applied in time)"
 
 
 class ImportRun(models.Model):
@@ -21,6 +22,8 @@ class ImportRun(models.Model):
     applying it would create, update, leave unchanged and skip, and ``upload`` keeps the
     bytes so that a manager who read the report can apply exactly those. ``applied``: written,
     in one transaction, with one Event; ``report`` is what was done and the upload is let go.
+    ``expired``: checked, but not applied within ``FACTORY_IMPORT_KEEP_DAYS``; the upload is
+    let go and the report kept, so the run still says what it would have done.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="imports")
@@ -56,3 +59,9 @@ class ImportRun(models.Model):
         self.report = report
         self.upload = b""
         self.applied_at = timezone.now()
+
+    @transition(
+        field=state, source=ImportState.CHECKED, target=ImportState.EXPIRED, permission=SYSTEM
+    )
+    def expire(self):
+        self.upload = b""

@@ -8,10 +8,12 @@ project as it is then; it writes everything or nothing and records one Event.
 """
 
 import hashlib
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from interop import exporter, importer
 from interop.archive import ArchiveError, read_upload
@@ -101,13 +103,43 @@ def import_apply(*, run: ImportRun, actor) -> ImportRun:
     """
     with transaction.atomic():
         run = ImportRun.objects.select_for_update().select_related("project").get(pk=run.pk)
-        if run.state != ImportState.CHECKED:
+        if run.state == ImportState.APPLIED:
             # Refused by the transition below too; said here with the reason a person needs.
             raise Conflict(f"import #{run.pk} was applied already", code="invalid_state")
+        # Refused whether or not the sweep has run yet: a checked upload lives a fixed time.
+        if run.state == ImportState.EXPIRED or run.created_at < _keep_since(timezone.now()):
+            days = settings.FACTORY_IMPORT_KEEP_DAYS
+            raise Conflict(
+                f"import #{run.pk} was not applied within {days} days and its upload was let "
+                "go; upload the files again",
+                code="import_expired",
+            )
         run.actor = actor
         report = _plan(run)
         fire(run, "apply", actor=actor, extra={"counts": report["counts"]}, report=report)
     return run
+
+
+def _keep_since(now: datetime) -> datetime:
+    return now - timedelta(days=settings.FACTORY_IMPORT_KEEP_DAYS)
+
+
+def imports_expire(*, now: datetime | None = None) -> int:
+    """Expire every checked import older than ``FACTORY_IMPORT_KEEP_DAYS`` (its upload is let
+    go, its report kept, an Event ``expire`` by the system); return how many. Safe to run at
+    any time and from several places at once: each run is locked and looked at again."""
+    since = _keep_since(now or timezone.now())
+    expired = 0
+    stale = ImportRun.objects.filter(state=ImportState.CHECKED, created_at__lt=since)
+    for run_id in stale.values_list("pk", flat=True):
+        with transaction.atomic():
+            run = ImportRun.objects.select_for_update().filter(pk=run_id).first()
+            if run is None or run.state != ImportState.CHECKED or run.created_at >= since:
+                continue  # applied (or expired) by someone else meanwhile
+            days = settings.FACTORY_IMPORT_KEEP_DAYS
+            fire(run, "expire", actor=None, reason=f"not applied within {days} days")
+            expired += 1
+    return expired
 
 
 def import_upload(
