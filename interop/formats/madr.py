@@ -47,7 +47,6 @@ from pathlib import PurePosixPath
 import yaml
 
 from interop.documents import DecisionDoc, Notice, Parsed, Skip, Source
-from interop.formats import safe_yaml
 from interop.formats.markdown import (
     LIST_MARKER,
     Document,
@@ -58,6 +57,7 @@ from interop.formats.markdown import (
     read,
     short_title,
 )
+from interop.formats.safe_yaml import load as load_yaml
 
 ADR_FOLDERS = {
     "adr",
@@ -273,7 +273,7 @@ def _front_matter(doc: Document, parsed: Parsed) -> dict:
     if text is None or not text.strip():
         return {}
     try:
-        loaded = safe_yaml.load(text, path=doc.path, first_line=2)  # line 1 is the `---`
+        loaded = load_yaml(text, path=doc.path, first_line=2)  # line 1 is the `---`
     except yaml.YAMLError as error:
         parsed.notices.append(Notice(doc.source(0), f"front matter is not YAML: {error}"))
         return {}
