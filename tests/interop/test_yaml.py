@@ -1,13 +1,16 @@
 """YAML in an import is read by one loader (interop.formats.safe_yaml): no aliases, no deep
 nesting, nothing but JSON data; a hostile file refuses the whole upload and keeps nothing."""
 
+import io
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from decisions.models import Decision, Spec
+from interop import services
 from interop.documents import Refusal
 from interop.formats import madr, safe_yaml
 from interop.importer import kept
@@ -105,3 +108,23 @@ def test_the_loader_is_the_only_yaml_reader_in_interop():
     ]
 
     assert readers == []
+
+
+@pytest.mark.django_db
+def test_front_matter_with_a_date_under_a_key_of_its_own_imports_and_exports_back(flow):
+    text = "---\nstatus: accepted\nreviewed: 2024-01-02\n---\n" + BODY
+    data = archive({"docs/adr/0001-dated.md": text.encode()})
+
+    run = services.import_upload(
+        project=flow.project,
+        actor=flow.manager,
+        format="madr",
+        name="a.zip",
+        data=data,
+        dry_run=False,
+    )
+    _, _, exported = services.export(project=flow.project, actor=flow.manager, format="madr")
+
+    assert run.report["counts"]["created"] == 1
+    with zipfile.ZipFile(io.BytesIO(exported)) as folder:
+        assert "reviewed: '2024-01-02'\n" in folder.read(folder.namelist()[0]).decode()
