@@ -13,6 +13,7 @@
 import json
 import logging
 import random
+import unicodedata
 from datetime import timedelta
 
 import httpx
@@ -26,6 +27,7 @@ from events import commit_status, signing, targets
 from events.models import Delivery, DeliveryStatus, Format, Subscription
 from events.payloads import envelope
 from events.types import matches, type_of, unknown
+from projects.addresses import AddressRefused
 from projects.errors import Conflict
 from projects.models import Event, Project
 from projects.queue import enqueue, enqueue_on_commit
@@ -289,34 +291,69 @@ def _request(delivery: Delivery) -> tuple[str, dict, bytes]:
         url = subscription.url
         headers = {}
     headers.update(signing.headers(subscription.secret, delivery.webhook_id, body))
-    headers.update({"content-type": "application/json", "user-agent": "factory-memory-webhooks"})
+    headers.update(
+        {
+            "content-type": "application/json",
+            "user-agent": "factory-memory-webhooks",
+            "accept-encoding": "identity",  # a failed answer's excerpt is read as sent
+        }
+    )
     return url, headers, body
 
 
-def _post(delivery: Delivery) -> tuple[int | None, str]:
-    """POST once: ``(status code or None, error)``. Redirects are answers, not followed."""
-    url, headers, body = _request(delivery)
-    why = targets.refusal(url)
-    if why:
-        return None, f"refused: {why}"
+EXCERPT_CHARS = 200  # of a failed answer's body: what a manager needs, not what it sent
+_EXCERPT_BYTES = 1024
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``text`` on one line, without control or format characters, at most ``limit`` long."""
+    shown = "".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in text)
+    return " ".join(shown.split())[:limit]
+
+
+def _answer(response: httpx.Response) -> str:
+    """The start of a failed answer's body: at most ``_EXCERPT_BYTES`` are read of it,
+    however much the receiver sends, and what was read is kept if it stalls."""
+    read = b""
     try:
-        response = httpx.post(
-            url,
-            content=body,
-            headers=headers,
-            timeout=settings.FACTORY_WEBHOOK_TIMEOUT,
-            follow_redirects=False,
-        )
+        for chunk in response.iter_raw():
+            read += chunk
+            if len(read) >= _EXCERPT_BYTES:
+                break
+    except httpx.HTTPError:
+        pass
+    return excerpt(read[:_EXCERPT_BYTES].decode("utf-8", "replace"))
+
+
+def _post(delivery: Delivery) -> tuple[int | None, str]:
+    """POST once: ``(status code or None, error)``. Redirects are answers, not followed.
+
+    The target is checked, and connected to at the addresses that check answered
+    (``events.targets.client``); the whole try ends within ``FACTORY_WEBHOOK_TIMEOUT``.
+    Of a failed answer only its code and a short excerpt are kept, never its headers.
+    """
+    url, headers, body = _request(delivery)
+    try:
+        target = targets.checked(url)
+    except AddressRefused as exc:
+        return None, f"refused: {exc}"
+    seconds = settings.FACTORY_WEBHOOK_TIMEOUT
+    try:
+        with (
+            targets.client(target, seconds=seconds) as http,
+            http.stream("POST", url, content=body, headers=headers) as response,
+        ):
+            code = response.status_code
+            if 200 <= code < 300:
+                return code, ""
+            if 300 <= code < 400:
+                where = excerpt(response.headers.get("location", ""))
+                return code, f"redirected to {where}; redirects are not followed"
+            return code, _answer(response)
     except httpx.TimeoutException:
-        return None, f"no answer within {settings.FACTORY_WEBHOOK_TIMEOUT} s"
+        return None, f"no answer within {seconds:g} s"
     except httpx.HTTPError as exc:
-        return None, f"{type(exc).__name__}: {exc}"[:500]
-    if 200 <= response.status_code < 300:
-        return response.status_code, ""
-    if 300 <= response.status_code < 400:
-        where = response.headers.get("location", "")
-        return response.status_code, f"redirected to {where[:200]}; redirects are not followed"
-    return response.status_code, response.text[:200]
+        return None, excerpt(f"{type(exc).__name__}: {exc}", 500)
 
 
 def retry_delay(tries: int) -> float | None:
