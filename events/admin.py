@@ -27,6 +27,8 @@ class SubscriptionAdmin(ServiceAdmin):
                 actor=request.user,
                 **{name: data[name] for name in edited},
             )
+            if saved.token_cleared:
+                messages.warning(request, "The URL changed, so its token was cleared.")
         else:
             saved = self.call(
                 services.subscription_create,

@@ -41,6 +41,14 @@ class NewSubscriptionSerializer(SubscriptionSerializer):
     )
 
 
+class UpdatedSubscriptionSerializer(SubscriptionSerializer):
+    token_cleared = serializers.BooleanField(
+        read_only=True,
+        help_text="The URL changed and no token came with it, so the stored token was"
+        " cleared: send it again if the new URL needs one.",
+    )
+
+
 class DeliverySerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
     webhook_id = serializers.CharField(read_only=True)
@@ -122,7 +130,9 @@ class SubscriptionListApi(generics.ListAPIView):
 
 
 class SubscriptionDetailApi(APIView):
-    """Read, change (target, types, format, token, on or off) or remove a subscription."""
+    """Read, change (target, types, format, token, on or off) or remove a subscription.
+
+    A new URL without a token clears the stored one (``token_cleared`` in the answer)."""
 
     class InputSerializer(JSONInputSerializer):
         read_only_from = NewSubscriptionSerializer
@@ -130,7 +140,12 @@ class SubscriptionDetailApi(APIView):
         types = types_field()
         format = serializers.ChoiceField(choices=Format.values, required=False)
         description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        token = serializers.CharField(max_length=500, required=False, allow_blank=True)
+        token = serializers.CharField(
+            max_length=500,
+            required=False,
+            allow_blank=True,
+            help_text="Bearer token sent with commit statuses. A new url without it clears it.",
+        )
         context = serializers.CharField(max_length=100, required=False)
         active = serializers.BooleanField(required=False)
 
@@ -140,7 +155,8 @@ class SubscriptionDetailApi(APIView):
         return Response(SubscriptionSerializer(subscription).data)
 
     @extend_schema(
-        request=InputSerializer, responses={200: SubscriptionSerializer, **errors(400, 403, 404)}
+        request=InputSerializer,
+        responses={200: UpdatedSubscriptionSerializer, **errors(400, 403, 404)},
     )
     def patch(self, request, slug, pk):
         subscription = subscription_of(managed_project(request.user, slug), pk)
@@ -149,7 +165,7 @@ class SubscriptionDetailApi(APIView):
         subscription = services.subscription_update(
             subscription=subscription, actor=request.user, **data.validated_data
         )
-        return Response(SubscriptionSerializer(subscription).data)
+        return Response(UpdatedSubscriptionSerializer(subscription).data)
 
     @extend_schema(responses={204: None, **errors(403, 404)})
     def delete(self, request, slug, pk):

@@ -35,5 +35,6 @@ class SubscriptionEditForm(SubscriptionForm):
         max_length=500,
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Leave empty to keep the token it has.",
+        help_text="Leave empty to keep the token it has; a new URL clears it unless"
+        " you enter it again here.",
     )

@@ -120,6 +120,9 @@ def subscription_create(
 def subscription_update(*, subscription: Subscription, actor, **changes) -> Subscription:
     """Change a subscription's target, types, format, token or whether it is active.
 
+    A new URL clears the stored token unless the same call gives one (empty included):
+    a code host's token never follows the subscription to a receiver it was not given
+    for. The returned subscription's ``token_cleared`` says whether that happened.
     Turning a subscription back on clears why it was off and makes its pending
     deliveries due at once.
     """
@@ -135,7 +138,13 @@ def subscription_update(*, subscription: Subscription, actor, **changes) -> Subs
         raise ValidationError({"active": "true or false"})
     with transaction.atomic():
         subscription = Subscription.objects.select_for_update(no_key=True).get(pk=subscription.pk)
+        given = set(changes)
         changes = {k: v for k, v in changes.items() if getattr(subscription, k) != v}
+        subscription.token_cleared = bool(
+            "url" in changes and "token" not in given and subscription.token
+        )
+        if subscription.token_cleared:
+            changes["token"] = ""
         if not changes:
             return subscription
         was_active = subscription.active
@@ -157,7 +166,10 @@ def subscription_update(*, subscription: Subscription, actor, **changes) -> Subs
             transition="edit",
             from_state="active" if was_active else "inactive",
             to_state="active" if subscription.active else "inactive",
-            extra={"fields": sorted(k for k in changes if k != "token")},
+            extra={
+                "fields": sorted(k for k in changes if k != "token"),
+                **({"token_cleared": True} if subscription.token_cleared else {}),
+            },
         )
     return subscription
 

@@ -140,6 +140,10 @@ async def _frames(client: Client, last: int | None):
 
 # --- Pages -----------------------------------------------------------------------------
 
+TOKEN_CLEARED = (
+    "The URL changed, so its token was cleared: enter the token again if the new URL needs one."
+)
+
 
 @login_required
 def webhooks_index(request):
@@ -216,10 +220,12 @@ def webhook(request, slug, pk):
                 changes = dict(form.cleaned_data)
                 if not changes["token"]:
                     changes.pop("token")
-                services.subscription_update(
+                saved = services.subscription_update(
                     subscription=subscription, actor=request.user, **changes
                 )
                 messages.success(request, "Webhook saved.")
+                if saved.token_cleared:
+                    messages.warning(request, TOKEN_CLEARED)
                 return redirect("webhook", slug=project.slug, pk=subscription.pk)
         except (ValidationError, ServiceError) as exc:
             if action == "edit":

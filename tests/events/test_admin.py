@@ -72,3 +72,30 @@ def test_deliveries_are_read_only_in_the_admin(flow, admin_client):
     assert page.status_code == 200
     assert refused.status_code == 403
     assert Delivery.objects.count() == 1
+
+
+def test_a_new_url_in_the_admin_clears_the_token_and_says_so(flow, admin_client):
+    subscription = services.subscription_create(
+        project=flow.project,
+        actor=flow.manager,
+        url="http://127.0.0.1:9/statuses/{sha}",
+        format="commit-status",
+        token="ghp_secret",
+    )
+
+    answer = admin_client.post(
+        reverse("admin:events_subscription_change", args=[subscription.pk]),
+        {
+            "url": "http://127.0.0.1:9/other/{sha}",
+            "format": "commit-status",
+            "types": "[]",
+            "token": "ghp_secret",  # the form's initial value: not given again
+            "context": "factory-memory",
+            "active": "on",
+        },
+        follow=True,
+    )
+
+    subscription.refresh_from_db()
+    assert (subscription.url, subscription.token) == ("http://127.0.0.1:9/other/{sha}", "")
+    assert "The URL changed, so its token was cleared." in map(str, answer.context["messages"])

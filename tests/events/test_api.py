@@ -153,3 +153,22 @@ def test_removing_a_subscription_keeps_its_history_in_the_audit_trail(flow, api)
         .order_by("pk")
         .values_list("transition", flat=True)
     ) == ["create", "delete"]
+
+
+def test_a_new_url_without_its_token_answers_that_the_token_was_cleared(flow, api):
+    subscription = services.subscription_create(
+        project=flow.project,
+        actor=flow.manager,
+        url="http://127.0.0.1:9/statuses/{sha}",
+        format="commit-status",
+        token="ghp_secret",
+    )
+
+    answer = api(flow.manager).patch(
+        f"{HOOKS}{subscription.pk}/", {"url": "http://127.0.0.1:9/elsewhere/{sha}"}, format="json"
+    )
+
+    assert answer.status_code == 200
+    assert (answer.json()["token_cleared"], answer.json()["has_token"]) == (True, False)
+    subscription.refresh_from_db()
+    assert (subscription.url, subscription.token) == ("http://127.0.0.1:9/elsewhere/{sha}", "")

@@ -400,3 +400,54 @@ def test_every_way_a_task_returns_to_ready_has_a_type(flow, subscribe):
         ("task.unblocked", "ready"),
         ("task.reopened", "ready"),
     ]
+
+
+def commit_statuses(flow, url, token="ghp_secret"):
+    return services.subscription_create(
+        project=flow.project,
+        actor=flow.manager,
+        url=url + "/statuses/{sha}",
+        format="commit-status",
+        types=["attempt.submitted"],
+        token=token,
+    )
+
+
+def test_a_new_url_clears_the_token_so_nothing_carries_it_there(
+    flow, receiver, django_capture_on_commit_callbacks
+):
+    subscription = commit_statuses(flow, "http://127.0.0.1:9/old")
+
+    saved = services.subscription_update(
+        subscription=subscription, actor=flow.manager, url=receiver.url + "/statuses/{sha}"
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        flow.checking()
+
+    assert (saved.token_cleared, saved.token) == (True, "")
+    subscription.refresh_from_db()
+    assert subscription.token == ""
+    [(path, headers, _)] = receiver.requests
+    assert (path, "authorization" in headers) == ("/hook/statuses/abc123", False)
+    event = Event.objects.filter(transition="edit").get()
+    assert event.extra == {"fields": ["url"], "token_cleared": True}
+
+
+@pytest.mark.parametrize(
+    ("changes", "token", "cleared"),
+    [
+        ({"url": "http://127.0.0.1:9/new/{sha}", "token": "ghp_secret"}, "ghp_secret", False),
+        ({"url": "http://127.0.0.1:9/new/{sha}", "token": "ghp_other"}, "ghp_other", False),
+        ({"url": "http://127.0.0.1:9/old/statuses/{sha}"}, "ghp_secret", False),
+        ({"context": "ci", "format": "commit-status"}, "ghp_secret", False),
+    ],
+)
+def test_a_token_is_kept_when_the_url_stays_or_the_same_call_gives_it(
+    flow, changes, token, cleared
+):
+    subscription = commit_statuses(flow, "http://127.0.0.1:9/old")
+
+    saved = services.subscription_update(subscription=subscription, actor=flow.manager, **changes)
+
+    subscription.refresh_from_db()
+    assert (saved.token_cleared, subscription.token) == (cleared, token)

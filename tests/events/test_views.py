@@ -98,3 +98,24 @@ def test_the_index_lists_the_projects_a_manager_manages(flow, other_flow, client
 
     assert "/projects/FM/webhooks/" in page
     assert "/projects/OT/webhooks/" not in page
+
+
+def test_a_new_url_on_the_page_clears_the_token_and_says_so(flow, client):
+    subscription = services.subscription_create(
+        project=flow.project,
+        actor=flow.manager,
+        url="http://127.0.0.1:9/statuses/{sha}",
+        format="commit-status",
+        token="ghp_secret",
+    )
+    client.force_login(flow.manager)
+
+    page = client.post(
+        f"/projects/FM/webhooks/{subscription.pk}/",
+        {"action": "edit", "url": "http://127.0.0.1:9/other/{sha}", "format": "commit-status"},
+        follow=True,
+    )
+
+    subscription.refresh_from_db()
+    assert (subscription.url, subscription.token) == ("http://127.0.0.1:9/other/{sha}", "")
+    assert "The URL changed, so its token was cleared" in page.content.decode()
