@@ -11,6 +11,7 @@ that closes its connection when done, and the listener's one connection is share
 
 import asyncio
 import logging
+import time
 import weakref
 
 import psycopg
@@ -81,15 +82,24 @@ def newest_id() -> int:
     return Event.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
 
 
-class Client:
-    """One connected stream: what it may see, and what waits to be sent to it."""
+STARTING_SECONDS = 30  # a client whose answer has not started streaming by then never will
 
-    def __init__(self, project_ids: set[int], types: list[str]):
+
+class Client:
+    """One connected stream: whose it is, what it may see, and what waits to be sent to it.
+
+    ``project_ids`` only shrinks: the stream re-checks its credential and memberships
+    (``events.views``) and drops the projects its user has left.
+    """
+
+    def __init__(self, project_ids: set[int], types: list[str], user_id: int | None = None):
         self.project_ids = project_ids
         self.types = types
+        self.user_id = user_id
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=settings.FACTORY_STREAM_BACKLOG)
         self.dropped = False
         self.task: asyncio.Task | None = None
+        self.joined_at = time.monotonic()
 
     def wants(self, project_id: int, payload: dict) -> bool:
         return project_id in self.project_ids and matches(self.types, payload["type"])
@@ -121,6 +131,18 @@ class Hub:
     def leave(self, client: Client) -> None:
         self.clients.discard(client)
 
+    def streams_of(self, user_id: int) -> int:
+        """How many streams ``user_id`` holds open here (this event loop, so this process).
+
+        A client whose answer never started streaming (its caller went away between
+        the answer and its first byte) is forgotten after ``STARTING_SECONDS``.
+        """
+        now = time.monotonic()
+        for client in list(self.clients):
+            if client.task is None and now - client.joined_at > STARTING_SECONDS:
+                self.clients.discard(client)
+        return sum(1 for c in self.clients if c.user_id == user_id and not c.dropped)
+
     def publish(self, items) -> None:
         for event_id, project_id, payload in items:
             self.last_seen = max(self.last_seen, event_id)
@@ -128,7 +150,7 @@ class Hub:
                 if client.dropped:  # also one whose answer never started streaming
                     self.clients.discard(client)
                 elif client.wants(project_id, payload):
-                    client.offer((event_id, payload))
+                    client.offer((event_id, project_id, payload))
 
     async def _listen(self) -> None:
         while self.clients:

@@ -8,9 +8,13 @@ it answers 501 saying so rather than hold a worker thread per client.
 import asyncio
 import contextlib
 import json
+import logging
+import time
+from importlib import import_module
+from types import SimpleNamespace
 
 from django.conf import settings
-from django.contrib import messages
+from django.contrib import auth, messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.handlers.asgi import ASGIRequest
@@ -31,6 +35,8 @@ from projects.pages import managed_project
 from projects.roles import Role
 from projects.selectors import project_ids_for
 
+log = logging.getLogger(__name__)
+
 # --- The live stream -------------------------------------------------------------------
 
 
@@ -38,13 +44,48 @@ def _error(detail: str, code: str, status: int, **extra) -> JsonResponse:
     return JsonResponse({"detail": detail, "code": code, **extra}, status=status)
 
 
-def _who(request):
-    """``(user, ids of the user's projects)`` from a bearer token or the session."""
+def _credential(request) -> tuple[str, str]:
+    """What the caller signed in with, to be checked again while its stream is open:
+    ``("token", the bearer token)`` or ``("session", the session's key)``."""
     header = request.META.get("HTTP_AUTHORIZATION", "")
     if header.startswith("Bearer "):
-        user, _ = BearerTokenAuthentication().authenticate_credentials(
-            header.removeprefix("Bearer ").strip().encode()
-        )
+        return "token", header.removeprefix("Bearer ").strip()
+    return "session", request.session.session_key or ""
+
+
+def _user(credential: tuple[str, str]):
+    """The credential's user while it stands — a live token, or a session still signed
+    in, of an active user — else None."""
+    kind, value = credential
+    if kind == "token":
+        try:
+            user, _ = BearerTokenAuthentication().authenticate_credentials(value.encode())
+        except AuthenticationFailed:
+            return None
+        return user
+    if not value:
+        return None
+    # A fresh read of the session: the request's copy is the one it arrived with.
+    session = import_module(settings.SESSION_ENGINE).SessionStore(value)
+    user = auth.get_user(SimpleNamespace(session=session))
+    return user if user.is_authenticated and user.is_active else None
+
+
+def _projects(credential: tuple[str, str]) -> set[int] | None:
+    """The ids of the credential's user's projects now, or None when it no longer stands."""
+    user = _user(credential)
+    return None if user is None else set(project_ids_for(user))
+
+
+def _project_id(slug: str, ids: set[int]) -> int | None:
+    return Project.objects.filter(slug=slug, pk__in=ids).values_list("pk", flat=True).first()
+
+
+def _who(request):
+    """``(user, ids of the user's projects)``; the user is None when not signed in."""
+    credential = _credential(request)
+    if credential[0] == "token":
+        user, _ = BearerTokenAuthentication().authenticate_credentials(credential[1].encode())
     else:
         user = request.user
         if not user.is_authenticated:
@@ -52,19 +93,26 @@ def _who(request):
     return user, set(project_ids_for(user))
 
 
-def _project_id(slug: str, ids: set[int]) -> int | None:
-    return Project.objects.filter(slug=slug, pk__in=ids).values_list("pk", flat=True).first()
-
-
 async def stream(request):
     """Server-Sent Events of the caller's projects, filtered by ``project`` and ``types``,
-    resumable with ``Last-Event-ID`` (or ``?last_event_id=``)."""
+    resumable with ``Last-Event-ID`` (or ``?last_event_id=``).
+
+    At most ``FACTORY_STREAM_MAX_PER_USER`` open streams per user and web process (429
+    ``too_many_streams`` past it). While open, the credential and memberships are
+    checked again at least every ``FACTORY_STREAM_HEARTBEAT`` seconds: the stream ends
+    when the token or session is gone or expired or the user is inactive, and stops
+    carrying the projects its user has left.
+    """
     if not isinstance(request, ASGIRequest):
-        return _error(
+        response = _error(
             "the live stream is served by the ASGI app: uvicorn factory_site.asgi:application",
             "stream_needs_asgi",
             501,
         )
+        # The documented answer, not a server error: django.request would log it as one.
+        response._has_been_logged = True
+        log.info("live stream asked of the WSGI app: answered 501 stream_needs_asgi")
+        return response
     try:
         user, ids = await _closing(_who)(request)
     except AuthenticationFailed:
@@ -93,14 +141,28 @@ async def stream(request):
             400,
             fields={"last_event_id": ["a whole number"]},
         )
+    most = settings.FACTORY_STREAM_MAX_PER_USER
+    # Counted and joined with no await between: two opening at once cannot both pass.
+    if hub().streams_of(user.pk) >= most:
+        return _error(
+            f"{user.get_username()} has {most} live streams open, the most a user may;"
+            " close one first",
+            "too_many_streams",
+            429,
+        )
     # Joined, and the hub listening, before the answer starts: a client that has the
     # response's headers misses nothing from then on.
-    client = Client(ids, types)
+    client = Client(ids, types, user_id=user.pk)
     hub().join(client)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(hub().listening.wait(), 10)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hub().listening.wait(), 10)
+    except BaseException:  # the caller went away meanwhile: its stream never starts
+        hub().leave(client)
+        raise
     response = StreamingHttpResponse(
-        _frames(client, int(last) if last else None), content_type="text/event-stream"
+        _frames(client, int(last) if last else None, _credential(request)),
+        content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
@@ -111,8 +173,12 @@ def frame(event_id: int, payload: dict) -> str:
     return f"id: {event_id}\nevent: {payload['type']}\ndata: {json.dumps(payload)}\n\n"
 
 
-async def _frames(client: Client, last: int | None):
+CLOSED = ": closed: the credential is no longer valid\n\n"
+
+
+async def _frames(client: Client, last: int | None, credential: tuple[str, str]):
     client.task = asyncio.current_task()
+    heartbeat = settings.FACTORY_STREAM_HEARTBEAT
     try:
         yield "retry: 2000\n: connected\n\n"
         sent = last or 0
@@ -123,17 +189,29 @@ async def _frames(client: Client, last: int | None):
                 if client.wants(project_id, payload):
                     sent = max(sent, event_id)
                     yield frame(event_id, payload)
+        checked = time.monotonic()
         while True:
             try:
-                event_id, payload = await asyncio.wait_for(
-                    client.queue.get(), settings.FACTORY_STREAM_HEARTBEAT
-                )
+                item = await asyncio.wait_for(client.queue.get(), heartbeat)
             except TimeoutError:
+                item = None
+            # Every heartbeat, and before an event once a heartbeat has passed (a busy
+            # stream never times out): is the credential still good, which projects now?
+            if item is None or time.monotonic() - checked >= heartbeat:
+                ids = await _closing(_projects)(credential)
+                if ids is None:
+                    yield CLOSED
+                    return
+                client.project_ids = client.project_ids & ids
+                checked = time.monotonic()
+            if item is None:
                 yield ": heartbeat\n\n"
                 continue
+            event_id, project_id, payload = item
             if last is not None and event_id <= sent:
                 continue  # already sent from the backlog
-            yield frame(event_id, payload)
+            if client.wants(project_id, payload):  # its projects as last checked
+                yield frame(event_id, payload)
     finally:
         hub().leave(client)
 

@@ -394,6 +394,8 @@ FACTORY_WEBHOOK_REQUEUE_AFTER = env_int("FACTORY_WEBHOOK_REQUEUE_AFTER", 60)
 # seconds keeps proxies from closing it; a client this many events behind is dropped.
 FACTORY_STREAM_HEARTBEAT = float(env("FACTORY_STREAM_HEARTBEAT", "15"))
 FACTORY_STREAM_BACKLOG = env_int("FACTORY_STREAM_BACKLOG", 1000)
+# Open streams a user may hold at once, per web process (past it: 429 too_many_streams).
+FACTORY_STREAM_MAX_PER_USER = env_int("FACTORY_STREAM_MAX_PER_USER", 5)
 # Set when a WSGI site's proxy sends /api/v1/events/stream to an ASGI process, so that
 # pages served by WSGI update live too (a site served through ASGI always does).
 FACTORY_STREAM_ROUTED = env_bool("FACTORY_STREAM_ROUTED", False)

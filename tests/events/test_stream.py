@@ -4,15 +4,19 @@ projects' events, resumable with Last-Event-ID, kept open with heartbeats."""
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 import time
+from datetime import timedelta
 
 import httpx
 import pytest
 from django.db import connection
+from django.utils import timezone
 from knox.models import AuthToken
 
 from events.stream import Client, hub
+from projects.models import Membership
 from tasks import services
 from tests.conftest import postgres_only
 
@@ -26,8 +30,8 @@ def token(user) -> str:
 class Reader:
     """Reads one stream in a thread and keeps its events ``(id, type, payload)``."""
 
-    def __init__(self, server, user, query="", last_event_id=None):
-        headers = {"Authorization": f"Bearer {token(user)}"}
+    def __init__(self, server, user, query="", last_event_id=None, headers=None):
+        headers = headers or {"Authorization": f"Bearer {token(user)}"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
         self.events, self.comments, self.status = [], [], None
@@ -42,13 +46,18 @@ class Reader:
             time.sleep(0.02)
 
     def _read(self):
-        with contextlib.suppress(httpx.RemoteProtocolError):  # the server stops at the end
+        # The server stops at the end; ``close`` ends the read from this side.
+        with contextlib.suppress(httpx.RemoteProtocolError, httpx.ReadError, ValueError):
             self._read_until_closed()
+
+    def close(self):
+        self.client.close()
+        self.thread.join(10)
 
     def _read_until_closed(self):
         with (
-            httpx.Client(timeout=30) as client,
-            client.stream("GET", self.url, headers=self.headers) as response,
+            httpx.Client(timeout=30) as self.client,
+            self.client.stream("GET", self.url, headers=self.headers) as response,
         ):
             self.status = response.status_code
             self.content_type = response.headers.get("content-type", "")
@@ -154,6 +163,17 @@ def test_under_wsgi_the_stream_says_it_needs_the_asgi_app(flow, client):
     assert (answer.status_code, answer.json()["code"]) == (501, "stream_needs_asgi")
 
 
+def test_under_wsgi_the_501_is_logged_as_information_not_as_an_error(flow, client, caplog):
+    client.force_login(flow.reviewer)
+
+    with caplog.at_level(logging.INFO):
+        answer = client.get("/api/v1/events/stream")
+
+    assert answer.status_code == 501
+    logged = [(r.name, r.levelname) for r in caplog.records if r.name != "axes.handlers.database"]
+    assert logged == [("events.views", "INFO")]
+
+
 def test_a_client_that_stops_reading_is_dropped_not_buffered(settings):
     settings.FACTORY_STREAM_BACKLOG = 3
 
@@ -193,3 +213,100 @@ def test_idle_stream_clients_hold_no_database_connection(flow, asgi_server):
     assert connections_now() == before
     flow.ready()
     assert all(len(r.wait_for(1)) == 1 for r in readers)
+
+
+def heartbeats_after(reader, count=2):
+    """Wait until ``count`` more heartbeats have come: the credential and memberships
+    were checked again after whatever the caller just changed."""
+    wanted = reader.comments.count("heartbeat") + count
+    deadline = time.monotonic() + 10
+    while reader.comments.count("heartbeat") < wanted:
+        assert time.monotonic() < deadline, "no heartbeat came"
+        time.sleep(0.05)
+
+
+def revoke_token(user):
+    AuthToken.objects.filter(user=user).delete()
+
+
+def expire_token(user):
+    AuthToken.objects.filter(user=user).update(expiry=timezone.now() - timedelta(seconds=1))
+
+
+def deactivate(user):
+    type(user).objects.filter(pk=user.pk).update(is_active=False)
+
+
+@pytest.mark.parametrize("revoke", [revoke_token, expire_token, deactivate])
+def test_a_stream_ends_once_its_token_or_user_is_gone(flow, asgi_server, revoke):
+    reader = Reader(asgi_server, flow.agent)
+
+    revoke(flow.agent)
+    Membership.objects.filter(user=flow.agent).delete()
+    reader.thread.join(10)
+    flow.ready(title="After the revocation")
+
+    assert not reader.thread.is_alive()
+    assert (reader.events, reader.comments[-1]) == ([], "closed: the credential is no longer valid")
+
+
+def test_a_stream_signed_in_by_session_ends_when_the_session_does(
+    flow, asgi_server, client, settings
+):
+    client.force_login(flow.reviewer)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    reader = Reader(asgi_server, None, headers={"Cookie": cookie})
+    assert reader.status == 200
+
+    client.logout()
+    reader.thread.join(10)
+
+    assert not reader.thread.is_alive()
+    assert reader.comments[-1] == "closed: the credential is no longer valid"
+
+
+def test_a_stream_stops_carrying_a_project_its_user_has_left(flow, other_flow, asgi_server):
+    Membership.objects.create(user=flow.reviewer, project=other_flow.project, role="reviewer")
+    reader = Reader(asgi_server, flow.reviewer)
+
+    Membership.objects.filter(user=flow.reviewer, project=other_flow.project).delete()
+    heartbeats_after(reader)
+    other_flow.ready(title="Left behind")
+    mine = flow.ready(title="Still mine")
+
+    [(_, kind, payload)] = reader.wait_for(1)
+    assert (kind, payload["data"]["key"]) == ("task.published", mine.key)
+    time.sleep(0.3)
+    assert len(reader.events) == 1
+
+
+def test_a_user_holds_at_most_the_streams_allowed(flow, asgi_server, settings):
+    settings.FACTORY_STREAM_MAX_PER_USER = 2
+    first, _ = Reader(asgi_server, flow.agent), Reader(asgi_server, flow.agent)
+
+    refused = Reader(asgi_server, flow.agent)
+    others = Reader(asgi_server, flow.reviewer)
+    refused.thread.join(5)
+
+    assert (refused.status, refused.body["code"]) == (429, "too_many_streams")
+    assert others.status == 200
+    first.close()
+    deadline = time.monotonic() + 10
+    while Reader(asgi_server, flow.agent).status != 200:
+        assert time.monotonic() < deadline, "a closed stream still counts"
+        time.sleep(0.2)
+
+
+def test_a_busy_stream_checks_its_token_too(flow, asgi_server, settings):
+    settings.FACTORY_STREAM_HEARTBEAT = 1.5  # longer than events take to come: never idle
+    reader = Reader(asgi_server, flow.reviewer)
+
+    revoke_token(flow.reviewer)
+    deadline = time.monotonic() + 10
+    while reader.thread.is_alive():
+        assert time.monotonic() < deadline, "the stream outlived its token"
+        flow.ready(title="Keeping it busy")
+        time.sleep(0.25)
+
+    assert "heartbeat" not in reader.comments
+    assert reader.comments[-1] == "closed: the credential is no longer valid"
