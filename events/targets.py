@@ -123,11 +123,14 @@ class _Pinned(httpcore.NetworkBackend):
             raise httpcore.ConnectError(f"{host}:{port} was not checked")
         failed = httpcore.ConnectError(f"{host} has no address")
         for address in self._target.addresses:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise httpcore.ConnectTimeout("the try's time is up")
             try:
                 stream = self._direct.connect_tcp(
                     address,
                     port,
-                    timeout=timeout,
+                    timeout=left if timeout is None else min(timeout, left),
                     local_address=local_address,
                     socket_options=socket_options,
                 )
