@@ -4,8 +4,11 @@ UV_VERSION := 0.13.8
 UV := python3 -m uv
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# pytest-xdist: a process per core; tests sharing something the machine has once run in
+# one group on one worker (tests/conftest.py, KINDS).
+PYTEST_PARALLEL ?= -n auto --dist loadgroup
 
-.PHONY: run setup test lint bootstrap browser sandbox shells proof
+.PHONY: run setup test test-fast lint bootstrap browser sandbox shells proof
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -52,7 +55,11 @@ test: bootstrap browser sandbox shells
 	$(UV) run ruff format --check .
 	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py spectacular --validate --fail-on-warn --file /dev/null
-	$(UV) run pytest
+	$(UV) run pytest $(PYTEST_PARALLEL) --durations=15
+
+# The inner loop: everything but the browser, the sandbox, real workers and the route walks.
+test-fast: bootstrap
+	$(UV) run pytest $(PYTEST_PARALLEL) -m "not slow and not browser and not sandbox and not workers"
 
 # The proofs (docs/reliability.md): the production profile under load and faults.
 # Needs PostgreSQL and Redis running; restarts PostgreSQL and Redis during its runs.

@@ -9,6 +9,38 @@ from django.conf import settings
 from tests.factories import Flow, ProjectFactory
 
 ON_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+TESTS = Path(__file__).parent
+
+# What kind of test each file holds, said once: `make test-fast` leaves these out, and
+# pytest-xdist (`--dist loadgroup`) runs each group on one worker, one test at a time.
+# "machine": the sandbox's user has one process limit however many sandboxes run, and
+# the real-worker tests share Redis databases (tests/workers.py).
+KINDS = {
+    "browser": ("ui/",),
+    "sandbox": ("runner/", "client/test_work.py"),
+    "workers": ("runner/test_worker.py", "evidence/test_worker.py", "events/test_worker.py"),
+    "slow": (
+        "test_schemathesis.py",
+        "test_numbers.py",
+        "test_hostile_inputs.py",
+        "test_authorization.py",
+        "test_mass_assignment.py",
+        "tasks/test_commands.py",
+        "test_layout_migration.py",
+    ),
+}
+GROUPS = {"sandbox": "machine", "workers": "machine"}
+
+
+def pytest_itemcollected(item):
+    # Here, not in pytest_collection_modifyitems: pytest-xdist reads the groups there.
+    where = item.path.relative_to(TESTS).as_posix()
+    for kind, places in KINDS.items():
+        if any(where.startswith(place) for place in places):
+            item.add_marker(kind)
+            if kind in GROUPS:
+                item.add_marker(pytest.mark.xdist_group(GROUPS[kind]))
+
 
 postgres_only = pytest.mark.skipif(not ON_POSTGRES, reason="needs PostgreSQL (set DATABASE_URL)")
 
