@@ -6,8 +6,8 @@ the file, the line and the name that no longer exists. The rules:
 
 - a **dotted name** is a word of the form ``a.b[.c…]`` (call arguments and ``:attr`` of an
   ASGI-style reference allowed) whose first part is one of ``PACKAGES``; it resolves when
-  it is an importable module with those attributes, a model label (``events.Delivery``) or
-  an event type (``runner.finished``);
+  it is an importable module with those attributes, a model label (``events.Delivery``),
+  a model's field (``evidence.Evidence.attempt``) or an event type (``runner.finished``);
 - a **path** is a word with a ``/`` whose first part is a top-level entry the repository
   tracks (``factory_client/…`` is read as ``client/factory_client/…``), or a bare name
   ending in ``.py`` or ``.toml``; it resolves when it exists (a ``*`` glob when it matches
@@ -30,6 +30,7 @@ from pathlib import Path
 
 from django.apps import apps
 from django.conf import settings
+from django.core.exceptions import FieldDoesNotExist
 
 from events.types import TYPES
 from tests.test_layers import LAYERS
@@ -123,13 +124,13 @@ def repo_path(word: str) -> str | None:
 def name_resolves(name: str) -> bool:
     if name in TYPES:
         return True
-    if name.count(".") == 1:
-        try:
-            apps.get_model(name)
-            return True
-        except (LookupError, ValueError):
-            pass
     parts = name.split(".")
+    if len(parts) in (2, 3):
+        try:
+            model = apps.get_model(".".join(parts[:2]))
+            return len(parts) == 2 or bool(model._meta.get_field(parts[2]))
+        except (LookupError, ValueError, FieldDoesNotExist):
+            pass
     for cut in range(len(parts), 0, -1):
         module = ".".join(parts[:cut])
         try:
@@ -258,6 +259,7 @@ def test_a_stale_name_path_or_link_is_reported_with_its_file_and_line(tmp_path):
         "Fine: `tasks.services.task_claim`, `projects/verify.py`, [api](api.md).\n"
         "Gone: `tasks.tokens.token_issue(*, user)` and `tasks/paths.py`,\n"
         "`runner.mirror.nothing_here`, [nowhere](nowhere.md).\n"
+        "Fine: `tasks.Attempt`, `evidence.Evidence.attempt`. Gone: `evidence.Evidence.task`.\n"
     )
     (doc.parent / "api.md").write_text("")
 
@@ -266,6 +268,7 @@ def test_a_stale_name_path_or_link_is_reported_with_its_file_and_line(tmp_path):
         "docs/stale.md:2 tasks/paths.py",
         "docs/stale.md:3 runner.mirror.nothing_here",
         "docs/stale.md:3 nowhere.md",
+        "docs/stale.md:4 evidence.Evidence.task",
     ]
 
 
