@@ -1,8 +1,8 @@
 """The docs name only what exists.
 
 Every dotted Python name, repository path and ``FACTORY_…`` setting that README.md,
-docs/*.md and docs/decisions/*.md cite is resolved against the code, and a failure names
-the file, the line and the name that no longer exists. The rules:
+client/README.md, docs/*.md and docs/decisions/*.md cite is resolved against the code,
+and a failure names the file, the line and the name that no longer exists. The rules:
 
 - a **dotted name** is a word of the form ``a.b[.c…]`` (call arguments and ``:attr`` of an
   ASGI-style reference allowed) whose first part is one of ``PACKAGES``; it resolves when
@@ -38,6 +38,7 @@ from tests.test_layers import LAYERS
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [
     ROOT / "README.md",
+    ROOT / "client" / "README.md",
     *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "docs" / "decisions").glob("*.md")),
 ]
@@ -59,10 +60,11 @@ FILE = re.compile(r"\.(py|md|toml|json|jsonl|yaml|yml|txt|html|css|tsv|xml|sh)$"
 
 
 def tracked_tops() -> set[str]:
-    listed = subprocess.run(
-        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    return {line.split("/")[0] for line in listed.splitlines()}
+    """The repository's top-level entries: what git tracks, else what is there (an export)."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        return {entry.name for entry in ROOT.iterdir() if entry.name not in {".git", ".venv"}}
+    return {line.split("/")[0] for line in listed.stdout.splitlines()}
 
 
 TOPS = tracked_tops() | {"factory_client"}
