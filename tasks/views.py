@@ -11,7 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
-from django.db.models import Count, IntegerField, OuterRef, Q, Subquery
+from django.db.models import Count, F, Func, IntegerField, OuterRef, Q, Subquery
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -51,28 +51,36 @@ def home(request):
     return redirect("task-board")
 
 
+def _count_of(rows) -> Subquery:
+    """How many ``rows`` there are, as a subquery of the outer query: 0 for none."""
+    # COUNT as a plain function, so Django adds no GROUP BY and an empty set counts 0.
+    count = rows.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n")
+    return Subquery(count, output_field=IntegerField())
+
+
 @login_required
 def review_queue(request):
     """Tasks waiting for review, oldest submission first."""
     form = ProjectFilterForm(request.GET)
     form.is_valid()
     projects = user_projects(request.user)
-    failed_gates = (
-        GateRun.objects.filter(
-            attempt__task=OuterRef("pk"), state__in=[GateRunState.FAILED, GateRunState.ERROR]
-        )
-        .order_by()
-        .values("attempt__task")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
+    failed = GateRun.objects.filter(state__in=[GateRunState.FAILED, GateRunState.ERROR])
     tasks = (
         in_project(
             selectors.visible_tasks(request.user), projects, form.cleaned_data.get("project")
         )
         .filter(state=TaskState.IN_REVIEW)
         .select_related("project", "current_attempt__agent")
-        .annotate(failed_gates=Subquery(failed_gates, output_field=IntegerField()))
+        # The attempt under review is judged on its own gates; earlier attempts' failures
+        # are history, counted apart so they never read as this attempt's.
+        .annotate(
+            failed_gates=_count_of(failed.filter(attempt=OuterRef("current_attempt"))),
+            earlier_failed_gates=_count_of(
+                failed.filter(attempt__task=OuterRef("pk")).exclude(
+                    attempt=OuterRef("current_attempt")
+                )
+            ),
+        )
         .order_by("current_attempt__submitted_at", "pk")
     )
     now = timezone.now()

@@ -13,6 +13,7 @@ from knox.settings import CONSTANTS
 from decisions import services as decision_services
 from evidence import services as evidence_services
 from evidence import storage
+from evidence.models import GateRun
 from projects.models import Event
 from tasks import services
 from tasks.demo.artifacts import git_diff, screenshot
@@ -181,8 +182,8 @@ def test_review_queue_never_shows_another_projects_tasks(client, flow, other_flo
     assert "OT-1" not in html(unfiltered) + html(asked_for)
 
 
-@pytest.mark.django_db
-def test_review_queue_counts_failed_gates_of_all_attempts(client, flow):
+def failed_then_in_review(flow):
+    """A task whose first attempt failed two gates and whose second passed every gate."""
     task, attempt = flow.checking()
     runs = list(attempt.gate_runs.order_by("gate"))  # diff-scope, required-evidence, ...
     finish_run(runs[0], "failed")
@@ -190,14 +191,42 @@ def test_review_queue_counts_failed_gates_of_all_attempts(client, flow):
     finish_run(runs[2], "passed")
     services.attempt_gates_failed(attempt=attempt, reason="gates failed")
     resubmit(flow, task)
+    return task
+
+
+@pytest.mark.django_db
+def test_review_queue_counts_the_current_attempts_failed_gates_apart_from_earlier_ones(
+    client, flow
+):
+    failed_then_in_review(flow)
     flow.in_review()
     client.force_login(flow.reviewer)
 
     response = client.get("/review/")
 
-    rows = [(row["task"].key, row["task"].failed_gates or 0) for row in response.context["rows"]]
-    assert rows == [("FM-1", 2), ("FM-2", 0)]
-    assert '<td class="num"><span class="badge bad">2</span></td>' in html(response)
+    rows = [
+        (row["task"].key, row["task"].failed_gates, row["task"].earlier_failed_gates)
+        for row in response.context["rows"]
+    ]
+    assert rows == [("FM-1", 0, 2), ("FM-2", 0, 0)]
+    cells = re.findall(r'<td class="num">(0.*?)</td>', html(response))
+    assert cells == ['0 <span class="muted small">(2 in earlier attempts)</span>', "0"]
+    assert 'class="badge bad"' not in html(response)
+
+
+@pytest.mark.django_db
+def test_review_queue_shows_the_current_attempts_own_failed_gate_as_a_badge(client, flow):
+    task = Task.objects.get(pk=failed_then_in_review(flow).pk)
+    # No gate lets a failed run through to review today; forced so the two counts differ.
+    GateRun.objects.filter(attempt=task.current_attempt, gate="diff-scope").update(state="failed")
+    client.force_login(flow.reviewer)
+
+    page = html(client.get("/review/"))
+
+    assert (
+        '<td class="num"><span class="badge bad">1</span>'
+        ' <span class="muted small">(2 in earlier attempts)</span></td>'
+    ) in page
 
 
 # --- Task board ------------------------------------------------------------------------------
@@ -837,6 +866,22 @@ def test_review_queue_query_count_does_not_grow(client, flow, django_assert_max_
     many = queries_for(client, "/review/", django_assert_max_num_queries)
 
     assert many == one
+
+
+@pytest.mark.django_db
+def test_review_queue_query_count_does_not_grow_with_earlier_failed_attempts(
+    client, flow, django_assert_max_num_queries
+):
+    flow.in_review()
+    client.force_login(flow.reviewer)
+    one = queries_for(client, "/review/", django_assert_max_num_queries)
+    for _ in range(10):
+        failed_then_in_review(flow)
+
+    many = queries_for(client, "/review/", django_assert_max_num_queries)
+
+    assert many == one
+    assert html(client.get("/review/")).count("(2 in earlier attempts)") == 10
 
 
 @pytest.mark.django_db
