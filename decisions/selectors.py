@@ -1,4 +1,4 @@
-"""Reads for decisions: search, and the supersession chain."""
+"""Reads for decisions: search, the supersession chain, what changed between spec versions."""
 
 import re
 
@@ -79,3 +79,32 @@ def supersession_chain(decision) -> tuple[list, list]:
         later += frontier
         frontier = [new for d in frontier for new in d.superseded_by.all()]
     return earlier, later
+
+
+def criteria_changes(old, new) -> tuple[list[dict], list[str]]:
+    """What changed in the acceptance criteria from version ``old`` to version ``new``.
+
+    Criteria are matched by key; a criterion whose text or proof differs is ``changed``
+    (its place in the list alone is no change). Answers ``(changes, unchanged keys)``:
+    each change is ``{"change": "added"|"removed"|"changed", "key", "before", "after"}``
+    with the two versions' ``Criterion`` (``None`` where it does not exist), in the new
+    version's order, then the removed ones in the old version's order. Reads
+    ``criteria.all()``, so a prefetch serves it.
+    """
+    before = {c.key: c for c in old.criteria.all()}
+    after = {c.key: c for c in new.criteria.all()}
+    changes, unchanged = [], []
+    for key, now in after.items():
+        was = before.get(key)
+        if was is None:
+            changes.append({"change": "added", "key": key, "before": None, "after": now})
+        elif (was.text, was.proof) != (now.text, now.proof):
+            changes.append({"change": "changed", "key": key, "before": was, "after": now})
+        else:
+            unchanged.append(key)
+    changes += [
+        {"change": "removed", "key": key, "before": was, "after": None}
+        for key, was in before.items()
+        if key not in after
+    ]
+    return changes, unchanged

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from decisions import services
 from decisions.forms import DecisionFilterForm, VerdictForm
 from decisions.models import Decision, Spec, SpecVersion
-from decisions.selectors import search_decisions, supersession_chain
+from decisions.selectors import criteria_changes, search_decisions, supersession_chain
 from projects.errors import ServiceError, refusal_text
 from projects.models import Event, Project
 from projects.numbers import query_number
@@ -152,14 +152,22 @@ def render_markdown(text: str) -> str:
     return mark_safe(nh3.clean(html))  # nh3 keeps only safe tags and attributes
 
 
-def _version_lines(version) -> list[str]:
-    lines = version.body.splitlines()
-    lines += ["", "Criteria:"] + [f"{c.key}: {c.text} [{c.proof}]" for c in version.criteria.all()]
-    return lines
+def _body_diff(left, right) -> list[tuple[str, str]]:
+    """The lines of the body that differ from ``left`` to ``right``, each with its kind."""
+    lines = difflib.unified_diff(
+        left.body.splitlines(),
+        right.body.splitlines(),
+        f"v{left.number}",
+        f"v{right.number}",
+        lineterm="",
+    )
+    # The two file headers come first; told apart by place, since a removed line that
+    # reads "-- x" also starts with "--- ".
+    return [(_diff_kind(line, header=i < 2), line) for i, line in enumerate(lines)]
 
 
-def _diff_kind(line: str) -> str:
-    if line.startswith(("@@", "--- ", "+++ ")):
+def _diff_kind(line: str, *, header: bool) -> str:
+    if header or line.startswith("@@"):
         return "hunk"  # hunk and file headers, not changes
     return {"+": "add", "-": "del"}.get(line[:1], "ctx")
 
@@ -192,16 +200,10 @@ def spec_detail(request, key):
     shown = pick("v", current)
     left = pick("a", versions[-2] if len(versions) > 1 else None)
     right = pick("b", versions[-1] if versions else None)
-    diff = []
+    diff, changes, unchanged = [], [], []
     if left and right and left != right:
-        for line in difflib.unified_diff(
-            _version_lines(left),
-            _version_lines(right),
-            f"v{left.number}",
-            f"v{right.number}",
-            lineterm="",
-        ):
-            diff.append((_diff_kind(line), line))
+        diff = _body_diff(left, right)
+        changes, unchanged = criteria_changes(left, right)
     return render(
         request,
         "decisions/spec.html",
@@ -213,6 +215,8 @@ def spec_detail(request, key):
             "left": left,
             "right": right,
             "diff": diff,
+            "criteria_changes": changes,
+            "criteria_unchanged": unchanged,
             "tasks": spec.tasks.order_by("number")[:100],
             "nav": "decisions",
         },

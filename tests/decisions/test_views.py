@@ -340,7 +340,7 @@ def test_spec_page_shows_the_lines_that_changed_between_versions(client, flow):
     rows = re.findall(r'<tr class="(\w+)"><td>(.*?)</td></tr>', page)
     assert ("del", "-Leases last a minute.") in rows
     assert ("add", "+Leases last five minutes.") in rows
-    assert ("hunk", "@@ -1,6 +1,6 @@") in rows
+    assert ("hunk", "@@ -1,3 +1,3 @@") in rows
     assert ("ctx", " # Claiming") in rows
 
 
@@ -358,6 +358,127 @@ def test_spec_diff_marks_only_changed_lines_as_added_or_removed(client, flow):
         ("del", "-Leases last a minute."),
         ("add", "+Leases last five minutes."),
     ]
+
+
+def criteria_v2(**changed):
+    """The factory's criteria with the ones named by key replaced (None drops it)."""
+    criteria = [changed.pop(c["key"].replace("-", "_"), c) for c in CRITERIA]
+    return [c for c in criteria if c is not None] + list(changed.values())
+
+
+def compared(client, flow, criteria, body="# Spec\n") -> str:
+    spec = flow.spec()
+    services.spec_version_create(spec=spec, actor=flow.manager, body=body, criteria=criteria)
+    client.force_login(flow.manager)
+    return html(client.get(f"/specs/{spec.key}/?a=1&b=2"))
+
+
+def criteria_rows(page: str) -> list[str]:
+    """The rows of the compare's criteria table, without the template's line breaks."""
+    table = re.search(r'<table class="criteria-diff">(.*?)</table>', page, re.S)[1]
+    rows = re.findall(r"<tr class=\"\w+\">(.*?)</tr>", table, re.S)
+    return [re.sub(r">\s*\n\s*<", "><", row.strip()) for row in rows]
+
+
+@pytest.mark.django_db
+def test_spec_compare_shows_a_changed_criterion_by_key_with_its_text_and_check(client, flow):
+    ac2 = {
+        "key": "AC-2",
+        "text": "Oversize uploads get 413.",
+        "proof": {"check": "tests", "select": "tests/test_upload.py::test_oversize"},
+    }
+
+    page = compared(client, flow, criteria_v2(AC_2=ac2))
+
+    assert "{&#x27;" not in page and "[{" not in page and "{'" not in page
+    assert criteria_rows(page) == [
+        '<td><span class="badge change-changed">changed</span></td><td class="mono key">AC-2</td>'
+        '<td><div class="was"><span class="muted small">v1</span> <s>The queue is shown.</s></div>'
+        '<div class="now"><span class="muted small">v2</span> Oversize uploads get 413.</div></td>'
+        '<td class="small"><div class="was"><span class="muted">v1</span> <s>evidence: screenshot</s>'
+        '</div><div class="now"><span class="muted">v2</span> tests '
+        '<span class="mono">tests/test_upload.py::test_oversize</span></div></td>'
+    ]
+    assert '<p class="muted small">Unchanged: AC-1, AC-3.</p>' in page
+    assert '<p class="muted small">The same in v1 and v2.</p>' in page  # the text
+
+
+@pytest.mark.django_db
+def test_spec_compare_lists_added_and_removed_criteria_by_key(client, flow):
+    ac4 = {"key": "AC-4", "text": "Leases are documented.", "proof": {"check": "review"}}
+
+    page = compared(client, flow, criteria_v2(AC_3=None, AC_4=ac4))
+
+    assert criteria_rows(page) == [
+        '<td><span class="badge change-added">added</span></td><td class="mono key">AC-4</td>'
+        '<td>Leases are documented.</td><td class="small">review</td>',
+        '<td><span class="badge change-removed">removed</span></td><td class="mono key">AC-3</td>'
+        '<td>Readable code.</td><td class="small">review</td>',
+    ]
+    assert '<p class="muted small">Unchanged: AC-1, AC-2.</p>' in page
+
+
+@pytest.mark.django_db
+def test_spec_compare_shows_a_criterion_whose_proof_alone_changed_with_its_text_once(client, flow):
+    ac3 = {"key": "AC-3", "text": "Readable code.", "proof": {"check": "evidence", "kind": "note"}}
+
+    page = compared(client, flow, criteria_v2(AC_3=ac3))
+
+    assert criteria_rows(page) == [
+        '<td><span class="badge change-changed">changed</span></td><td class="mono key">AC-3</td>'
+        '<td>Readable code.</td><td class="small"><div class="was"><span class="muted">v1</span> '
+        '<s>review</s></div><div class="now"><span class="muted">v2</span> evidence: note</div></td>'
+    ]
+
+
+@pytest.mark.django_db
+def test_spec_compare_marks_a_removed_line_that_starts_with_dashes_as_removed(client, flow):
+    spec = flow.spec(body="# Spec\n-- a note\n")
+    services.spec_version_create(spec=spec, actor=flow.manager, body="# Spec\n", criteria=CRITERIA)
+    client.force_login(flow.manager)
+
+    page = html(client.get(f"/specs/{spec.key}/?a=1&b=2"))
+
+    rows = re.findall(r'<tr class="(\w+)"><td>(.*?)</td></tr>', page)
+    assert rows == [
+        ("hunk", "--- v1"),
+        ("hunk", "+++ v2"),
+        ("hunk", "@@ -1,2 +1 @@"),
+        ("ctx", " # Spec"),
+        ("del", "--- a note"),
+    ]
+    assert '<p class="muted small">The same in v1 and v2.</p>' in page  # the criteria
+
+
+@pytest.mark.django_db
+def test_spec_compare_of_two_identical_versions_says_so(client, flow):
+    page = compared(client, flow, CRITERIA)
+
+    assert '<p class="muted small">v1 and v2 are the same.</p>' in page
+    assert '<table class="criteria-diff">' not in page
+
+
+@pytest.mark.django_db
+def test_spec_compare_query_count_does_not_grow_with_criteria(
+    client, flow, django_assert_max_num_queries
+):
+    ac = {"key": "AC-9", "text": "One more.", "proof": {"check": "review"}}
+    few = compared(client, flow, criteria_v2(AC_9=ac))  # logs the manager in
+    with django_assert_max_num_queries(15) as one:
+        client.get("/specs/FM-S1/?a=1&b=2")
+    many = [
+        {"key": f"AC-{n}", "text": f"Criterion {n}.", "proof": ac["proof"]} for n in range(4, 54)
+    ]
+    services.spec_version_create(
+        spec=flow.project.specs.get(), actor=flow.manager, body="# Spec\n", criteria=many
+    )
+
+    with django_assert_max_num_queries(15) as more:
+        page = html(client.get("/specs/FM-S1/?a=1&b=3"))
+
+    assert len(more.captured_queries) == len(one.captured_queries)
+    added = 'class="badge change-added"'
+    assert (few.count(added), page.count(added)) == (1, 50)
 
 
 @pytest.mark.django_db
