@@ -6,7 +6,11 @@ outsiders get a type here. One Event has at most one type, so a delivery (one pe
 event and subscription) has one stable ``webhook-id``.
 """
 
+from projects.policy import declares
+
 # (model label, transition, state reached or None for any) → type; the first match wins.
+# A gate run's label may name what its gate declares (``evidence.gaterun:needs_commit``),
+# never the gate's name (``projects.policy.declares``).
 RULES: list[tuple[str, str, str | None, str]] = [
     ("tasks.task", "publish", None, "task.published"),
     ("tasks.task", "claim", None, "task.claimed"),
@@ -27,8 +31,8 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("decisions.decision", "reject", None, "decision.rejected"),
     ("decisions.decision", "supersede", None, "decision.superseded"),
     ("decisions.specversion", "accept", None, "spec.version_accepted"),
-    # A gate run's verdict; the runner's own gate has a type of its own.
-    ("evidence.gaterun:runner", "*finish", None, "runner.finished"),
+    # A gate run's verdict; the runner's own gate (the one that measures) has a type of its own.
+    ("evidence.gaterun:measures_repository", "*finish", None, "runner.finished"),
     ("evidence.gaterun", "*finish", None, "gate.finished"),
 ]
 
@@ -66,8 +70,8 @@ DESCRIPTIONS = {
 def type_of(label: str, transition: str, to_state: str, gate: str = "") -> str | None:
     """The type of an audit Event of model ``label`` (``"tasks.task"``), or None."""
     for rule_label, rule_transition, state, name in RULES:
-        model, _, rule_gate = rule_label.partition(":")
-        if model != label or (rule_gate and rule_gate != gate):
+        model, _, declared = rule_label.partition(":")
+        if model != label or (declared and not declares(gate, declared)):
             continue
         if rule_transition == "*finish":
             if transition not in FINISHES:

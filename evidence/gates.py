@@ -22,7 +22,7 @@ from decisions.models import Check, SpecVersionState
 from evidence import storage
 from evidence.models import Evidence, Kind, Provenance, decisive
 from evidence.parsers import coverage_root, diff_files, diff_paths, junit_cases
-from evidence.selectors import proof_kind, proof_of
+from evidence.selectors import proof_kind, proof_of, tested_criteria
 from projects.paths import UnsafePath, path_allowed, repo_path
 
 
@@ -55,16 +55,23 @@ class Gate(abc.ABC):
     """Base class. Subclasses set ``name`` and ``description`` and implement ``check``.
 
     A gate that measures rather than reads (the runner) says so with its class
-    attributes: ``job`` is the Celery job that runs it (and so the queue it runs on),
-    ``first`` makes every other gate of a submission wait for it, ``time_limit`` is how
-    long it may run, and ``provenance`` is what its ``attachments`` are stored as.
+    attributes, which are what the rest of the site asks (``projects.policy.declares``),
+    never the gate's name: ``job`` is the Celery job that runs it (and so the queue it
+    runs on), ``goes_first`` makes every other gate of a submission wait for it,
+    ``needs_commit`` refuses a submission that names no ``change.commit``,
+    ``measures_repository`` needs the project's repository and verify block (and makes
+    it the attempt's measuring gate, ``evidence.selectors.measured_run``),
+    ``time_limit`` is how long it may run, and ``provenance`` is what its
+    ``attachments`` are stored as.
     """
 
     name = ""
     description = ""
     params: dict = {}  # parameter name -> (type, default)
     job = "evidence.jobs.gate_run_job"
-    first = False
+    goes_first = False
+    needs_commit = False
+    measures_repository = False
     provenance = Provenance.GATE
 
     @property
@@ -252,11 +259,7 @@ class TestsPass(Gate):
             )
         # Selectors are matched while the cases stream by: the passing tests of a large
         # report are never all held at once.
-        selects = {}
-        if attempt.spec_version_id:
-            for criterion in attempt.spec_version.criteria.all():
-                if criterion.proof.get("check") == Check.TESTS:
-                    selects[criterion.key] = criterion.proof.get("select")
+        selects = tested_criteria(attempt)
         matched, failed, failures, total, skipped, empty = set(), [], 0, 0, 0, []
         for report in reports:
             cases = 0

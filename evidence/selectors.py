@@ -1,7 +1,8 @@
 """Reads for evidence: what proves each acceptance criterion of an attempt."""
 
 from decisions.models import Check
-from evidence.models import Evidence, GateRunState, Kind, decisive
+from evidence.models import Evidence, GateRun, GateRunState, Kind, Provenance, decisive
+from projects.policy import measuring_gate
 
 
 def proof_kind(criterion) -> str | None:
@@ -10,6 +11,22 @@ def proof_kind(criterion) -> str | None:
     if check == Check.TESTS:
         return Kind.JUNIT
     return criterion.proof.get("kind") if check == Check.EVIDENCE else None
+
+
+def tested_criteria(attempt) -> dict[str, str | None]:
+    """``{criterion key: its test selector}`` for each criterion of the attempt's pinned
+    spec version that tests prove, in the version's order; empty without a spec.
+
+    The one answer to "which criteria do tests prove": the tests-pass gate matches
+    these selectors and the runner claims these criteria for its JUnit report.
+    """
+    if not attempt.spec_version_id:
+        return {}
+    return {
+        criterion.key: criterion.proof.get("select")
+        for criterion in attempt.spec_version.criteria.all()
+        if criterion.proof.get("check") == Check.TESTS
+    }
 
 
 def proof_of(criterion, evidence) -> list[Evidence]:
@@ -92,20 +109,51 @@ def _tests_said(summary: dict) -> str:
     return f"{summary.get('passed', 0)} passed"
 
 
-def runner_view(runs, evidence) -> dict | None:
+def measured_run(attempt, runs=None) -> tuple[GateRun | None, dict | None]:
+    """The attempt's run of the site's measuring gate (the runner) and its summary, or
+    ``(None, None)`` when it has none.
+
+    The summary is ``{state, verified, commit, seconds, summary, tests, steps,
+    problems}``; ``commit`` is the one the gate measured (None until it has). The API,
+    the task page and the review record all read the runner from here. Callers that
+    already loaded the attempt's gate runs pass them in.
+    """
+    gate = measuring_gate()
+    if gate is None:
+        return None, None
+    if runs is None:
+        runs = attempt.gate_runs.all()
+    run = next((run for run in runs if run.gate == gate.name), None)
+    if run is None:
+        return None, None
+    verdict = run.verdict or {}
+    return run, {
+        "state": run.state,
+        "verified": bool(verdict.get("verified")),
+        "commit": verdict.get("commit"),
+        "seconds": verdict.get("seconds"),
+        "summary": run.summary,
+        "tests": verdict.get("tests") or {},
+        "steps": verdict.get("steps", []),
+        "problems": verdict.get("problems", []),
+    }
+
+
+def runner_view(attempt, runs, evidence) -> dict | None:
     """What the runner measured for an attempt, for its page; None when it has no runner.
 
     ``disagreements`` name each self-reported report whose reading differs from the
     runner's (``agent: 2 passed; runner: 1 of 2 tests failed``), so a reviewer sees a
     false claim at a glance.
     """
-    run = next((run for run in runs if run.gate == "runner"), None)
+    run, summary = measured_run(attempt, runs)
     if run is None:
         return None
-    measured = {e.kind: e for e in evidence if e.provenance == "runner"}
+    provenance = measuring_gate().provenance
+    measured = {e.kind: e for e in evidence if e.provenance == provenance}
     disagreements = []
     for e in evidence:
-        if e.provenance != "agent" or e.kind not in measured:
+        if e.provenance != Provenance.AGENT or e.kind not in measured:
             continue
         theirs, ours = e.summary, measured[e.kind].summary
         if e.kind == Kind.JUNIT and _tests_said(theirs) != _tests_said(ours):
@@ -120,14 +168,13 @@ def runner_view(runs, evidence) -> dict | None:
             disagreements.append(
                 (e, said + (f" (not in the agent's: {', '.join(hidden[:5])})" if hidden else ""))
             )
-    verdict = run.verdict or {}
     return {
         "run": run,
-        "verified": bool(verdict.get("verified")),
-        "commit": verdict.get("commit", ""),
-        "seconds": verdict.get("seconds"),
-        "steps": verdict.get("steps", []),
-        "problems": verdict.get("problems", []),
+        "verified": summary["verified"],
+        "commit": summary["commit"] or "",
+        "seconds": summary["seconds"],
+        "steps": summary["steps"],
+        "problems": summary["problems"],
         "log": measured.get(Kind.LOG),
         "junit": measured.get(Kind.JUNIT),
         "disagreements": [{"evidence": e, "said": said} for e, said in disagreements],

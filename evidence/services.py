@@ -36,8 +36,8 @@ from evidence.signals import gate_run_finished
 from projects.errors import Conflict, PermissionDenied, ServiceError, TooLarge
 from projects.fsm import check, fire
 from projects.models import Event, Project
-from projects.policy import registry
-from projects.queue import enqueue
+from projects.policy import declaring, registry
+from projects.queue import enqueue, enqueue_on_commit
 from projects.roles import Role, has_role
 
 GATE_RUN_JOB = "evidence.jobs.gate_run_job"
@@ -276,15 +276,14 @@ def gate_runs_create(*, attempt, policy: dict) -> list[GateRun]:
                 run.attempt = attempt
                 Event.record(run, actor=None, transition="queue", from_state="", to_state=run.state)
                 if not firsts or gate in firsts:
-                    transaction.on_commit(lambda pk=run.pk, gate=gate: _dispatch(pk, gate))
+                    enqueue_on_commit(_job_of(gate), run.pk, noting=lambda pk=run.pk: _noted(pk))
             runs.append(run)
     return runs
 
 
 def _first_gates(names) -> set[str]:
     """Which of the gates ``names`` go first (measure before the others read)."""
-    gates = registry()
-    return {name for name in names if name in gates and gates[name].first}
+    return set(declaring(names, "goes_first"))
 
 
 def _waiting(run: GateRun) -> bool:
@@ -564,9 +563,19 @@ def _dispatch(run_id: int, gate: str, countdown: float | None = None) -> None:
 
     The gate names its job, and so its queue: the runner's go to ``verify``.
     """
+    _noted(run_id)
+    enqueue(_job_of(gate), run_id, countdown=countdown)
+
+
+def _noted(run_id: int) -> None:
+    """Note that a run's job was sent now: the reconciler re-sends it only much later."""
     GateRun.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
+
+
+def _job_of(gate: str) -> str:
+    """The job a gate names (and so its queue); the plain gate job for an unknown name."""
     known = registry().get(gate)
-    enqueue(known.job if known is not None else GATE_RUN_JOB, run_id, countdown=countdown)
+    return known.job if known is not None else GATE_RUN_JOB
 
 
 def _allowed_seconds(gate: str) -> int:

@@ -40,3 +40,32 @@ def clean_policy(policy) -> dict:
     if errors:
         raise ValidationError({"gate_policy": errors})
     return cleaned
+
+
+def declares(name: str, attribute: str) -> bool:
+    """Whether the gate registered as ``name`` declares ``attribute`` (``goes_first``,
+    ``needs_commit``, ``measures_repository``: class attributes of ``evidence.gates.Gate``).
+
+    Others ask a gate what it is, never what it is called: the runner is the gate that
+    declares it measures the repository, whatever name the site registers it under.
+    False for a name the site does not know.
+    """
+    gate = registry().get(name)
+    return gate is not None and bool(getattr(gate, attribute, False))
+
+
+def declaring(names, attribute: str) -> list[str]:
+    """The gates of ``names`` (a policy, or any names) that declare ``attribute``, in order."""
+    return [name for name in names or () if declares(name, attribute)]
+
+
+def measuring_gate():
+    """The site's gate that measures the repository itself (the runner), or None."""
+    name = next(iter(declaring(registry(), "measures_repository")), None)
+    return registry()[name] if name is not None else None
+
+
+def measuring_gate_name() -> str | None:
+    """The name the site registers its measuring gate under (``"runner"``), or None."""
+    gate = measuring_gate()
+    return gate.name if gate is not None else None

@@ -6,6 +6,7 @@ importing it, so an app's services and jobs never import each other.
 """
 
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from celery import current_app
@@ -63,6 +64,16 @@ def _in_background(job, args) -> None:
         connections.close_all()  # this thread's own connections
 
 
-def enqueue_on_commit(name: str, *args) -> None:
-    """Send the job once the current transaction commits (never, if it rolls back)."""
-    transaction.on_commit(lambda: enqueue(name, *args))
+def enqueue_on_commit(name: str, *args, noting: Callable[[], None] | None = None) -> None:
+    """Send the job once the current transaction commits (never, if it rolls back).
+
+    ``noting`` runs after the commit, just before the job is sent: for recording that it
+    was sent (a gate run's ``dispatched_at``), which must stay unrecorded if it never is.
+    """
+
+    def send():
+        if noting is not None:
+            noting()
+        enqueue(name, *args)
+
+    transaction.on_commit(send)

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Membership, Project
-from projects.policy import clean_policy
+from projects.policy import clean_policy, declaring
 from projects.roles import Role, forget_roles, has_role
 from projects.verify import (
     clean_branch,
@@ -78,7 +78,8 @@ CLEANERS = {
 
 def check_runner_ready(project: Project) -> None:
     """Refuse (409 ``runner_unconfigured``) a policy with the runner when it has nothing to run."""
-    if "runner" not in (project.gate_policy or {}):
+    measuring = declaring(project.gate_policy, "measures_repository")
+    if not measuring:
         return
     missing = [
         what
@@ -90,7 +91,7 @@ def check_runner_ready(project: Project) -> None:
     ]
     if missing:
         raise Conflict(
-            f"the runner gate needs {' and '.join(missing)}; set them with the policy or first",
+            f"the {measuring[0]} gate needs {' and '.join(missing)}; set them with the policy or first",
             code="runner_unconfigured",
         )
 

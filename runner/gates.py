@@ -17,10 +17,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 
-from decisions.models import Check
 from evidence.gates import Attachment, Gate, Verdict, test_ids
 from evidence.models import Kind, Provenance
 from evidence.parsers import junit_cases, summarize
+from evidence.selectors import tested_criteria
 from runner.verify import CommitNotFound, CommitRefused, Result, RunnerUnavailable, verify
 
 FAILED_NAMED = 5
@@ -35,7 +35,9 @@ class RunnerGate(Gate):
     )
     params = {"required": (bool, False)}
     job = "runner.jobs.verify_job"
-    first = True
+    goes_first = True
+    needs_commit = True
+    measures_repository = True
     provenance = Provenance.RUNNER
 
     @property
@@ -74,13 +76,7 @@ class RunnerGate(Gate):
 
     def verdict(self, attempt, result: Result) -> Verdict:
         short = result.commit[:12]
-        tests_criteria = ()
-        if attempt.spec_version_id:
-            tests_criteria = tuple(
-                c.key
-                for c in attempt.spec_version.criteria.all()
-                if c.proof.get("check") == Check.TESTS
-            )
+        tests_criteria = tuple(tested_criteria(attempt))
         attachments, tests = [], {}
         for kind, content, name, media_type, criteria in (
             (Kind.JUNIT, result.junit, "runner-junit.xml", "application/xml", tests_criteria),

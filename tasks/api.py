@@ -24,6 +24,7 @@ from decisions.models import Spec
 from evidence import api as evidence_api
 from evidence import services as evidence_services
 from evidence.models import Kind
+from evidence.selectors import measured_run
 from evidence.uploads import HashingUploadHandler
 from projects.errors import TooLarge
 from projects.models import Event
@@ -136,18 +137,13 @@ class GateRunSerializer(serializers.Serializer):
 
 def runner_status(attempt) -> dict | None:
     """``{state, verified, commit, seconds, summary, tests}`` of the attempt's runner, or None."""
-    run = next((run for run in attempt.gate_runs.all() if run.gate == "runner"), None)
+    run, measured = measured_run(attempt)
     if run is None:
         return None
-    verdict = run.verdict or {}
-    return {
-        "state": run.state,
-        "verified": bool(verdict.get("verified")),
-        "commit": verdict.get("commit") or (attempt.change or {}).get("commit"),
-        "seconds": verdict.get("seconds"),
-        "summary": run.summary,
-        "tests": verdict.get("tests") or {},
-    }
+    fields = ("state", "verified", "commit", "seconds", "summary", "tests")
+    answer = {name: measured[name] for name in fields}
+    answer["commit"] = measured["commit"] or (attempt.change or {}).get("commit")
+    return answer
 
 
 class ReviewSerializer(serializers.Serializer):

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from decisions.models import Check, SpecVersionState
+from evidence.selectors import measured_run
 from projects.services import check_storable
 from tasks.context import accepted_decisions
 from tasks.models import Attempt, Task
@@ -30,7 +31,7 @@ def in_force(task: Task, attempt: Attempt) -> dict:
             .first()
         )
     runs = list(attempt.gate_runs.order_by("gate"))
-    runner = next((run for run in runs if run.gate == "runner"), None)
+    runner, measured = measured_run(attempt, runs)
     return {
         "at": timezone.now().isoformat(),
         "spec": (
@@ -45,7 +46,7 @@ def in_force(task: Task, attempt: Attempt) -> dict:
         "gates": [{"gate": r.gate, "state": r.state, "summary": r.summary} for r in runs],
         "commit": (attempt.change or {}).get("commit"),
         "runner": (
-            {"state": runner.state, "commit": (runner.verdict or {}).get("commit")}
+            {"state": measured["state"], "commit": measured["commit"]}
             if runner is not None
             else None
         ),

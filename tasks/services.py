@@ -31,6 +31,7 @@ from projects.fsm import check, fire
 from projects.kinds import Kind
 from projects.models import Event, Project
 from projects.paths import clean_allowed_paths
+from projects.policy import declaring
 from projects.queue import enqueue_on_commit
 from projects.roles import REVIEWER_NOT_HOLDER, Role, has_role
 from projects.selectors import project_ids_for
@@ -359,7 +360,7 @@ def attempt_submit(
                 )
             return attempt
         _refuse_lost_lease(attempt)
-        if "runner" in task.project.gate_policy and not (change or {}).get("commit"):
+        if declaring(task.project.gate_policy, "needs_commit") and not (change or {}).get("commit"):
             # Checked before anything changes: the runner verifies a commit, not a claim.
             raise ValidationError(
                 {

@@ -245,7 +245,7 @@ def _task_page(request, task, *, posted=None, status=200):
         "viewers": page_viewers,
         "events": timeline,
         "gate_reports": [e for e in material.evidence if e.provenance == "gate"],
-        "runner": runner_view(material.runs, material.evidence),
+        "runner": runner_view(attempt, material.runs, material.evidence),
         "submitted_evidence": shown,
         "proposed_here": proposed_here,
         "decisions": material.decisions,

@@ -18,6 +18,7 @@ from evidence.models import FINISHED_GATE_STATES
 from projects import services as project_services
 from projects.errors import ServiceError
 from projects.models import Project
+from projects.policy import declares
 from projects.queue import foreground
 from runner.sandbox import SandboxUnavailable, sandbox
 from tasks import services
@@ -112,7 +113,9 @@ def _task(project, demo, spec, title, agent):
 
 def _check(attempt) -> None:
     """Run what no worker has run yet: the runner, then the gates that waited for it."""
-    for run in sorted(attempt.gate_runs.all(), key=lambda run: run.gate != "runner"):
+    for run in sorted(
+        attempt.gate_runs.all(), key=lambda run: not declares(run.gate, "goes_first")
+    ):
         if run.state in FINISHED_GATE_STATES:
             continue
         with contextlib.suppress(ServiceError):  # a worker got there first
