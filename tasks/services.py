@@ -138,10 +138,19 @@ def _lock_attempt(attempt_id: int) -> Attempt:
     )
 
 
-def lock_task_and_attempt(attempt_id: int) -> tuple[Task, Attempt]:
-    """Lock an attempt and its task, task first (the one lock order, so no deadlocks)."""
-    task_id = Attempt.objects.values_list("task_id", flat=True).get(pk=attempt_id)
+def lock_task_and_attempt(
+    attempt_id: int | None = None, *, task_id: int | None = None
+) -> tuple[Task, Attempt | None]:
+    """Lock an attempt and its task, task first (the one lock order, so no deadlocks).
+
+    Given ``task_id`` instead: the task and the attempt it holds once locked (None if none).
+    """
+    if task_id is None:
+        task_id = Attempt.objects.values_list("task_id", flat=True).get(pk=attempt_id)
     task = _lock_task(task_id)
+    attempt_id = task.current_attempt_id if attempt_id is None else attempt_id
+    if attempt_id is None:
+        return task, None
     attempt = _lock_attempt(attempt_id)
     attempt.task = task
     if task.current_attempt_id == attempt.pk:
@@ -499,12 +508,10 @@ def task_review(
         raise ValidationError({"verdict": "choose approve or reject"})
     name, reason = verdict, (reason or "").strip()
     with transaction.atomic():
-        task = _lock_task(task.pk)
-        attempt_id = task.current_attempt_id
-        number = task.current_attempt.number if task.current_attempt else None
+        task, attempt = lock_task_and_attempt(task_id=task.pk)
+        number = attempt.number if attempt else None
         # Refuses the wrong state or the wrong reviewer before anything else is looked at.
         check(task, name, actor=actor)
-        attempt = _lock_attempt(attempt_id)
         # Raised in the transaction: a refused verdict keeps nothing.
         record = review.judge(name, criteria, criteria_status(attempt))
         if name == "reject" and not reason:
