@@ -5,10 +5,10 @@ locks and state. Every object is looked up through the caller's memberships, so
 another project's task or attempt is a 404.
 """
 
-import django_filters
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, prefetch_related_objects
+from django.db.models import prefetch_related_objects
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
@@ -41,8 +41,9 @@ from projects.rest import (
 )
 from projects.selectors import project_for, visible_project
 from tasks import brief, selectors, services
+from tasks.filters import TaskFilter
 from tasks.handoff import handoff
-from tasks.models import AttemptState, Label, Task, TaskState
+from tasks.models import AttemptState, Task, TaskState
 from tasks.review import applied_text
 
 # --- Output ---------------------------------------------------------------------------------
@@ -244,21 +245,6 @@ class LeaseSecondsField(serializers.IntegerField):
 
 
 # --- Tasks ------------------------------------------------------------------------------------
-
-
-class TaskFilter(django_filters.FilterSet):
-    project = django_filters.CharFilter(field_name="project__slug", help_text="Project slug.")
-    state = django_filters.MultipleChoiceFilter(choices=TaskState.choices)
-    label = django_filters.CharFilter(method="filter_label", help_text="Tasks carrying this label.")
-
-    class Meta:
-        model = Task
-        fields = ["project", "state", "label"]
-
-    def filter_label(self, queryset, name, value):
-        return queryset.filter(
-            Exists(Label.tasks.through.objects.filter(task=OuterRef("pk"), label__name=value))
-        )
 
 
 @extend_schema_field({"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"})

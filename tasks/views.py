@@ -30,6 +30,7 @@ from projects.pages import in_project, is_htmx, may, navigation, user_projects
 from projects.roles import Role
 from tasks import handoff, selectors, services
 from tasks.dashboard import dashboard_context
+from tasks.filters import TaskFilter
 from tasks.forms import STATE_ORDER, BoardFilterForm, CommentForm, ReasonForm, ReviewForm
 from tasks.models import AttemptState, LineComment, Task, TaskState
 
@@ -109,8 +110,8 @@ def task_board(request):
     tasks = in_project(
         selectors.visible_tasks(request.user), projects, form.cleaned_data.get("project")
     )
-    if form.cleaned_data.get("label"):
-        tasks = tasks.filter(labels__name=form.cleaned_data["label"])
+    # The label is filtered as the API filters it; the project, above, as pages do.
+    tasks = TaskFilter({"label": form.cleaned_data.get("label", "")}, queryset=tasks).qs
     if form.cleaned_data.get("q"):
         text = form.cleaned_data["q"]
         tasks = tasks.filter(Q(title__icontains=text) | Q(key__iexact=text))

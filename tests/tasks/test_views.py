@@ -17,6 +17,7 @@ from evidence.models import GateRun
 from projects.models import Event
 from tasks import services
 from tasks.demo.artifacts import git_diff, screenshot
+from tasks.filters import TaskFilter
 from tasks.models import Attempt, Task
 from tests.factories import member
 
@@ -274,6 +275,28 @@ def test_board_finds_tasks_by_title_or_key(client, flow):
     assert keys(by_title) == ["FM-1"]
     assert keys(by_key) == ["FM-2"]
     assert "Write the deployment guide" not in html(by_title)
+
+
+@pytest.mark.django_db
+def test_board_filters_labels_through_the_apis_filterset(client, api, flow, monkeypatch):
+    flow.draft(title="Ours", labels=["ui"])
+    flow.draft(title="Theirs", labels=["api"])
+    asked, filter_label = [], TaskFilter.filter_label
+    monkeypatch.setattr(
+        TaskFilter,
+        "filter_label",
+        lambda self, tasks, name, value: (
+            asked.append(value) or filter_label(self, tasks, name, value)
+        ),
+    )
+    client.force_login(flow.manager)
+
+    board = client.get("/tasks/?label=ui")
+    listed = api(flow.manager).get("/api/v1/tasks/?label=ui")
+
+    assert [t.key for c in board.context["columns"] for t in c["cards"]] == ["FM-1"]
+    assert [t["key"] for t in listed.json()["results"]] == ["FM-1"]
+    assert asked == ["ui", "ui"]
 
 
 @pytest.mark.django_db
