@@ -902,7 +902,9 @@ class AttemptSubmitApi(APIView):
             change=dict(data.validated_data["change"]),
             idempotency_key=key,
         )
-        return Response(attempt.submit_receipt, status=status.HTTP_202_ACCEPTED)
+        status_url = reverse("api-attempt", kwargs={"attempt_id": attempt.pk})
+        answer = {**attempt.submit_receipt, "status_url": status_url}
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
 class AttemptReleaseApi(APIView):

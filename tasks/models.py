@@ -444,7 +444,6 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
             "submitted_at": self.submitted_at.isoformat().replace("+00:00", "Z"),
             "summary": summary,
             "change": change,
-            "status_url": f"/api/v1/attempts/{self.pk}/",
         }
 
     @transition(

@@ -1,5 +1,7 @@
 """The task and attempt endpoints of the agent API."""
 
+import json
+
 import pytest
 from django.utils import timezone
 
@@ -370,6 +372,47 @@ def test_submit_is_202_and_a_retry_with_the_key_gets_the_same_answer(flow, api):
         "abcdef1",
     )
     assert Event.objects.count() == events
+
+
+@pytest.mark.django_db
+def test_submit_answers_the_receipt_and_where_to_follow_it_and_the_model_keeps_no_address(
+    flow, api
+):
+    task, attempt = flow.claimed()
+    body = {"summary": "Did it.", "change": {"commit": "abcdef1"}}
+
+    answer = api(flow.agent).post(f"/api/v1/attempts/{attempt.pk}/submit/", body, format="json")
+
+    attempt.refresh_from_db()
+    assert answer.json() == {
+        "attempt": attempt.pk,
+        "task": task.key,
+        "state": "checking",
+        "submitted_at": attempt.submitted_at.isoformat().replace("+00:00", "Z"),
+        "summary": "Did it.",
+        "change": {"commit": "abcdef1"},
+        "status_url": f"/api/v1/attempts/{attempt.pk}/",
+    }
+    assert list(answer.json())[-1] == "status_url"
+    assert "status_url" not in attempt.submit_receipt
+
+
+@pytest.mark.django_db
+def test_a_retry_of_a_submission_whose_stored_receipt_kept_the_address_answers_the_same(flow, api):
+    _, attempt = flow.claimed()
+    client = api(flow.agent)
+    body = {"summary": "Did it.", "change": {"commit": "abcdef1"}}
+    url = f"/api/v1/attempts/{attempt.pk}/submit/"
+    first = client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="key-1").json()
+    stored = {**Attempt.objects.get(pk=attempt.pk).submit_receipt, "status_url": "/old/"}
+    Attempt.objects.filter(pk=attempt.pk).update(submit_receipt=stored)  # as written before
+
+    again = client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="key-1")
+
+    assert (again.status_code, again.content) == (
+        202,
+        json.dumps(first, separators=(",", ":")).encode(),
+    )
 
 
 @pytest.mark.django_db
