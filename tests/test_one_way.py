@@ -1,0 +1,121 @@
+"""Each rule written once, read from the source: who is the runner, how jobs start after a
+commit, how a task and its attempt are locked, where API addresses are made.
+
+Source scans, like tests/test_layers.py: they fail when a second way creeps back in.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+from tests.test_layers import LAYERS, ROOT
+
+# A gate's name compared with "runner": ==, !=, in, not in, a lookup by that key.
+RUNNER_NAMED = re.compile(
+    r"""[=!]=\s*["']runner["']"""
+    r"""|["']runner["']\s*[=!]="""
+    r"""|["']runner["']\s+(not\s+)?in\b"""
+    r"""|\[\s*["']runner["']\s*\]"""
+    r"""|\.get\(\s*["']runner["']"""
+    r"""|\bgate\s*=\s*["']runner["']"""
+    r"""|\w:runner["']"""  # a rule keyed by model and gate name: "evidence.gaterun:runner"
+)
+# Allowed, each with why: (path, the line's text stripped) → reason.
+RUNNER_ALLOWED = {
+    ("tasks/review.py", 'runner = applied.get("runner")'): (
+        "reads the review record's field named runner (the API's name for the runner's"
+        " summary, stored on the attempt), not a gate's name"
+    ),
+}
+
+
+def server_modules(*, outside: tuple[str, ...] = ()) -> list[Path]:
+    """The server's Python modules (the layered apps), migrations left out."""
+    found = []
+    for app in LAYERS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if "migrations" not in path.parts and not relative.startswith(outside):
+                found.append(path)
+    return found
+
+
+def runner_literals(root: Path = ROOT) -> list[tuple[str, int, str]]:
+    """``(path, line, text)`` of each comparison of a gate name with "runner" outside runner/."""
+    hits = []
+    for app in LAYERS:
+        if app == "runner":
+            continue
+        for path in sorted((root / app).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if RUNNER_NAMED.search(line.partition("#")[0]):
+                    hits.append((path.relative_to(root).as_posix(), number, line.strip()))
+    return hits
+
+
+def test_no_module_outside_the_runner_compares_a_gate_name_with_runner():
+    hits = runner_literals()
+
+    unexplained = [hit for hit in hits if (hit[0], hit[2]) not in RUNNER_ALLOWED]
+
+    assert unexplained == []
+    assert len(hits) == len(RUNNER_ALLOWED)  # an allowance nothing needs any more is removed
+
+
+def test_the_scan_finds_each_way_of_naming_the_runner():
+    lines = [
+        'if run.gate == "runner":',
+        "if 'runner' != gate:",
+        'if "runner" in policy:',
+        'if "runner" not in policy:',
+        'params = policy["runner"]',
+        'run = runs.get("runner")',
+        'GateRun.objects.filter(gate="runner")',
+        '("evidence.gaterun:runner", "*finish", None, "runner.finished"),',
+    ]
+
+    assert [bool(RUNNER_NAMED.search(line)) for line in lines] == [True] * len(lines)
+    assert RUNNER_NAMED.search('"runner": {"state": run.state}') is None
+
+
+def test_jobs_start_after_commit_only_through_enqueue_on_commit():
+    raw = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in server_modules(outside=("projects/queue.py",))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "on_commit(" in line.partition("#")[0] and "enqueue_on_commit(" not in line
+    ]
+
+    assert raw == []
+
+
+def calls_in_functions(path: Path, name: str) -> list[str]:
+    """The functions of ``path`` that call ``name``."""
+    tree = ast.parse(path.read_text())
+    return [
+        function.name
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name
+    ]
+
+
+def test_an_attempt_is_locked_beside_its_task_only_by_lock_task_and_attempt():
+    services = ROOT / "tasks" / "services.py"
+
+    assert calls_in_functions(services, "_lock_attempt") == ["lock_task_and_attempt"]
+
+
+def test_no_model_builds_an_api_address():
+    shaped = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in server_modules()
+        if path.name == "models.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "/api/" in line
+    ]
+
+    assert shaped == []
