@@ -193,7 +193,9 @@ def test_a_client_that_stops_reading_is_dropped_not_buffered(settings):
 
 
 @postgres_only
-def test_idle_stream_clients_hold_no_database_connection(flow, asgi_server):
+def test_idle_stream_clients_hold_no_database_connection(flow, asgi_server, settings):
+    settings.FACTORY_STREAM_MAX_PER_USER = 21  # one user holds every stream here
+
     def connections_now():
         with connection.cursor() as cursor:
             cursor.execute(
