@@ -23,7 +23,7 @@ from tasks import jobs as task_jobs
 from tasks import services as task_services
 from tasks.models import Task
 from tests.conftest import postgres_only
-from tests.evidence.test_gates import ALLOWED, git_diffs, run_suites
+from tests.evidence.test_gates import ALLOWED, git_diffs
 from tests.factories import expire_lease
 
 ZERO = {
@@ -80,11 +80,6 @@ def extra_gates(settings):
     registry.cache_clear()
     yield registry()
     registry.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    return run_suites(tmp_path_factory.mktemp("suite"))
 
 
 @pytest.fixture(scope="module")

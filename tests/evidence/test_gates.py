@@ -1,12 +1,9 @@
 """The built-in gates, called directly on real artifacts: JUnit and Cobertura XML from a real
 pytest run under coverage.py, and diffs made by ``git diff`` of real changes."""
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from xml.etree import ElementTree
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -30,54 +27,10 @@ BUILT_IN = [
     "tests-pass",
 ]
 
-CLAIMQUEUE = """\
-def claim(queue, agent):
-    for item in queue:
-        if item["holder"] is None:
-            item["holder"] = agent
-            return item
-    return None
-
-
-def release(item):
-    if item["holder"] is None:
-        raise ValueError("not claimed")
-    item["holder"] = None
-"""
-TEST_CLAIM = """\
-from claimqueue import claim
-
-
-def test_a_claim_takes_the_first_free_item():
-    queue = [{"holder": "a"}, {"holder": None}]
-    assert claim(queue, "b") is queue[1]
-
-
-def test_two_agents_never_get_the_same_item():
-    queue = [{"holder": None}]
-    first, second = claim(queue, "a"), claim(queue, "b")
-    assert (first["holder"], second) == ("a", None)
-"""
-TEST_QUEUE = """\
-from claimqueue import claim
-
-
-def test_an_empty_queue_gives_nothing():
-    assert claim([], "a") is None
-"""
-# coverage.py measures 7 of the 10 lines of CLAIMQUEUE: release() never runs.
+# coverage.py measures 7 of the 10 lines of real_reports.CLAIMQUEUE: release() never runs.
 LINE_RATE = 0.7
 FAILING_TEST = "tests/test_claim.py::test_two_agents_never_get_the_same_item"
 REVIEW_TESTS = "tests/test_review.py::*"
-
-
-def python(*args, cwd):
-    """Run this interpreter outside Django's settings, as a developer's shell would."""
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env["PYTHONPATH"] = str(cwd)
-    return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, timeout=120
-    )
 
 
 def git(*args, cwd):
@@ -85,50 +38,6 @@ def git(*args, cwd):
     return subprocess.run(
         ["git", *identity, *args], cwd=cwd, capture_output=True, timeout=30, check=True
     ).stdout
-
-
-def _suite(work: Path, test_claim: str) -> Path:
-    (work / "tests").mkdir(parents=True)
-    (work / "claimqueue.py").write_text(CLAIMQUEUE)
-    (work / "tests" / "test_claim.py").write_text(test_claim)
-    (work / "tests" / "test_queue.py").write_text(TEST_QUEUE)
-    return work
-
-
-def pytest_in(work: Path, junit: Path, *args) -> list[str]:
-    """``python -m pytest`` of a suite's tests/ directory, writing a JUnit report."""
-    return [
-        *["-m", "pytest", "-p", "no:django", "-p", "no:cacheprovider", "-c", os.devnull],
-        *["--rootdir", str(work), "--junitxml", str(junit), *args, "tests"],
-    ]
-
-
-def run_suites(root: Path) -> dict:
-    """Run the suite with pytest under coverage.py, then with one test broken, then selecting
-    no test at all; return the JUnit and Cobertura reports exactly as the tools wrote them."""
-    passing = _suite(root / "passing", TEST_CLAIM)
-    failing = _suite(root / "failing", TEST_CLAIM.replace('("a", None)', '("b", None)'))
-    data = f"--data-file={passing / '.coverage'}"
-    measure = ["-m", "coverage", "run", data, "--include=claimqueue.py"]
-
-    green = python(*measure, *pytest_in(passing, passing / "junit.xml"), cwd=passing)
-    red = python(*pytest_in(failing, failing / "junit.xml"), cwd=failing)
-    none = python(*pytest_in(passing, root / "empty.xml", "-k", "no_such_test"), cwd=passing)
-    xml = python("-m", "coverage", "xml", data, "-o", str(passing / "coverage.xml"), cwd=passing)
-
-    codes = (green.returncode, red.returncode, none.returncode, xml.returncode)
-    assert codes == (0, 1, 5, 0), (green.stdout, red.stdout)
-    junit_failing = (failing / "junit.xml").read_bytes()
-    coverage = (passing / "coverage.xml").read_bytes()
-    failure = ElementTree.fromstring(junit_failing).find(".//failure")
-    return {
-        "passing": (passing / "junit.xml").read_bytes(),
-        "failing": junit_failing,
-        "failure_message": failure.get("message").strip(),
-        "empty": (root / "empty.xml").read_bytes(),
-        "coverage": coverage,
-        "line_rate": float(ElementTree.fromstring(coverage).get("line-rate")),
-    }
 
 
 def git_diffs(work: Path) -> dict:
@@ -144,11 +53,6 @@ def git_diffs(work: Path) -> dict:
     inside = git("diff", cwd=work)
     (work / "factory_site/settings.py").write_text('"""settings"""\n\nVALUE = 1\nDEBUG = True\n')
     return {"inside": inside, "outside": git("diff", cwd=work)}
-
-
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    return run_suites(tmp_path_factory.mktemp("suite"))
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,8 @@
 """Evidence parsers on real tool output, and on hostile files that must be refused quickly."""
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from xml.etree import ElementTree
@@ -25,51 +23,13 @@ from evidence.parsers import (
 )
 from projects.errors import TooLarge
 from tasks.demo.artifacts import _difflib_diff
+from tests.evidence.real_reports import CALC
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"
-
-CALC = """\
-def add(a, b):
-    return a + b
-
-
-def sign(x):
-    if x < 0:
-        return -1
-    return 1
-"""
-TINY_SUITE = """\
-import pytest
-from calc import add
-
-
-def test_adds():
-    assert add(1, 2) == 3
-
-
-def test_adds_wrongly():
-    assert add(2, 2) == 5
-
-
-@pytest.mark.skip(reason="not today")
-def test_skipped():
-    pass
-"""
 
 
 def file_of(content: bytes, name="evidence") -> ContentFile:
     return ContentFile(content, name=name)
-
-
-PYTEST = ["-m", "pytest", "-p", "no:django", "-p", "no:cacheprovider", "-c", os.devnull]
-
-
-def python(*args, cwd):
-    """Run this interpreter outside Django's settings, as a developer's shell would."""
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, timeout=120
-    )
 
 
 def git(*args, cwd):
@@ -77,27 +37,6 @@ def git(*args, cwd):
     return subprocess.run(
         ["git", *identity, *args], cwd=cwd, capture_output=True, timeout=30, check=True
     ).stdout
-
-
-@pytest.fixture(scope="module")
-def suite(tmp_path_factory):
-    """A real pytest run of a tiny suite (one pass, one failure, one skip), with its reports."""
-    work = tmp_path_factory.mktemp("tiny-suite")
-    (work / "calc.py").write_text(CALC)
-    (work / "test_tiny.py").write_text(TINY_SUITE)
-    pytest = [*PYTEST, "--rootdir", str(work), "test_tiny.py"]
-    data = f"--data-file={work / '.coverage'}"
-
-    tests = python(*pytest, "--junitxml", str(work / "junit.xml"), cwd=work)
-    covered = python("-m", "coverage", "run", data, "--include=calc.py", *pytest, cwd=work)
-    report = python("-m", "coverage", "xml", data, "-o", str(work / "coverage.xml"), cwd=work)
-
-    assert (tests.returncode, covered.returncode, report.returncode) == (1, 1, 0), tests.stderr
-    return {
-        "junit": (work / "junit.xml").read_bytes(),
-        "coverage": (work / "coverage.xml").read_bytes(),
-        "log": tests.stdout,
-    }
 
 
 @pytest.fixture(scope="module")

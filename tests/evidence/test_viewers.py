@@ -7,7 +7,7 @@ from django.utils.html import escape
 
 from evidence import viewers
 from evidence.viewers import LIMIT_BYTES, LOG_TAIL_LINES, ansi_to_html
-from tasks.demo.artifacts import git_diff, run_suite, screenshot
+from tasks.demo.artifacts import git_diff, screenshot
 
 JUNIT_MIXED = b"""<?xml version="1.0" encoding="utf-8"?>
 <testsuite name="pytest" tests="5">
@@ -18,12 +18,6 @@ JUNIT_MIXED = b"""<?xml version="1.0" encoding="utf-8"?>
   <testcase classname="tests.test_b" name="test_fails" time="0.3"><failure message="no"/></testcase>
 </testsuite>
 """
-
-
-@pytest.fixture(scope="module")
-def pytest_run():
-    """A real pytest run of the demo suite, with colours, one test failing."""
-    return run_suite(broken=True)
 
 
 def spans_balance(html: str) -> bool:
