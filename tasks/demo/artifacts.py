@@ -35,6 +35,9 @@ def run_suite(*, broken: bool) -> SuiteRun:
         shutil.move(work / "test_claim_demo.py", work / "tests" / "test_claim_demo.py")
         env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
         env.update({"DEMO_BROKEN": "1" if broken else "0", "PYTHONPATH": str(work)})
+        # The demo suite needs no plugin: whatever this environment installs (hypothesis,
+        # playwright, …) would take seconds to import and shuffle or pad the demo's log.
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         data_file = str(work / ".coverage")
         pytest = [
             sys.executable,
