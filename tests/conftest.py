@@ -1,10 +1,13 @@
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import uvicorn
 from django.conf import settings
+from django.db import transaction
+from django.test import override_settings
 
 from tests.factories import Flow, ProjectFactory
 
@@ -59,6 +62,42 @@ def _isolated_runner_root(settings, tmp_path):
             break
         folder.chmod(folder.stat().st_mode | 0o711)
     settings.FACTORY_RUNNER_ROOT = tmp_path / "runner"
+
+
+@contextmanager
+def world_for_the_module(django_db_blocker, build):
+    """``build()``'s world, made once for a module and never committed.
+
+    It is built inside a transaction that stays open while the module's tests run: each
+    test (``django_db``, not transactional) runs in a savepoint inside it and is rolled back
+    to the world, and the world is rolled back after the last test. As with a world built
+    in every test, nothing commits, so no on-commit job runs. Its files live in one media
+    folder for the module (the world's evidence outlives a test), so a module using this
+    overrides the ``_isolated_media`` fixture with ``module_media``.
+    """
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            world = build()
+        except BaseException:
+            transaction.set_rollback(True)  # leave no open block, and commit nothing
+            outer.__exit__(None, None, None)
+            raise
+    try:
+        yield world
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+
+
+@contextmanager
+def module_media(tmp_path_factory):
+    """One media folder (and upload folder) for a module whose world outlives a test."""
+    media = tmp_path_factory.mktemp("media")
+    with override_settings(MEDIA_ROOT=media, FACTORY_UPLOAD_TEMP_DIR=str(media / ".uploads")):
+        yield
 
 
 @pytest.fixture

@@ -5,9 +5,15 @@ by resolving it, so a new page is walked without being listed) with hostile numb
 each numeric query parameter and in each id of the path: "²" (a digit to ``isdigit``, an
 error to ``int``), "٣" and the full-width 3 (which ``int`` reads as 3), signs, spaces,
 fractions and numbers too long for the database. None of it may be a 500.
+
+Each route is walked exhaustively in the numeric parameters it reads, found by watching
+its request's query string (``ReadingQueryDict``); the others, which it must ignore, it
+gets together, once per hostile value. The world is built once for the module.
 """
 
 import pytest
+from django.core.handlers import wsgi
+from django.http import QueryDict
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RoutePattern
 from knox.models import AuthToken
@@ -17,12 +23,75 @@ from events import services as events_services
 from interop import services as interop_services
 from projects.numbers import whole_number
 from tasks.models import LineComment
-from tests.factories import CRITERIA
+from tests.conftest import module_media, world_for_the_module
+from tests.factories import CRITERIA, Flow, ProjectFactory
 from tests.test_hostile_inputs import BEADS_LINE
 
 HOSTILE = ["²", "٣", "\uff13", "-1", "+1", " 1", "1.5", "1e3", "", "0x10", "9" * 19, "9" * 40]
 NUMERIC_PARAMS = ["attempt", "v", "a", "b", "page", "page_size", "max_chars"]
 API_STRICT = {"page_size", "max_chars"}  # the API refuses these with 400; pages ignore theirs
+
+
+# Any access to the whole query string (a copy, a loop, its length) reads every parameter.
+EVERY = "*"
+READ: set = set()
+
+
+class ReadingQueryDict(QueryDict):
+    """``request.GET`` that notes in ``READ`` each parameter the view looks up."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._watching = True  # QueryDict's own __init__ looks keys up: those are not reads
+
+    def _note(self, key):
+        if getattr(self, "_watching", False):
+            READ.add(key)
+
+    def __getitem__(self, key):  # get() and templates' lookups come here too
+        self._note(key)
+        return super().__getitem__(key)
+
+    def _getlist(self, key, *args, **kwargs):  # getlist()
+        self._note(key)
+        return super()._getlist(key, *args, **kwargs)
+
+    def __contains__(self, key):
+        self._note(key)
+        return super().__contains__(key)
+
+    def __iter__(self):  # items(), values(), dict()
+        self._note(EVERY)
+        return super().__iter__()
+
+    def __len__(self):
+        self._note(EVERY)
+        return super().__len__()
+
+    def keys(self):
+        self._note(EVERY)
+        return super().keys()
+
+    def lists(self):  # urlencode()
+        self._note(EVERY)
+        return super().lists()
+
+    def __copy__(self):
+        self._note(EVERY)
+        return super().__copy__()
+
+    def __deepcopy__(self, memo):  # copy()
+        self._note(EVERY)
+        return super().__deepcopy__(memo)
+
+
+@pytest.fixture
+def watched(monkeypatch):
+    """``READ`` fills with the query parameters each request's view reads."""
+    monkeypatch.setattr(wsgi, "QueryDict", ReadingQueryDict)
+    READ.clear()
+    yield READ
+    READ.clear()
 
 
 def routes(resolver=None, prefix=""):
@@ -39,8 +108,8 @@ def routes(resolver=None, prefix=""):
             yield prefix + str(pattern)
 
 
-@pytest.fixture
-def world(flow):
+def build_world() -> dict:
+    flow = Flow(ProjectFactory(slug="FM"))
     subscription = events_services.subscription_create(
         project=flow.project, actor=flow.manager, url="http://127.0.0.1:9/hook"
     )
@@ -71,6 +140,20 @@ def world(flow):
         ).pk,
         "flow": flow,
     }
+
+
+@pytest.fixture(scope="module")
+def _isolated_media(tmp_path_factory):
+    """One media folder for the module: the world's evidence file outlives a test."""
+    with module_media(tmp_path_factory):
+        yield
+
+
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, _isolated_media):
+    """Built once for the module; every test is rolled back to it."""
+    with world_for_the_module(django_db_blocker, build_world) as world:
+        yield world
 
 
 def fill(route: str, world, number=None) -> str:
@@ -125,22 +208,43 @@ def test_every_route_of_the_site_is_walked(world):
     assert not [path for path in walked if "<" in path]
 
 
-@pytest.mark.django_db
-def test_hostile_numbers_in_query_parameters_never_fail_a_page_or_endpoint(world, callers):
-    failures = []
-    for route in routes():
-        path = fill(route, world)
-        baseline = get(callers, path).status_code
-        for name in NUMERIC_PARAMS:
-            for value in HOSTILE:
-                status = get(callers, path, **{name: value}).status_code
-                strict = path.startswith("/api/") and name in API_STRICT
-                # A page ignores a malformed number; the API refuses the ones it reads.
-                expected = {baseline, 400} if strict else {baseline}
-                if status not in expected:
-                    failures.append((path, name, value, baseline, status))
+def parameters_read(callers, path, watched) -> list[str]:
+    """The numeric parameters the route reads, absent or all given (a view may read one
+    only when another is there)."""
+    watched.clear()
+    get(callers, path)
+    get(callers, path, **dict.fromkeys(NUMERIC_PARAMS, "1"))
+    return [name for name in NUMERIC_PARAMS if {name, EVERY} & watched]
 
-    assert failures == []
+
+def answer_to(callers, path, baseline, params) -> tuple | None:
+    """``params`` and the unexpected status, or None when the status is the one expected."""
+    if not params:
+        return None  # the route reads every parameter: none is left to ignore
+    status = get(callers, path, **params).status_code
+    strict = path.startswith("/api/") and API_STRICT & set(params)
+    # A page ignores a malformed number; the API refuses the ones it reads.
+    expected = {baseline, 400} if strict else {baseline}
+    return None if status in expected else (path, params, baseline, status)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", list(routes()), ids=lambda route: "/" + route)
+def test_hostile_numbers_in_query_parameters_never_fail_a_page_or_endpoint(
+    world, callers, watched, route
+):
+    path = fill(route, world)
+    baseline = get(callers, path).status_code
+    read = parameters_read(callers, path, watched)
+    ignored = [name for name in NUMERIC_PARAMS if name not in read]
+
+    watched.clear()
+    answers = [answer_to(callers, path, baseline, {name: v}) for name in read for v in HOSTILE]
+    # Every hostile value, in every parameter the route does not read, changes nothing.
+    answers += [answer_to(callers, path, baseline, dict.fromkeys(ignored, v)) for v in HOSTILE]
+
+    assert [answer for answer in answers if answer] == []
+    assert [name for name in ignored if {name, EVERY} & watched] == [], "read after all"
 
 
 @pytest.mark.django_db
