@@ -20,7 +20,7 @@ TESTS = Path(__file__).parent
 # the real-worker tests share Redis databases (tests/workers.py).
 KINDS = {
     "browser": ("ui/",),
-    "sandbox": ("runner/", "client/test_work.py"),
+    "sandbox": ("runner/", "client/test_work.py", "tasks/test_seed_demo.py"),
     "workers": ("runner/test_worker.py", "evidence/test_worker.py", "events/test_worker.py"),
     "slow": (
         "test_schemathesis.py",
@@ -53,15 +53,20 @@ def _isolated_media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_runner_root(settings, tmp_path):
-    """Each test's runner keeps its mirrors and workspaces in a folder of its own, which
-    the sandbox's user may pass through (pytest makes its base folder private)."""
-    for folder in (tmp_path, *tmp_path.parents):
+def open_to_the_sandbox(path: Path) -> Path:
+    """``path``, which the sandbox's user may now pass through (pytest makes its base
+    folder private)."""
+    for folder in (path, *path.parents):
         if folder == Path("/tmp") or folder == Path("/"):
             break
         folder.chmod(folder.stat().st_mode | 0o711)
-    settings.FACTORY_RUNNER_ROOT = tmp_path / "runner"
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_runner_root(settings, tmp_path):
+    """Each test's runner keeps its mirrors and workspaces in a folder of its own."""
+    settings.FACTORY_RUNNER_ROOT = open_to_the_sandbox(tmp_path) / "runner"
 
 
 @contextmanager

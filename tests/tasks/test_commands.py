@@ -1,21 +1,16 @@
-"""Management commands: create_user, issue_token and seed_demo."""
+"""Management commands: create_user and issue_token (seed_demo: tests/tasks/test_seed_demo.py)."""
 
 import io
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 from knox.crypto import hash_token
 from knox.models import AuthToken
 
-from decisions.models import Decision, Spec, SpecVersion
-from evidence.models import Evidence, GateRun
-from projects.models import Event, Membership
-from tasks.models import Attempt, Task
+from projects.models import Membership
 from tests.factories import UserFactory
 
 User = get_user_model()
@@ -198,97 +193,3 @@ def test_issue_token_refuses_an_unknown_or_inactive_user(who):
         run("issue_token", who)
 
     assert AuthToken.objects.count() == 0
-
-
-# --- seed_demo (slow: it runs pytest and coverage in a subprocess) ------------------------
-
-
-DEMO_TASK_STATES = {
-    "draft",
-    "ready",
-    "claimed",
-    "in_review",
-    "done",
-    "blocked",
-    "failed",
-    "cancelled",
-}
-DEMO_EVIDENCE_KINDS = {"junit", "diff", "log", "screenshot", "coverage"}
-MODELS = [Task, Attempt, Event, Evidence, Decision, Spec, SpecVersion, GateRun, User, Membership]
-
-
-def counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in MODELS}
-
-
-@pytest.mark.django_db
-def test_seed_demo_leaves_the_history_real_use_leaves():
-    out, _ = run("seed_demo")
-
-    assert "Demo project FM created." in out
-    assert set(Task.objects.values_list("state", flat=True)) >= DEMO_TASK_STATES
-    claim_spec = Spec.objects.get(key="FM-S1")
-    assert dict(claim_spec.versions.values_list("number", "state")) == {
-        1: "superseded",
-        2: "accepted",
-    }
-    assert claim_spec.current_version().source_decision.state == "accepted"
-    chain = Decision.objects.filter(state="superseded", superseded_by__state="superseded")
-    assert chain.exists()
-    assert Decision.objects.filter(state="rejected").exclude(verdict_reason="").exists()
-    assert Attempt.objects.filter(
-        state="failed", gate_runs__state="failed", end_reason__startswith="gates failed — "
-    ).exists()
-    assert Attempt.objects.filter(state="rejected").exclude(end_reason="").exists()
-    assert set(Evidence.objects.values_list("kind", flat=True)) >= DEMO_EVIDENCE_KINDS
-    assert set(Evidence.objects.values_list("provenance", flat=True)) == {
-        "agent",
-        "verifier",
-        "runner",
-        "gate",
-    }
-
-
-@pytest.mark.django_db
-def test_seed_demo_shows_one_attempt_the_runner_verified_and_one_false_claim_it_caught():
-    run("seed_demo")
-
-    honest, false_claim = Task.objects.filter(project__slug="RD").order_by("key")
-    assert (honest.state, false_claim.state) == ("in_review", "ready")
-    verified = GateRun.objects.get(attempt__task=honest, gate="runner")
-    assert verified.summary.startswith("verified at ")
-    caught = GateRun.objects.get(attempt__task=false_claim, gate="runner")
-    assert caught.state == "failed"
-    assert "test_claim_skips_tasks_with_open_dependencies" in caught.summary
-    assert GateRun.objects.get(attempt__task=false_claim, gate="tests-pass").verdict[
-        "set_aside"
-    ] == list(
-        Evidence.objects.filter(attempt__task=false_claim, provenance="agent").values_list(
-            "pk", flat=True
-        )
-    )
-
-
-@pytest.mark.django_db
-def test_seed_demo_stores_real_evidence_once_and_a_second_run_adds_nothing():
-    run("seed_demo")
-
-    junit = {e.summary["failed"] for e in Evidence.objects.filter(kind="junit")}
-    media = Path(settings.MEDIA_ROOT)
-    files = [p for p in media.rglob("*") if p.is_file()]
-    assert junit == {0, 1}
-    assert len(files) == Evidence.objects.values("sha256").distinct().count()
-    assert Evidence.objects.get(
-        kind="screenshot", attempt__task__key="FM-1", attempt__number=3
-    ).summary == {
-        "format": "png",
-        "width": 720,
-        "height": 300,
-    }
-
-    before = counts()
-    out, _ = run("seed_demo")
-
-    assert out == "The demo project FM exists already; nothing added.\n"
-    assert counts() == before
-    assert len([p for p in media.rglob("*") if p.is_file()]) == len(files)
