@@ -36,7 +36,7 @@ def run_suite(*, broken: bool) -> SuiteRun:
         env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
         env.update({"DEMO_BROKEN": "1" if broken else "0", "PYTHONPATH": str(work)})
         # The demo suite needs no plugin: whatever this environment installs (hypothesis,
-        # playwright, …) would take seconds to import and shuffle or pad the demo's log.
+        # playwright, …) would take seconds to import, and be listed in the demo's log.
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         data_file = str(work / ".coverage")
         pytest = [

@@ -22,7 +22,7 @@ def python(*args, cwd):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     env["PYTHONPATH"] = str(cwd)
     # The suites need no plugin; this environment's (hypothesis, faker, playwright, …) take
-    # seconds to import in every run, and pytest-randomly would shuffle the reports.
+    # seconds to import in every run.
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return subprocess.run(
         [sys.executable, *args], cwd=cwd, env=env, capture_output=True, timeout=120
