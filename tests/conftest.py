@@ -26,6 +26,7 @@ KINDS = {
         "test_schemathesis.py",
         "test_numbers.py",
         "test_hostile_inputs.py",
+        "test_hostile_pages.py",
         "test_authorization.py",
         "test_mass_assignment.py",
         "tasks/test_commands.py",
