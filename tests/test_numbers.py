@@ -150,10 +150,16 @@ def _isolated_media(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def world(django_db_setup, django_db_blocker, _isolated_media):
-    """Built once for the module; every test is rolled back to it."""
+def _world(django_db_setup, django_db_blocker, _isolated_media):
     with world_for_the_module(django_db_blocker, build_world) as world:
         yield world
+
+
+@pytest.fixture
+def world(db, _world):
+    """Built once for the module; every test (in a transaction of its own: ``db``) is
+    rolled back to it."""
+    return _world
 
 
 def fill(route: str, world, number=None) -> str:
