@@ -11,11 +11,14 @@ every write. Then: an expired token, a revoked token and the token of a deactiva
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.apps import apps
+from django.conf import settings
 from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
@@ -25,6 +28,7 @@ from evidence.models import Evidence
 from projects.models import Membership, Project
 from projects.roles import Role
 from tasks.models import Attempt, Task
+from tests.conftest import module_media, world_for_the_module
 from tests.factories import CRITERIA
 from tests.test_hostile_inputs import (
     BEADS_LINE,
@@ -44,9 +48,30 @@ READ_ONLY = "read-only field"
 UNKNOWN = "unknown field"
 
 
+@pytest.fixture(scope="module")
+def _world_media(tmp_path_factory):
+    """Where the module's world keeps its evidence files while it is built."""
+    with module_media(tmp_path_factory):
+        yield Path(settings.MEDIA_ROOT)
+
+
 @pytest.fixture
-def world(db):
-    return World()
+def _isolated_media(settings, tmp_path, _world_media):
+    """Each test's own media folder, holding the world's evidence files as it found them."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    shutil.copytree(_world_media, settings.MEDIA_ROOT)
+
+
+@pytest.fixture(scope="module")
+def _world(django_db_setup, django_db_blocker, _world_media):
+    with world_for_the_module(django_db_blocker, World) as world:
+        yield world
+
+
+@pytest.fixture
+def world(db, _world):
+    """test_hostile_inputs' World, built once for the module; each test is rolled back to it."""
+    return _world
 
 
 def call(world, api, role, method, path, body):
@@ -719,7 +744,8 @@ def dead_token(world, user, how: str) -> str:
 @pytest.fixture
 def world_with_evidence(world):
     world.evidence = world.flow.attach(world.attempt)
-    return world
+    yield world
+    del world.evidence  # the world outlives the test; its evidence row does not
 
 
 @pytest.mark.django_db
