@@ -23,7 +23,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import django
 import psycopg
+from django.conf import settings
 
 from events.types import type_of
 from proof.invariants import check_all
@@ -176,6 +178,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
     invariants = check_all(stack.url, journals, stack.work / "media", expect_all_done=finished)
     webhooks = None
     if run.receiver:
+        django_for_the_harness(stack.env)
         webhooks = webhooks_received(stack.url, tokens["webhook"]["id"], run.receiver.log)
         webhooks.update(
             receiver_restarts=run.receiver.restarts,
@@ -370,6 +373,20 @@ def _job_errors(work: Path) -> dict:
                 job = name.rsplit("Task ", 1)[-1].split("[")[0]
                 found[f"{job}: {what.split('(')[0]}"] += 1
     return dict(found)
+
+
+def django_for_the_harness(env: dict) -> None:
+    """Set Django up in this process with the stack's own settings, once.
+
+    The harness asks the product which audit events have a type (``events.types``), and a
+    gate run's type depends on what its gate declares: the gate registry imports the gates,
+    which need Django's apps. Nothing here touches a database.
+    """
+    if settings.configured:
+        return
+    for name, value in env.items():
+        os.environ.setdefault(name, value)
+    django.setup()
 
 
 def webhooks_received(url: str, subscription_id: int, log: Path) -> dict:
