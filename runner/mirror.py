@@ -209,7 +209,7 @@ def mirror(project) -> tuple[Path, str]:
     try:
         pins = check_repository_location(url)
     except Conflict as exc:
-        raise GitError(f"the repository may not be fetched: {exc.detail}") from None
+        raise GitError(exc.detail) from None  # it names the URL and why
     with _locked(project.pk):
         if not path.exists():
             scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{project.pk}-"))

@@ -439,8 +439,7 @@ def test_a_repository_through_proc_is_not_fetched(hostile, runner_root, reposito
         verify(project=project, commit=sha)
 
     assert str(raised.value) == (
-        f"the repository may not be fetched: {project.repository_url} "
-        "leads into /proc, /sys or /dev; a local repository may not"
+        f"{project.repository_url} leads into /proc, /sys or /dev; a local repository may not"
     )
     assert list((runner_root / "mirrors").glob("*.git")) == []
 
@@ -463,7 +462,7 @@ def test_a_name_that_now_resolves_to_the_loopback_is_not_fetched(
         verify(project=project, commit=sha)
 
     assert str(raised.value) == (
-        "the repository may not be fetched: http://git.example.org/repo.git may not be fetched: "
+        "http://git.example.org/repo.git may not be fetched: "
         "git.example.org resolves to 127.0.0.1, an address inside the network; "
         "repositories are reached at public addresses only"
     )
