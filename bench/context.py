@@ -132,7 +132,8 @@ def main():
     from knox.models import AuthToken
 
     from decisions import services as decisions
-    from tasks import services
+    from tasks import attempts as task_attempts
+    from tasks import review, services
 
     project, manager, agent, reviewer, spec = team_project("CB", spec_body="# spec\n" * 20)
     project.task_seq = 10  # the measured task is CB-1; history uses numbers from 1000 up
@@ -147,11 +148,11 @@ def main():
     )
     services.task_publish(task=task, actor=manager)
     for n in range(3):  # its own history: three attempts, each through (empty) gates and rejected
-        attempt = services.task_claim(agent=agent, lease_seconds=3600)
-        services.attempt_submit(
+        attempt = task_attempts.task_claim(agent=agent, lease_seconds=3600)
+        task_attempts.attempt_submit(
             attempt=attempt, actor=agent, summary=f"try {n}", change={"commit": "abcdef1"}
         )
-        services.task_reject(task=task, actor=reviewer, reason=f"reason {n}")
+        review.task_reject(task=task, actor=reviewer, reason=f"reason {n}")
     for n in range(5):
         d = decisions.decision_propose(
             project=project,
@@ -162,8 +163,10 @@ def main():
             tasks=[task],
         )
         decisions.decision_accept(decision=d, actor=reviewer)
-    current = services.task_claim(agent=agent, lease_seconds=3600)
-    services.attempt_checkpoint_save(attempt=current, actor=agent, data={"step": 3}, revision=0)
+    current = task_attempts.task_claim(agent=agent, lease_seconds=3600)
+    task_attempts.attempt_checkpoint_save(
+        attempt=current, actor=agent, data={"step": 3}, revision=0
+    )
     token = AuthToken.objects.create(user=agent, expiry=None)[1]
     handler = WSGIHandler()
 

@@ -84,7 +84,7 @@ def main():
     from decisions import services as decisions
     from evidence.models import Evidence, GateRun
     from projects import services as project_services
-    from tasks import services
+    from tasks import attempts, services
     from tests.factories import CRITERIA, UserFactory
 
     settings.MEDIA_ROOT = str(media)
@@ -103,7 +103,7 @@ def main():
         project=project, actor=manager, title="big", spec=spec, allowed_paths=["src/**"]
     )
     services.task_publish(task=task, actor=manager)
-    attempt = services.task_claim(agent=agent, lease_seconds=3600)
+    attempt = attempts.task_claim(agent=agent, lease_seconds=3600)
     token = AuthToken.objects.create(user=agent, expiry=None)[1]
     session = SessionStore()
     session.update(

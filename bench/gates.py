@@ -64,6 +64,7 @@ def prepare(demo, count: int, label: str):
     from django.core.files.base import ContentFile
 
     from evidence.services import evidence_attach
+    from tasks import attempts as task_attempts
     from tasks import services
     from tasks.demo import artifacts
 
@@ -80,7 +81,7 @@ def prepare(demo, count: int, label: str):
             ),
             actor=demo.manager,
         )
-        attempt = services.task_claim(agent=demo.agent, labels=[label], lease_seconds=3600)
+        attempt = task_attempts.task_claim(agent=demo.agent, labels=[label], lease_seconds=3600)
         for content, kind, name, criteria in (
             (demo.run.junit, "junit", "junit.xml", ["AC-1"]),
             (demo.run.coverage, "coverage", "coverage.xml", []),
@@ -124,9 +125,9 @@ def wait_done(attempts, timeout: float) -> None:
 
 
 def submit(attempt):
-    from tasks import services
+    from tasks import attempts as task_attempts
 
-    services.attempt_submit(
+    task_attempts.attempt_submit(
         attempt=attempt,
         actor=attempt.agent,
         summary="bench",

@@ -47,7 +47,7 @@ def build(demo_size: int):
 
     from decisions.models import Decision
     from evidence.services import evidence_attach
-    from tasks import services
+    from tasks import attempts, services
     from tasks.demo import artifacts
 
     project, manager, agent, reviewer, spec = team_project("PB", spec_body="# spec")
@@ -55,7 +55,7 @@ def build(demo_size: int):
         task=services.task_create(project=project, actor=manager, title="busy task", spec=spec),
         actor=manager,
     )
-    attempt = services.task_claim(agent=agent, lease_seconds=3600)
+    attempt = attempts.task_claim(agent=agent, lease_seconds=3600)
     shot = artifacts.screenshot()
     for n in range(demo_size):
         kind, content, name = [
@@ -72,7 +72,7 @@ def build(demo_size: int):
             kind=kind,
             criteria=["AC-1"],
         )
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=attempt, actor=agent, summary="many files", change={"commit": "abcdef1"}
     )
 
@@ -111,7 +111,7 @@ def commented(project, manager, agent, reviewer, criteria: int = 1):
 
     from decisions.services import spec_create, spec_version_accept
     from evidence.services import evidence_attach
-    from tasks import services
+    from tasks import attempts, comments, services
 
     spec = spec_create(
         project=project,
@@ -128,16 +128,16 @@ def commented(project, manager, agent, reviewer, criteria: int = 1):
         task=services.task_create(project=project, actor=manager, title="commented", spec=spec),
         actor=manager,
     )
-    attempt = services.task_claim(agent=agent, project=project, lease_seconds=3600)
+    attempt = attempts.task_claim(agent=agent, project=project, lease_seconds=3600)
     diff = DIFF.format(n=0).replace("tasks/m0.py", "tasks/queue.py").encode()
     evidence_attach(
         attempt=attempt, actor=agent, file=ContentFile(diff, name="change.diff"), kind="diff"
     )
-    services.attempt_submit(attempt=attempt, actor=agent, summary="s", change={"commit": "c0ffee"})
+    attempts.attempt_submit(attempt=attempt, actor=agent, summary="s", change={"commit": "c0ffee"})
     attempt.refresh_from_db()
     if attempt.state == "checking":
-        services.attempt_gates_passed(attempt=attempt)
-    services.comment_add(attempt=attempt, actor=reviewer, path="tasks/queue.py", line=2, body="1")
+        attempts.attempt_gates_passed(attempt=attempt)
+    comments.comment_add(attempt=attempt, actor=reviewer, path="tasks/queue.py", line=2, body="1")
     return task, attempt
 
 
@@ -170,7 +170,7 @@ def main():
     from django.db import connection
     from django.test import Client
 
-    from tasks import services
+    from tasks import comments
 
     task, reviewer, (project, manager, agent) = build(200)
     talked, _ = commented(project, manager, agent, reviewer, criteria=1)
@@ -181,7 +181,7 @@ def main():
     one_comment = measure(client, f"/tasks/{talked.key}/", args.renders)
     talked, attempt = commented(project, manager, agent, reviewer, criteria=50)
     for n in range(199):
-        services.comment_add(
+        comments.comment_add(
             attempt=attempt, actor=reviewer, path="tasks/queue.py", line=1 + n % 3, body=f"c{n}"
         )
     pages = {

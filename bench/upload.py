@@ -58,7 +58,7 @@ def main():
     from knox.models import AuthToken
 
     from projects import services as project_services
-    from tasks import services
+    from tasks import attempts, services
     from tests.factories import UserFactory
 
     settings.MEDIA_ROOT = str(media)
@@ -69,7 +69,7 @@ def main():
     services.task_publish(
         task=services.task_create(project=project, actor=manager, title="upload"), actor=manager
     )
-    attempt = services.task_claim(agent=agent, lease_seconds=3600)
+    attempt = attempts.task_claim(agent=agent, lease_seconds=3600)
     token = AuthToken.objects.create(user=agent, expiry=None)[1]
 
     source = work / "big.log"

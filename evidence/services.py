@@ -592,7 +592,7 @@ def gate_runs_reconcile() -> dict:
     Re-queues runs whose worker died (running longer than the time limit plus a grace
     period) and re-dispatches queued runs whose job never started (a lost or flushed
     broker message). Safe to run at any time and from several places at once; the
-    site's reconciler (``tasks.services.reconcile``) calls it.
+    site's reconciler (``tasks.reconciler.reconcile``) calls it.
     """
     now = timezone.now()
     # Each gate may run for its own time limit (the runner's is longer) plus the grace.

@@ -214,6 +214,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tasks.jobs.reconcile_job",
         "schedule": env_int("FACTORY_RECONCILE_SECONDS", 30),
     },
+    # Expired tokens and dead runners' workspaces: nothing waits on them, so less often.
+    "housekeeping": {
+        "task": "tasks.jobs.housekeeping_job",
+        "schedule": env_int("FACTORY_HOUSEKEEPING_SECONDS", 300),
+    },
     # Webhook retries that are due, and tries whose worker died or whose message was lost.
     "webhooks": {
         "task": "events.jobs.deliveries_due_job",
@@ -365,7 +370,7 @@ FACTORY_IMPORT_MAX_METADATA_BYTES = env_int("FACTORY_IMPORT_MAX_METADATA_BYTES",
 # A checked import (a dry run) keeps its upload this long for a manager to apply; then it
 # expires (interop.jobs.imports_expire_job) and applying it is refused (409 import_expired).
 FACTORY_IMPORT_KEEP_DAYS = env_int("FACTORY_IMPORT_KEEP_DAYS", 7)
-# A reviewer's comment on diff lines (tasks.services.comment_add) is at most this long.
+# A reviewer's comment on diff lines (tasks.comments.comment_add) is at most this long.
 FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
 
 FACTORY_EAGER_BACKGROUND_QUEUES = env_list(

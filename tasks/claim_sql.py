@@ -1,4 +1,4 @@
-"""The claim as one PostgreSQL statement: the fast path of ``services.task_claim``.
+"""The claim as one PostgreSQL statement: the fast path of ``tasks.attempts.task_claim``.
 
 A claim on the ORM takes eleven round trips (expire overdue leases, BEGIN, lock the
 candidate, insert the attempt, its event, update the task, its event, COMMIT, ...).

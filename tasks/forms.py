@@ -51,7 +51,7 @@ STATE_ORDER = [
 
 
 class CommentForm(forms.Form):
-    """A comment on lines of the attempt's diff; ``tasks.services.comment_add`` checks them."""
+    """A comment on lines of the attempt's diff; ``tasks.comments.comment_add`` checks them."""
 
     path = forms.CharField(max_length=1000)
     line = forms.IntegerField(min_value=1, max_value=10_000_000)

@@ -1,4 +1,5 @@
-"""Celery jobs for attempts and the reconciler. Thin: load by id, call one service.
+"""Celery jobs for attempts, the reconciler and the housekeeping. Thin: load by id, call
+one service.
 
 Idempotent, acknowledged late and re-queued if a worker dies, like every job here.
 """
@@ -6,7 +7,7 @@ Idempotent, acknowledged late and re-queued if a worker dies, like every job her
 from celery import shared_task
 
 from evidence.jobs import JOB_OPTIONS
-from tasks import services
+from tasks import attempts, reconciler
 from tasks.models import Attempt
 
 
@@ -14,9 +15,14 @@ from tasks.models import Attempt
 def attempt_conclude_job(attempt_id: int) -> None:
     attempt = Attempt.objects.filter(pk=attempt_id).first()
     if attempt is not None:
-        services.attempt_checks_conclude(attempt=attempt)
+        attempts.attempt_checks_conclude(attempt=attempt)
 
 
 @shared_task(**JOB_OPTIONS)
 def reconcile_job() -> dict:
-    return services.reconcile()
+    return reconciler.reconcile()
+
+
+@shared_task(**JOB_OPTIONS)
+def housekeeping_job() -> dict:
+    return reconciler.housekeeping()

@@ -1,9 +1,9 @@
 """Tasks, their attempts and their labels.
 
 State fields are ``FSMField(protected=True)``: nothing assigns them; the
-``@transition`` methods below only set fields, and the services in
-``tasks/services.py`` are the only callers (through ``projects.fsm.fire``), so every
-change of state is permission-checked, row-locked and written with its ``Event``.
+``@transition`` methods below only set fields, and the services (``tasks.services``,
+``tasks.attempts``, ``tasks.review``) are the only callers (through ``projects.fsm.fire``),
+so every change of state is permission-checked, row-locked and written with its ``Event``.
 """
 
 from django.conf import settings
@@ -298,7 +298,7 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
     Guarantees: numbers are 1, 2, ... per task; a task has at most one live attempt
     (running, checking or passed — a database constraint); the spec version current
     at claim time is pinned; only the agent holding a live lease changes a running
-    attempt (``LEASE_LIVE`` and the fencing in ``tasks.services``).
+    attempt (``LEASE_LIVE`` and ``Attempt.fence``).
     """
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempts")
@@ -521,7 +521,7 @@ class LineComment(models.Model):
     changed file's line numbers, ``old`` for the original's), a first and a last line.
 
     Written only while the attempt waits for review, by a reviewer who did not submit it
-    (``tasks.services.comment_add``), each with its Event. It is resolved when a later
+    (``tasks.comments.comment_add``), each with its Event. It is resolved when a later
     attempt of the task changes those lines, or by hand; the next attempt's context lists
     the open ones first.
     """

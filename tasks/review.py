@@ -1,5 +1,6 @@
-"""The record of a review: what was in force when a reviewer decided an attempt, and the
-verdict on each of its criteria.
+"""The review: the reviewer's verdict on a task in review (``task_review``, and its two
+halves ``task_approve`` and ``task_reject``), and the record it keeps of what was in force
+when a reviewer decided an attempt, and of the verdict on each of its criteria.
 
 A verdict is only as good as what it was judged against. ``in_force`` takes, inside the
 review's transaction, the spec version the attempt was held to, the accepted decisions
@@ -12,13 +13,100 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils import timezone
 
 from decisions.models import Check, SpecVersionState
-from evidence.selectors import measured_run
+from evidence.selectors import criteria_status, measured_run
+from projects.fsm import check, fire
 from projects.services import check_storable
+from tasks.comments import comment_add
 from tasks.context import accepted_decisions
 from tasks.models import Attempt, Task
+from tasks.services import lock_task_and_attempt
+
+# --- The verdict --------------------------------------------------------------------------
+
+
+def task_review(
+    *,
+    task: Task,
+    actor,
+    verdict: str,
+    reason: str = "",
+    criteria: Iterable[dict] = (),
+    comments: Iterable[dict] = (),
+) -> Task:
+    """The reviewer's verdict on a task in review, and on its attempt.
+
+    ``approve``: in review → done, when every criterion of the pinned version is met or
+    not applicable and each ``review`` criterion is marked (``criteria``: ``[{key,
+    verdict: met|not_met|na, note}]``; ``judge``). ``reject``: in review →
+    ready (or failed when its attempts are used up), with a reason or a criterion marked
+    not met, which the next attempt can act on. Only a reviewer of the project who did
+    not submit the attempt (403 ``own_work``); each state machine's transition checks it,
+    once. The attempt keeps each criterion's verdict and what was in force when it was
+    judged (``in_force``), whatever changes after. ``comments``
+    (``comment_add``'s fields) are written with the verdict, or nothing is.
+    """
+    if verdict not in ("approve", "reject"):
+        raise ValidationError({"verdict": "choose approve or reject"})
+    name, reason = verdict, (reason or "").strip()
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(task_id=task.pk)
+        number = attempt.number if attempt else None
+        # Refuses the wrong state or the wrong reviewer before anything else is looked at.
+        check(task, name, actor=actor)
+        # Raised in the transaction: a refused verdict keeps nothing.
+        record = judge(name, criteria, criteria_status(attempt))
+        if name == "reject" and not reason:
+            reason = unmet_text(record)
+        if name == "reject" and not reason:
+            raise ValidationError(
+                {
+                    "reason": "a rejection needs a reason, or a criterion marked not met,"
+                    " that the next attempt can act on"
+                }
+            )
+        fire(task, name, actor=actor, reason=reason, extra={"attempt": number})
+        for index, comment in enumerate(comments):
+            try:
+                comment_add(attempt=attempt, actor=actor, **comment)
+            except ValidationError as exc:  # named by its place in the list
+                raise ValidationError(
+                    {f"comments[{index}].{k}": v for k, v in exc.message_dict.items()}
+                ) from exc
+        applied = in_force(task, attempt)
+        fire(
+            attempt,
+            name,
+            actor=actor,
+            reason=reason,
+            extra={"applied": applied_text(applied), "criteria": _marked(record)},
+            reviewer=actor,
+            end_reason=reason,
+            applied=applied,
+            criteria_verdicts=record,
+        )
+    return task
+
+
+def _marked(record: list[dict]) -> dict:
+    """The reviewer's own marks, for the verdict's Event: ``{"AC-3": "not_met"}``."""
+    return {r["key"]: r["verdict"] for r in record if r["by"] == "reviewer"}
+
+
+def task_approve(*, task: Task, actor, reason: str = "", criteria: Iterable[dict] = ()) -> Task:
+    """in review → done (``task_review`` with ``approve``)."""
+    return task_review(task=task, actor=actor, verdict="approve", reason=reason, criteria=criteria)
+
+
+def task_reject(*, task: Task, actor, reason: str, comments: Iterable[dict] = ()) -> Task:
+    """in review → ready or failed, with the reason (``task_review`` with ``reject``)."""
+    return task_review(task=task, actor=actor, verdict="reject", reason=reason, comments=comments)
+
+
+# --- The record ---------------------------------------------------------------------------
 
 
 def in_force(task: Task, attempt: Attempt) -> dict:

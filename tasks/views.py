@@ -28,7 +28,8 @@ from projects.models import Event
 from projects.numbers import query_number
 from projects.pages import in_project, is_htmx, may, navigation, user_projects
 from projects.roles import Role
-from tasks import handoff, selectors, services
+from tasks import handoff, review, selectors, services
+from tasks.comments import comment_add, comment_resolve
 from tasks.dashboard import dashboard_context
 from tasks.filters import TaskFilter
 from tasks.forms import STATE_ORDER, BoardFilterForm, CommentForm, ReasonForm, ReviewForm
@@ -309,7 +310,7 @@ def task_review(request, key):
         messages.error(request, "Choose approve or reject.")
         return redirect("task-detail", key=key)
     try:
-        services.task_review(task=task, actor=request.user, **form.cleaned_data)
+        review.task_review(task=task, actor=request.user, **form.cleaned_data)
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"Not recorded: {refusal_text(exc)}")
         return _task_page(request, task, posted=form.cleaned_data, status=400)
@@ -335,9 +336,7 @@ def task_comment(request, key):
         messages.error(request, "Not recorded: name the file, the line and what is wrong.")
         return redirect("task-detail", key=key)
     try:
-        comment = services.comment_add(
-            attempt=task.current_attempt, actor=request.user, **form.cleaned_data
-        )
+        comment = comment_add(attempt=task.current_attempt, actor=request.user, **form.cleaned_data)
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"Not recorded: {refusal_text(exc)}")
     else:
@@ -353,7 +352,7 @@ def task_comment_resolve(request, key, comment_id):
     if comment is None:
         raise Http404("No such comment")
     try:
-        services.comment_resolve(comment=comment, actor=request.user)
+        comment_resolve(comment=comment, actor=request.user)
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"Not done: {refusal_text(exc)}")
     else:

@@ -16,7 +16,7 @@ from decisions import services as decision_services
 from evidence import services as evidence_services
 from projects.models import Membership, Project
 from projects.roles import Role
-from tasks import services
+from tasks import attempts, review, services
 from tasks.models import Attempt
 
 CRITERIA = [
@@ -111,7 +111,7 @@ class Flow:
 
     def claimed(self, agent=None, lease_seconds=300, **kwargs):
         task = self.ready(**kwargs)
-        attempt = services.task_claim(
+        attempt = attempts.task_claim(
             agent=agent or self.agent, project=self.project, lease_seconds=lease_seconds
         )
         assert attempt.task_id == task.pk, "another ready task was claimed first"
@@ -120,7 +120,7 @@ class Flow:
 
     def checking(self, **kwargs):
         task, attempt = self.claimed(**kwargs)
-        attempt = services.attempt_submit(
+        attempt = attempts.attempt_submit(
             attempt=attempt, actor=attempt.agent, summary="done", change={"commit": "abc123"}
         )
         task.refresh_from_db()
@@ -130,7 +130,7 @@ class Flow:
         task, attempt = self.checking(**kwargs)
         attempt.refresh_from_db()
         if attempt.state == "checking":  # not already concluded by gates run on commit
-            attempt = services.attempt_gates_passed(attempt=attempt)
+            attempt = attempts.attempt_gates_passed(attempt=attempt)
         task.refresh_from_db()
         return task, attempt
 
@@ -139,17 +139,17 @@ class Flow:
         task, attempt = self.in_review(**kwargs)
         if criteria is None:
             criteria = all_met(attempt)
-        return services.task_approve(task=task, actor=self.reviewer, criteria=criteria), attempt
+        return review.task_approve(task=task, actor=self.reviewer, criteria=criteria), attempt
 
     def blocked(self, **kwargs):
         task, attempt = self.claimed(**kwargs)
-        services.attempt_release(attempt=attempt, actor=attempt.agent, reason="stuck", blocked=True)
+        attempts.attempt_release(attempt=attempt, actor=attempt.agent, reason="stuck", blocked=True)
         task.refresh_from_db()
         return task, attempt
 
     def failed(self, **kwargs):
         task, attempt = self.checking(max_attempts=1, **kwargs)
-        services.attempt_gates_failed(attempt=attempt, reason="tests-pass: 1 failed")
+        attempts.attempt_gates_failed(attempt=attempt, reason="tests-pass: 1 failed")
         task.refresh_from_db()
         return task, attempt
 

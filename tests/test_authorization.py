@@ -18,7 +18,7 @@ from interop import services as interop
 from projects.models import Event
 from projects.roles import Role
 from projects.services import membership_grant
-from tasks import services as tasks
+from tasks import attempts, comments
 from tests.factories import CRITERIA, Flow, ProjectFactory, member
 from tests.test_hostile_inputs import BEADS_LINE
 
@@ -312,12 +312,12 @@ class World(Flow):
         """An attempt of the holder's in review, with a diff; and a comment on it."""
         _, attempt = self.claimed(agent=self.agent, title="commented")
         self.attach(attempt, DIFF, kind="diff", name="change.diff")
-        tasks.attempt_submit(attempt=attempt, actor=self.agent, summary="s", change={})
+        attempts.attempt_submit(attempt=attempt, actor=self.agent, summary="s", change={})
         attempt.refresh_from_db()
         if attempt.state == "checking":
-            tasks.attempt_gates_passed(attempt=attempt)
+            attempts.attempt_gates_passed(attempt=attempt)
         reviewer = member(self.project, Role.REVIEWER, "fm-commenter")
-        comment = tasks.comment_add(
+        comment = comments.comment_add(
             attempt=attempt, actor=reviewer, path="x.py", line=1, body="why?"
         )
         return attempt, comment

@@ -3,7 +3,7 @@
 import pytest
 from django.db import OperationalError
 
-from tasks import services
+from tasks import attempts
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def database_down(monkeypatch):
 def test_an_api_call_during_an_outage_is_503_with_retry_after(flow, api, database_down):
     flow.ready()
     client = api(flow.agent)
-    database_down(services, "task_claim")
+    database_down(attempts, "task_claim")
 
     response = client.post("/api/v1/tasks/claim/", {}, format="json")
 

@@ -258,7 +258,7 @@ def test_a_stale_name_path_or_link_is_reported_with_its_file_and_line(tmp_path):
     doc = tmp_path / "docs" / "stale.md"
     doc.parent.mkdir()
     doc.write_text(
-        "Fine: `tasks.services.task_claim`, `projects/verify.py`, [api](api.md).\n"
+        "Fine: `tasks.attempts.task_claim`, `projects/verify.py`, [api](api.md).\n"
         "Gone: `tasks.tokens.token_issue(*, user)` and `tasks/paths.py`,\n"
         "`runner.mirror.nothing_here`, [nowhere](nowhere.md).\n"
         "Fine: `tasks.Attempt`, `evidence.Evidence.attempt`. Gone: `evidence.Evidence.task`.\n"

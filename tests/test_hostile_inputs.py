@@ -27,7 +27,7 @@ from events import services as events_services
 from evidence.models import Evidence, blob_name
 from interop import services as interop_services
 from projects.models import Event
-from tasks import services as task_services
+from tasks import attempts, comments
 from tasks.models import Attempt, Task
 from tests.conftest import module_media, world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory
@@ -121,12 +121,10 @@ class World:
         # In review with a diff, and a comment on it.
         _, self.commented = flow.claimed(agent=flow.agent2, title="Commented")
         flow.attach(self.commented, DIFF_SAMPLE, kind="diff", name="change.diff")
-        task_services.attempt_submit(
-            attempt=self.commented, actor=flow.agent2, summary="s", change={}
-        )
-        task_services.attempt_gates_passed(attempt=self.commented)
+        attempts.attempt_submit(attempt=self.commented, actor=flow.agent2, summary="s", change={})
+        attempts.attempt_gates_passed(attempt=self.commented)
         self.commented.refresh_from_db()
-        self.comment = task_services.comment_add(
+        self.comment = comments.comment_add(
             attempt=self.commented, actor=flow.reviewer, path="x.py", line=1, body="why?"
         )
         self.draft = flow.draft(title="Draft")

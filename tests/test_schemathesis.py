@@ -27,7 +27,7 @@ from decisions import services as decisions
 from decisions.models import Decision
 from evidence.models import Evidence
 from factory_site.wsgi import application
-from tasks import services
+from tasks import attempts, comments
 from tasks.models import Attempt, Task
 from tests.factories import CRITERIA, Flow, ProjectFactory
 
@@ -77,16 +77,16 @@ def build_world() -> None:
     held, attempt = flow.claimed(title="in progress", spec=spec)
     flow.attach(attempt, JUNIT, kind="junit", name="junit.xml", criteria=["AC-1"])
     flow.attach(attempt, b"verified\n", actor=flow.verifier)
-    services.attempt_checkpoint_save(attempt=attempt, actor=flow.agent, data={"n": 1}, revision=0)
+    attempts.attempt_checkpoint_save(attempt=attempt, actor=flow.agent, data={"n": 1}, revision=0)
     _, reviewing = flow.claimed(title="to review", spec=spec, agent=flow.agent2)
     flow.attach(reviewing, SAMPLES["diff"].encode(), kind="diff", name="change.diff")
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=reviewing, actor=flow.agent2, summary="done", change={"commit": "abc123"}
     )
     reviewing.refresh_from_db()
     if reviewing.state == "checking":
-        services.attempt_gates_passed(attempt=reviewing)
-    comment = services.comment_add(
+        attempts.attempt_gates_passed(attempt=reviewing)
+    comment = comments.comment_add(
         attempt=reviewing, actor=flow.reviewer, path="x.py", line=1, body="why?"
     )
     flow.done(title="finished", spec=spec, agent=flow.agent2)

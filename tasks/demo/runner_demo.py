@@ -21,7 +21,7 @@ from projects.models import Project
 from projects.policy import declares
 from projects.queue import foreground
 from runner.sandbox import SandboxUnavailable, sandbox
-from tasks import services
+from tasks import attempts, services
 from tasks.demo.repository import VERIFY, build
 
 SLUG = "RD"
@@ -92,7 +92,7 @@ def seed_runner_demo(demo, out) -> bool:
             )
         # With Celery eager (make run) the jobs run here, before the command exits.
         with foreground():
-            services.attempt_submit(
+            attempts.attempt_submit(
                 attempt=attempt,
                 actor=agent,
                 summary=f"{attempt.task.title}; the tests pass.",
@@ -108,7 +108,7 @@ def _task(project, demo, spec, title, agent):
         project=project, actor=demo.maria, title=title, spec=spec, allowed_paths=["**"]
     )
     services.task_publish(task=task, actor=demo.maria)
-    return services.task_claim(agent=agent, project=project, lease_seconds=3600)
+    return attempts.task_claim(agent=agent, project=project, lease_seconds=3600)
 
 
 def _check(attempt) -> None:

@@ -14,7 +14,7 @@ from evidence import services as evidence
 from projects import services as project_services
 from projects.models import Project
 from projects.roles import Role
-from tasks import services
+from tasks import attempts, review, services
 from tasks.demo import artifacts
 from tasks.demo.runner_demo import seed_runner_demo
 
@@ -142,10 +142,10 @@ class Demo:
         return services.task_create(project=self.project, actor=self.maria, title=title, **kwargs)
 
     def claim(self, agent, **kwargs):
-        return services.task_claim(agent=agent, project=self.project, lease_seconds=3600, **kwargs)
+        return attempts.task_claim(agent=agent, project=self.project, lease_seconds=3600, **kwargs)
 
     def submit(self, attempt, summary, commit):
-        return services.attempt_submit(
+        return attempts.attempt_submit(
             attempt=attempt,
             actor=attempt.agent,
             summary=summary,
@@ -326,7 +326,7 @@ def _tasks(demo: Demo) -> None:
     demo.submit(first, "Claim queue with priority ordering.", "3f1c2a7")
     demo.check(first)  # tests-pass fails (one test fails) and required-evidence (no screenshot)
     second = demo.claim(alan)
-    services.attempt_checkpoint_save(
+    attempts.attempt_checkpoint_save(
         attempt=second,
         actor=alan,
         revision=0,
@@ -338,7 +338,7 @@ def _tasks(demo: Demo) -> None:
     demo.attach(second, alan, artifacts.screenshot(), "screenshot", "queue.png", ["AC-2"])
     demo.submit(second, "Filter out tasks with open dependencies.", "8b9e0d1")
     demo.check(second)
-    services.task_review(
+    review.task_review(
         task=claim_task,
         actor=rita,
         verdict="reject",
@@ -357,7 +357,7 @@ def _tasks(demo: Demo) -> None:
     demo.attach(third, vera, demo.good.coverage, "coverage", "ci-coverage.xml")
     demo.submit(third, "Attach the CI run requested in review.", "c41d5e9")
     demo.check(third)
-    services.task_approve(
+    review.task_approve(
         task=claim_task,
         actor=rita,
         reason="All criteria proven; CI evidence attached.",
@@ -396,7 +396,7 @@ def _tasks(demo: Demo) -> None:
     )
     services.task_publish(task=upload, actor=maria)
     attempt = demo.claim(ada, labels=["storage"])
-    services.attempt_checkpoint_save(
+    attempts.attempt_checkpoint_save(
         attempt=attempt,
         actor=ada,
         revision=0,
@@ -437,7 +437,7 @@ def _tasks(demo: Demo) -> None:
     )
     services.task_publish(task=storage_task, actor=maria)
     attempt = demo.claim(ada, labels=["ops"])
-    services.attempt_release(
+    attempts.attempt_release(
         attempt=attempt,
         actor=ada,
         blocked=True,

@@ -19,7 +19,7 @@ from factory_client.mcp import AgentServer
 from knox.models import AuthToken
 from mcp import Client
 
-from tasks import services
+from tasks import attempts
 from tasks.models import Task
 from tests.client.test_cli import FACTORY
 from tests.client.test_mcp import call
@@ -57,7 +57,7 @@ def factory(server, user, *args):
 
 
 def submit(attempt):
-    return lambda: services.attempt_submit(
+    return lambda: attempts.attempt_submit(
         attempt=attempt, actor=attempt.agent, summary="done", change={"commit": "abc123"}
     )
 

@@ -21,7 +21,7 @@ from knox.models import AuthToken
 from evidence.models import GateRun
 from projects import services as project_services
 from projects.models import Project
-from tasks import services
+from tasks import attempts
 from tasks.demo.repository import VERIFY, build
 from tasks.models import Attempt, Task
 from tests.factories import expire_lease
@@ -170,7 +170,7 @@ def test_a_hanging_agent_that_loses_its_lease_is_stopped(live_server, project, c
             time.sleep(0.1)
         attempt = Attempt.objects.get(task=task)
         expire_lease(attempt)
-        services.attempt_expire(attempt=attempt)
+        attempts.attempt_expire(attempt=attempt)
 
     expirer = threading.Thread(target=expire_when_running)
     expirer.start()

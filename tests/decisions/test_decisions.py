@@ -8,7 +8,7 @@ from decisions.models import Decision, SpecAmendment, SpecVersion
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Project
 from projects.roles import Role
-from tasks import services as task_services
+from tasks import attempts
 from tests.factories import expire_lease, member
 
 AMENDED_CRITERIA = [
@@ -523,7 +523,7 @@ def test_the_agents_task_keeps_its_decisions_after_the_attempt_ends(flow):
     task, attempt = flow.claimed()
     decision = propose(flow, actor=flow.agent, attempt=attempt)
 
-    task_services.attempt_release(attempt=attempt, actor=flow.agent, reason="handing over")
+    attempts.attempt_release(attempt=attempt, actor=flow.agent, reason="handing over")
     services.decision_accept(decision=decision, actor=flow.reviewer)
 
     assert list(task.decisions.values_list("key", "state")) == [("FM-D1", "accepted")]

@@ -13,6 +13,7 @@ from events.models import Delivery, Subscription
 from events.types import type_of
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
+from tasks import attempts, review
 from tasks import services as task_services
 
 
@@ -137,7 +138,7 @@ def test_a_rejection_tells_the_verdict_the_reason_and_the_commit(flow, subscribe
     subscription = subscribe(types=["task.*", "attempt.*"])
     task, _ = flow.in_review()
 
-    task_services.task_reject(task=task, actor=flow.reviewer, reason="the test is skipped")
+    review.task_reject(task=task, actor=flow.reviewer, reason="the test is skipped")
 
     sent = payloads(subscription)
     assert list(sent) == [
@@ -196,7 +197,7 @@ def test_a_commit_status_subscription_posts_the_code_hosts_shape(
 
     with django_capture_on_commit_callbacks(execute=True):
         task, _ = flow.in_review()
-        task_services.task_approve(task=task, actor=flow.reviewer)
+        review.task_approve(task=task, actor=flow.reviewer)
 
     assert [path for path, _, _ in receiver.requests] == ["/hook/statuses/abc123"] * 3
     assert {h["authorization"] for _, h, _ in receiver.requests} == {"Bearer ghp_secret"}
@@ -343,7 +344,7 @@ def test_a_gates_verdict_is_an_event_and_the_runners_has_a_type_of_its_own(
     flow.attach(attempt, PASSING, kind="junit", name="junit.xml")
 
     with django_capture_on_commit_callbacks(execute=True):
-        task_services.attempt_submit(
+        attempts.attempt_submit(
             attempt=attempt, actor=flow.agent, summary="done", change={"commit": "abc123"}
         )
 
@@ -389,7 +390,7 @@ def test_every_way_a_task_returns_to_ready_has_a_type(flow, subscribe):
     blocked, _ = flow.blocked()
     _, attempt = flow.claimed()
 
-    task_services.attempt_release(attempt=attempt, actor=flow.agent, reason="later")
+    attempts.attempt_release(attempt=attempt, actor=flow.agent, reason="later")
     task_services.task_unblock(task=blocked, actor=flow.manager)
     task_services.task_reopen(task=failed, actor=flow.manager)
 

@@ -17,7 +17,7 @@ from knox.models import AuthToken
 
 from events.stream import Client, hub
 from projects.models import Membership
-from tasks import services
+from tasks import attempts
 from tests.conftest import postgres_only
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -90,7 +90,7 @@ def test_a_member_hears_its_projects_events_as_they_happen(flow, other_flow, asg
 
     task = flow.ready(title="Live")
     other_flow.ready(title="Not yours")
-    services.task_claim(agent=flow.agent, project=flow.project)
+    attempts.task_claim(agent=flow.agent, project=flow.project)
 
     events = reader.wait_for(2)
     assert reader.content_type.startswith("text/event-stream")

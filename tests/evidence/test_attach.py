@@ -14,7 +14,7 @@ from evidence.models import Evidence, blob_name
 from projects.errors import Conflict, PermissionDenied, TooLarge
 from projects.models import Event
 from projects.roles import Role
-from tasks import services as task_services
+from tasks import attempts
 from tests.factories import UserFactory, expire_lease, member
 
 LOG = b"5 passed in 0.02s\n"
@@ -303,8 +303,8 @@ def test_attaching_evidence_writes_no_event_and_changes_no_state(flow):
 def test_evidence_of_an_earlier_attempt_stays_with_it(flow):
     _, first = flow.claimed()
     attach(first, flow.agent)
-    task_services.attempt_release(attempt=first, actor=flow.agent, reason="handing over")
-    second = task_services.task_claim(agent=flow.agent2)
+    attempts.attempt_release(attempt=first, actor=flow.agent, reason="handing over")
+    second = attempts.task_claim(agent=flow.agent2)
 
     attach(second, flow.agent2)
 

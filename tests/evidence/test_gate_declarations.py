@@ -17,7 +17,7 @@ from projects.errors import Conflict
 from projects.models import Event
 from projects.policy import declares, measuring_gate_name, registry
 from runner.gates import RunnerGate
-from tasks import services
+from tasks import attempts
 
 VERDICT = {"verified": True, "commit": "c0ffee" * 6, "seconds": 1.5, "tests": {"tests": 2}}
 
@@ -35,7 +35,7 @@ def renamed(settings):
 
 
 def submit(attempt, change):
-    return services.attempt_submit(
+    return attempts.attempt_submit(
         attempt=attempt, actor=attempt.agent, summary="done", change=change
     )
 

@@ -20,6 +20,7 @@ from evidence.models import Evidence, GateRun
 from projects import queue
 from projects.models import Event
 from projects.policy import registry
+from tasks import attempts, reconciler
 from tasks import jobs as task_jobs
 from tasks import services as task_services
 from tasks.models import Task
@@ -32,8 +33,6 @@ ZERO = {
     "gate_runs_requeued": 0,
     "gate_runs_redispatched": 0,
     "attempts_concluded": 0,
-    "tokens_deleted": 0,
-    "workspaces_swept": 0,
 }
 FLAKY_CALLS = {"count": 0}
 
@@ -94,9 +93,9 @@ def submit(attempt, capture=None):
     """Submit as the agent; with ``capture``, run the on-commit jobs (the gates) eagerly."""
     kwargs = {"attempt": attempt, "actor": attempt.agent, "summary": "done", "change": {}}
     if capture is None:
-        return task_services.attempt_submit(**kwargs)
+        return attempts.attempt_submit(**kwargs)
     with capture(execute=True):
-        return task_services.attempt_submit(**kwargs)
+        return attempts.attempt_submit(**kwargs)
 
 
 def evidence_for(flow, attempt, reports, diffs, junit="passing"):
@@ -180,7 +179,7 @@ def test_the_next_attempts_context_carries_the_failed_gate(
     evidence_for(flow, first, reports, diffs, junit="failing")
     submit(first, django_capture_on_commit_callbacks)
 
-    second = task_services.task_claim(agent=flow.agent2, project=flow.project)
+    second = attempts.task_claim(agent=flow.agent2, project=flow.project)
     bundle = task_services.task_context(task=Task.objects.get(pk=task.pk), actor=flow.agent2)
 
     runs = {r.gate: r for r in GateRun.objects.filter(attempt=first)}
@@ -443,8 +442,8 @@ def test_two_gates_finishing_at_once_move_the_task_on_once(flow):
     for run in GateRun.objects.filter(attempt=attempt):
         finish_without_concluding(run)
 
-    task_services.attempt_checks_conclude(attempt=attempt)
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     assert states(task, attempt) == ("in_review", "passed")
     moved = Event.objects.filter(task=task, transition="gates_passed")
@@ -465,7 +464,7 @@ def test_two_concluding_workers_at_once_move_the_task_on_once(flow, monkeypatch)
     def worker():
         try:
             barrier.wait(5)
-            task_services.attempt_checks_conclude(attempt=attempt)
+            attempts.attempt_checks_conclude(attempt=attempt)
         except Exception as exc:  # reported below, not swallowed
             errors.append(exc)
         finally:
@@ -494,7 +493,7 @@ def test_reconcile_expires_an_overdue_lease(flow):
     task, attempt = flow.claimed()
     expire_lease(attempt)
 
-    counts = task_services.reconcile()
+    counts = reconciler.reconcile()
 
     assert counts == {**ZERO, "leases_expired": 1}
     assert states(task, attempt) == ("ready", "abandoned")
@@ -513,7 +512,7 @@ def test_reconcile_requeues_a_run_whose_worker_died_and_the_job_finishes_it(
         started_at=overdue(settings.FACTORY_GATE_TIME_LIMIT + 61)
     )
 
-    counts = task_services.reconcile()
+    counts = reconciler.reconcile()
 
     assert counts == {**ZERO, "gate_runs_requeued": 1}
     run.refresh_from_db()
@@ -533,7 +532,7 @@ def test_a_run_whose_workers_died_on_every_try_ends_in_error(flow, settings):
         started_at=overdue(settings.FACTORY_GATE_TIME_LIMIT + 61)
     )
 
-    counts = task_services.reconcile()
+    counts = reconciler.reconcile()
 
     run.refresh_from_db()
     assert counts == {**ZERO, "gate_runs_requeued": 1}
@@ -554,7 +553,7 @@ def test_reconcile_leaves_a_run_that_is_still_within_its_time(flow, settings):
     )
     events_before = Event.objects.count()
 
-    counts = task_services.reconcile()
+    counts = reconciler.reconcile()
 
     assert counts == ZERO
     run.refresh_from_db()
@@ -575,7 +574,7 @@ def test_reconcile_redispatches_queued_runs_whose_job_never_started(flow, report
     just_now = timezone.now()
     runs.filter(gate="coverage").update(dispatched_at=just_now)
 
-    counts = task_services.reconcile()
+    counts = reconciler.reconcile()
 
     assert counts == {**ZERO, "gate_runs_redispatched": 2}
     assert [(r.gate, r.state, r.tries) for r in runs.order_by("gate")] == [
@@ -595,7 +594,7 @@ def test_reconcile_concludes_an_attempt_whose_runs_have_all_finished(flow):
     for run in GateRun.objects.filter(attempt=attempt):
         finish_without_concluding(run, outcome="failed" if run.gate == "diff-scope" else "passed")
 
-    counts = task_services.reconcile()
+    counts = reconciler.reconcile()
 
     assert counts == {**ZERO, "attempts_concluded": 1}
     assert states(task, attempt) == ("ready", "failed")
@@ -603,14 +602,14 @@ def test_reconcile_concludes_an_attempt_whose_runs_have_all_finished(flow):
 
 
 @pytest.mark.django_db
-def test_reconcile_deletes_expired_tokens_only(flow):
+def test_housekeeping_deletes_expired_tokens_only(flow):
     AuthToken.objects.create(user=flow.agent, expiry=timedelta(seconds=-1))
     live, _ = AuthToken.objects.create(user=flow.agent, expiry=timedelta(hours=1))
     forever, _ = AuthToken.objects.create(user=flow.reviewer, expiry=None)
 
-    counts = task_services.reconcile()
+    counts = reconciler.housekeeping()
 
-    assert counts == {**ZERO, "tokens_deleted": 1}
+    assert counts == {"tokens_deleted": 1, "workspaces_swept": 0}
     assert sorted(AuthToken.objects.values_list("pk", flat=True)) == sorted([live.pk, forever.pk])
 
 
@@ -636,17 +635,16 @@ def test_reconcile_counts_everything_it_did_and_then_has_nothing_left(
     expire_lease(idle)
     AuthToken.objects.create(user=flow.agent, expiry=timedelta(seconds=-1))
 
-    first, second = task_services.reconcile(), task_services.reconcile()
+    first, second = reconciler.reconcile(), reconciler.reconcile()
 
     assert first == {
         "leases_expired": 1,
         "gate_runs_requeued": 1,
         "gate_runs_redispatched": 1,
         "attempts_concluded": 1,
-        "tokens_deleted": 1,
-        "workspaces_swept": 0,
     }
     assert second == ZERO
+    assert AuthToken.objects.count() == 1  # expired tokens are the housekeeping's
     tasks = Task.objects.filter(pk__in=[stuck_task.pk, lost_task.pk, done_task.pk, idle_task.pk])
     assert list(tasks.order_by("number").values_list("state", flat=True)) == [
         "in_review",
@@ -666,12 +664,17 @@ def test_the_reconcile_job_returns_the_counts(flow):
 
 
 @pytest.mark.django_db
-def test_the_reconcile_command_prints_the_counts_as_json(flow):
+def test_the_reconcile_command_runs_the_reconciler_and_the_housekeeping_and_prints_json(
+    flow, settings
+):
     _, attempt = flow.claimed()
     expire_lease(attempt)
+    AuthToken.objects.create(user=flow.agent, expiry=timedelta(seconds=-1))
     out = io.StringIO()
 
     call_command("reconcile", stdout=out)
 
-    assert json.loads(out.getvalue()) == {**ZERO, "leases_expired": 1}
-    assert out.getvalue() == json.dumps({**ZERO, "leases_expired": 1}, sort_keys=True) + "\n"
+    counts = {**ZERO, "leases_expired": 1, "tokens_deleted": 1, "workspaces_swept": 0}
+    assert out.getvalue() == json.dumps(counts, sort_keys=True) + "\n"
+    jobs = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert {"tasks.jobs.reconcile_job", "tasks.jobs.housekeeping_job"} <= jobs  # beat: each alone

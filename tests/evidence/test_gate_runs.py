@@ -11,7 +11,7 @@ from evidence.models import Evidence, GateRun
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import fire
 from projects.models import Event
-from tasks import services as task_services
+from tasks import attempts
 
 POLICY_GATES = ["diff-scope", "required-evidence", "spec-current", "tests-pass"]
 
@@ -47,7 +47,7 @@ def test_submit_queues_one_run_per_policy_gate_in_the_same_transaction(flow):
     task, attempt = flow.claimed()
     events_before = Event.objects.count()
 
-    task_services.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
 
     runs = list(GateRun.objects.filter(attempt=attempt).order_by("gate"))
     assert [(r.gate, r.state, r.params, r.tries) for r in runs] == [
@@ -101,8 +101,8 @@ def test_the_same_gate_runs_again_for_the_next_attempt(flow):
     task, first, runs = queued(flow)
     for run in runs:
         finish(run, outcome="failed", summary="1 failed")
-    task_services.attempt_checks_conclude(attempt=first)
-    second = task_services.task_claim(agent=flow.agent2)
+    attempts.attempt_checks_conclude(attempt=first)
+    second = attempts.task_claim(agent=flow.agent2)
 
     again = services.gate_runs_create(attempt=second, policy={"tests-pass": {}})
 
@@ -278,7 +278,7 @@ def test_conclude_waits_while_a_run_is_unfinished(flow, unfinished):
         services.gate_run_start(run=runs[-1])
     events_before = Event.objects.count()
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -293,7 +293,7 @@ def test_all_gates_passed_puts_the_task_in_review(flow):
         finish(run)
     last_event = Event.objects.latest("id").pk
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -319,7 +319,7 @@ def test_a_failed_gate_returns_the_task_to_ready_with_the_reason(flow, outcome):
         else:
             finish(run)
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -342,7 +342,7 @@ def test_every_failing_gate_is_named_in_the_reason(flow):
             summary=summaries.get(run.gate, "ok"),
         )
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     attempt.refresh_from_db()
     assert attempt.end_reason == "gates failed — diff-scope: 1 file outside; tests-pass: 2 failed"
@@ -354,7 +354,7 @@ def test_a_failed_gate_on_the_last_attempt_fails_the_task(flow):
     for run in runs:
         finish(run, outcome="failed", summary="no")
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     assert (task.state, task.failed_attempts) == ("failed", 1)
@@ -368,8 +368,8 @@ def test_concluding_twice_moves_the_task_once(flow, outcome):
         finish(run, outcome=outcome, summary="x")
     events_before = Event.objects.count()
 
-    task_services.attempt_checks_conclude(attempt=attempt)
-    again = task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
+    again = attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     assert (task.state, again.state) == (
@@ -384,7 +384,7 @@ def test_conclude_leaves_a_running_attempt_alone(flow):
     task, attempt = flow.claimed()
     events_before = Event.objects.count()
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     assert (task.state, Event.objects.count()) == ("claimed", events_before)
@@ -395,7 +395,7 @@ def test_conclude_before_the_runs_exist_does_not_pass_the_attempt(flow):
     task, attempt = flow.checking()
     events_before = Event.objects.count()
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     assert task.state == "checking"
@@ -409,7 +409,7 @@ def test_conclude_with_an_empty_gate_policy_passes_the_attempt(flow):
     task, attempt = flow.checking()
     services.gate_runs_create(attempt=attempt, policy=flow.project.gate_policy)
 
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
 
     task.refresh_from_db()
     assert task.state == "in_review"

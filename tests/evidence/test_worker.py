@@ -16,7 +16,7 @@ import redis
 from evidence.models import GateRun
 from projects.models import Event
 from proof.workers import celery_worker
-from tasks import services
+from tasks import attempts, reconciler, services
 from tasks.models import Task
 from tests.conftest import postgres_only
 from tests.workers import database_url, jobs_to_redis, wait_for
@@ -98,7 +98,7 @@ def submit_with(flow, junit, policy):
     flow.gates(policy)
     task, attempt = flow.claimed(title="gated")
     flow.attach(attempt, junit, kind="junit", name="junit.xml")
-    services.attempt_submit(attempt=attempt, actor=flow.agent, summary="done", change={})
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="done", change={})
     return task, attempt
 
 
@@ -119,7 +119,7 @@ def test_a_failed_gate_sends_the_task_back_with_its_verdict_in_the_next_context(
     task, _ = submit_with(flow, FAILING, {"tests-pass": {}})
 
     wait_for(lambda: task_state(task) == "ready", 30, "the task to go back to ready")
-    services.task_claim(agent=flow.agent2)
+    attempts.task_claim(agent=flow.agent2)
     bundle = services.task_context(task=Task.objects.get(pk=task.pk), actor=flow.agent2)
     (gate,) = bundle["attempts"][0]["gates"]
     assert (gate["gate"], gate["state"]) == ("tests-pass", "failed")
@@ -140,7 +140,7 @@ def test_a_worker_killed_mid_gate_is_recovered_with_exactly_one_result(
     first.kill()  # SIGKILL, mid-gate: the job is neither finished nor acknowledged
     start_worker()
     time.sleep(2.5)  # past the time limit and grace the reconciler allows a running gate
-    counts = services.reconcile()
+    counts = reconciler.reconcile()
 
     wait_for(lambda: task_state(task) == "in_review", 60, "the re-run gate to finish")
     assert counts["gate_runs_requeued"] == 1
@@ -159,7 +159,7 @@ def test_jobs_lost_with_a_flushed_redis_are_sent_again_by_the_reconciler(
     time.sleep(1)
     assert task_state(task) == "checking"
 
-    counts = services.reconcile()
+    counts = reconciler.reconcile()
 
     wait_for(lambda: task_state(task) == "in_review", 30, "the re-sent gate to finish")
     assert counts["gate_runs_redispatched"] == 1

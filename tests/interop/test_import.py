@@ -12,7 +12,7 @@ from interop import services
 from interop.models import ImportRun
 from projects.errors import PermissionDenied, ServiceError
 from projects.models import Event
-from tasks import services as task_services
+from tasks import attempts
 from tasks.models import Task
 from tests.factories import Flow, ProjectFactory
 
@@ -321,7 +321,7 @@ def test_tasks_that_depend_on_each_other_are_imported_without_the_cycle(flow):
 
 def test_a_file_cannot_close_a_task_an_agent_holds(flow):
     upload(flow, "beads", b'{"id":"bd-1","title":"Work","status":"open"}\n', name="i.jsonl")
-    attempt = task_services.task_claim(agent=flow.agent, project=flow.project)
+    attempt = attempts.task_claim(agent=flow.agent, project=flow.project)
 
     run = upload(flow, "beads", b'{"id":"bd-1","title":"Work","status":"closed"}\n', name="i.jsonl")
 

@@ -15,7 +15,7 @@ from projects import services as project_services
 from projects.models import Event
 from projects.queue import BACKGROUND
 from runner.jobs import verify_job
-from tasks import context, services
+from tasks import attempts, context, reconciler
 from tasks.demo.repository import FAILING_TEST, VERIFY, build
 from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
 from tasks.demo.runner_demo import CRITERIA, POLICY
@@ -49,7 +49,7 @@ def claimed(flow, **kwargs):
 
 def submit(attempt, commit, capture):
     with capture(execute=True):
-        services.attempt_submit(
+        attempts.attempt_submit(
             attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
         )
     attempt.refresh_from_db()
@@ -108,7 +108,7 @@ def test_the_next_context_names_the_test_the_runner_saw_fail(
 ):
     task, attempt = claimed(runner_flow)
     submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
-    second = services.task_claim(agent=runner_flow.agent2, project=runner_flow.project)
+    second = attempts.task_claim(agent=runner_flow.agent2, project=runner_flow.project)
 
     bundle = context.build(task, current=second)
 
@@ -126,7 +126,7 @@ def test_a_submission_without_a_commit_is_refused_and_changes_nothing(
     events = Event.objects.count()
 
     with pytest.raises(Exception) as refused:
-        services.attempt_submit(attempt=attempt, actor=attempt.agent, summary="done", change={})
+        attempts.attempt_submit(attempt=attempt, actor=attempt.agent, summary="done", change={})
 
     assert refused.value.message_dict == {
         "change.commit": ["this project's runner verifies each submission at its commit: name it"]
@@ -140,7 +140,7 @@ def test_a_submission_without_a_commit_is_refused_and_changes_nothing(
 def test_the_other_gates_wait_for_the_runner(runner_flow, repo, django_capture_on_commit_callbacks):
     _, attempt = claimed(runner_flow)
     with django_capture_on_commit_callbacks(execute=False) as sent:
-        services.attempt_submit(
+        attempts.attempt_submit(
             attempt=attempt, actor=attempt.agent, summary="done", change={"commit": repo.honest}
         )
 
@@ -278,7 +278,7 @@ def test_the_embedded_default_answers_the_submit_at_once_and_the_verdict_follows
     assert (task.state, runs(attempt)["runner"].state) == ("in_review", "passed")
 
 
-def test_the_reconciler_sweeps_workspaces_a_killed_runner_left_behind(db, settings):
+def test_housekeeping_sweeps_workspaces_a_killed_runner_left_behind(db, settings):
     folder = settings.FACTORY_RUNNER_ROOT / "workspaces"
     limit = settings.FACTORY_RUNNER_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS
     abandoned = folder / f"{int(time.time()) - limit - 10}-abandoned"
@@ -287,7 +287,7 @@ def test_the_reconciler_sweeps_workspaces_a_killed_runner_left_behind(db, settin
         (workspace / "src").mkdir(parents=True)
         (workspace / "src" / "left.txt").write_text("x")
 
-    counts = services.reconcile()
+    counts = reconciler.housekeeping()
 
     assert counts["workspaces_swept"] == 1
     assert sorted(p.name for p in folder.iterdir()) == [live.name]
@@ -415,7 +415,7 @@ def test_a_runner_job_delivered_again_while_its_run_is_running_starts_nothing(
 ):
     _, attempt = claimed(runner_flow)
     with django_capture_on_commit_callbacks(execute=False):
-        services.attempt_submit(
+        attempts.attempt_submit(
             attempt=attempt, actor=attempt.agent, summary="done", change={"commit": repo.honest}
         )
     run = evidence_services.gate_run_start(run=runs(attempt)["runner"])  # the first delivery

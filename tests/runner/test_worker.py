@@ -19,7 +19,7 @@ from evidence.models import Evidence, GateRun
 from projects import services as project_services
 from projects.models import Event
 from proof.workers import celery_worker
-from tasks import context, services
+from tasks import attempts, context, reconciler
 from tasks.demo.repository import FAILING_TEST, VERIFY, build
 from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
 from tasks.demo.runner_demo import CRITERIA, POLICY
@@ -149,7 +149,7 @@ def runs(attempt) -> dict:
 def submit(flow, commit, *, junit=None):
     task, attempt = flow.claimed(spec=flow.spec_, allowed_paths=["**"])
     agents = flow.attach(attempt, junit, kind="junit", name="junit.xml") if junit else None
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
     )
     return task, attempt, agents
@@ -196,7 +196,7 @@ def test_the_runner_worker_catches_a_false_claim_and_the_next_context_names_the_
     assert (gate["runner"].state, gate["tests-pass"].state) == ("failed", "failed")
     verdict = gate["tests-pass"].verdict
     assert (verdict["decided_on"], verdict["set_aside"]) == ([runners.pk], [agents.pk])
-    second = services.task_claim(agent=runner_flow.agent2, project=runner_flow.project)
+    second = attempts.task_claim(agent=runner_flow.agent2, project=runner_flow.project)
     (earlier,) = context.build(task, current=second)["attempts"]
     gates = {g["gate"]: g for g in earlier["gates"]}
     assert gates["tests-pass"]["summary"] == f"1 of 2 tests failed: {FAILING_TEST}"
@@ -251,7 +251,8 @@ def test_a_runner_killed_mid_run_is_recovered_with_exactly_one_result(
     wait_for(lambda: not sandbox_processes(runner_root), 10, "the sandbox to die with its worker")
     settings.FACTORY_RUNNER_TIME_LIMIT, settings.FACTORY_GATE_GRACE_SECONDS = 1, 1
     time.sleep(2.5)  # past the runner's time limit and the grace the reconciler allows
-    counts = services.reconcile()  # re-queues the run and sweeps the killed run's workspace
+    counts = reconciler.reconcile()  # re-queues the run
+    counts |= reconciler.housekeeping()  # and sweeps the killed run's workspace
     left = workspaces(runner_root)
     project_services.project_update(
         project=runner_flow.project, actor=runner_flow.manager, verify=VERIFY

@@ -13,7 +13,7 @@ from decisions.models import Decision, Spec, SpecVersion
 from evidence import services as evidence_services
 from evidence.models import Evidence, GateRun
 from projects.models import Event, Membership, Project
-from tasks import services as task_services
+from tasks import attempts
 from tasks.models import Attempt, Label, Task
 
 ADMIN_MODELS = [Project, Membership, Label, Task, Attempt, Event]
@@ -48,13 +48,13 @@ def history(flow):
     flow.attach(attempt, criteria=["AC-1"])
     flow.attach(attempt, b"ci log\n", actor=flow.verifier)
     flow.attach(attempt, b"# Notes\n", kind="note", name="notes.md")
-    task_services.attempt_submit(attempt=attempt, actor=flow.agent, summary="done", change={})
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="done", change={})
     for run in evidence_services.gate_runs_create(attempt=attempt, policy={"tests-pass": {}}):
         evidence_services.gate_run_start(run=run)
         evidence_services.gate_run_finish(
             run=run, outcome="passed", verdict={}, summary="ok", report=(b"ok\n", "log", "r", "t")
         )
-    task_services.attempt_checks_conclude(attempt=attempt)
+    attempts.attempt_checks_conclude(attempt=attempt)
     decision = decision_services.decision_propose(
         project=flow.project, actor=flow.reviewer, title="T", context="C", decision="D"
     )

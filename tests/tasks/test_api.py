@@ -4,8 +4,9 @@ import pytest
 from django.utils import timezone
 
 from projects.models import Event
-from tasks import services
+from tasks import attempts
 from tasks.models import Attempt, Task
+from tasks.review import task_reject
 from tests.factories import expire_lease
 
 
@@ -428,7 +429,7 @@ def test_submit_without_a_summary_is_400_and_changes_nothing(flow, api):
 def test_the_old_agents_submit_after_its_lease_was_taken_over_is_409(flow, api):
     task, old = flow.claimed()
     expire_lease(old)
-    services.task_claim(agent=flow.agent2)
+    attempts.task_claim(agent=flow.agent2)
 
     response = api(flow.agent).post(
         f"/api/v1/attempts/{old.pk}/submit/", {"summary": "late"}, format="json"
@@ -469,7 +470,7 @@ def test_release_gives_the_task_back(flow, api):
 @pytest.mark.django_db
 def test_attempt_detail_shows_gate_runs_and_review(flow, api):
     task, attempt = flow.in_review()
-    services.task_reject(task=task, actor=flow.reviewer, reason="no screenshot")
+    task_reject(task=task, actor=flow.reviewer, reason="no screenshot")
 
     body = api(flow.manager).get(f"/api/v1/attempts/{attempt.pk}/").json()
 
@@ -567,7 +568,7 @@ def test_handoff_answers_the_four_questions(flow, api):
         name="j.xml",
         criteria=["AC-1"],
     )
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=attempt, actor=flow.agent, summary="Changed x.", change={"commit": "abcdef1"}
     )
 

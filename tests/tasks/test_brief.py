@@ -6,7 +6,7 @@ import pytest
 
 from decisions import services as decisions
 from evidence import services as evidence
-from tasks import brief, context, services
+from tasks import attempts, brief, context, review
 from tasks.models import Attempt
 from tests.factories import expire_lease
 
@@ -41,15 +41,15 @@ def failed_then_rejected(flow):
     flow.gates({"tests-pass": {}})
     task, first = flow.claimed(spec=flow.spec())
     flow.attach(first, FAILING_JUNIT, kind="junit", name="junit.xml", criteria=["AC-1"])
-    services.attempt_submit(attempt=first, actor=flow.agent, summary="first", change={})
+    attempts.attempt_submit(attempt=first, actor=flow.agent, summary="first", change={})
     for run in first.gate_runs.all():
         evidence.gate_run_execute(run=run)
     flow.gates({})
-    second = services.task_claim(agent=flow.agent, project=flow.project)
-    services.attempt_submit(attempt=second, actor=flow.agent, summary="second", change={})
-    services.attempt_gates_passed(attempt=second)
-    services.task_reject(task=task, actor=flow.reviewer, reason="AC-2: attach the screenshot")
-    return task, services.task_claim(agent=flow.agent2, project=flow.project)
+    second = attempts.task_claim(agent=flow.agent, project=flow.project)
+    attempts.attempt_submit(attempt=second, actor=flow.agent, summary="second", change={})
+    attempts.attempt_gates_passed(attempt=second)
+    review.task_reject(task=task, actor=flow.reviewer, reason="AC-2: attach the screenshot")
+    return task, attempts.task_claim(agent=flow.agent2, project=flow.project)
 
 
 def criteria_lines(text):
@@ -146,9 +146,9 @@ def test_the_runner_gates_failing_tests_are_listed_under_it():
 def test_the_checkpoint_to_resume_from_is_a_fenced_json_block(flow, api):
     task, first = flow.claimed()
     data = {"step": "tests written", "files": ["a.py"]}
-    services.attempt_checkpoint_save(attempt=first, actor=flow.agent, data=data, revision=0)
+    attempts.attempt_checkpoint_save(attempt=first, actor=flow.agent, data=data, revision=0)
     expire_lease(first)
-    services.task_claim(agent=flow.agent2)
+    attempts.task_claim(agent=flow.agent2)
 
     text = markdown(api, flow.agent2, task).content.decode()
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
-from tasks import services
+from tasks import attempts
 from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease, member
@@ -22,7 +22,7 @@ def test_claim_takes_highest_priority_then_oldest(flow):
     urgent_new = flow.ready(title="new, urgent", priority=5)
     flow.ready(title="newer, urgent", priority=5)
 
-    attempt = services.task_claim(agent=flow.agent)
+    attempt = attempts.task_claim(agent=flow.agent)
 
     assert attempt.task_id == urgent_new.pk
     assert (attempt.number, attempt.state, attempt.agent) == (1, "running", flow.agent)
@@ -33,7 +33,7 @@ def test_claim_returns_none_when_nothing_is_claimable(flow):
     flow.draft()
     events_before = Event.objects.count()
 
-    assert services.task_claim(agent=flow.agent) is None
+    assert attempts.task_claim(agent=flow.agent) is None
     assert Event.objects.count() == events_before
 
 
@@ -42,8 +42,8 @@ def test_claim_never_hands_out_a_task_whose_dependencies_are_open(flow):
     first = flow.ready(title="first")
     flow.ready(title="second", depends_on=[first], priority=9)
 
-    claimed = services.task_claim(agent=flow.agent)
-    nothing = services.task_claim(agent=flow.agent2)
+    claimed = attempts.task_claim(agent=flow.agent)
+    nothing = attempts.task_claim(agent=flow.agent2)
 
     assert claimed.task_id == first.pk
     assert nothing is None
@@ -54,7 +54,7 @@ def test_a_task_becomes_claimable_when_its_dependencies_are_done(flow):
     first, _ = flow.done(title="first")
     second = flow.ready(title="second", depends_on=[first])
 
-    assert services.task_claim(agent=flow.agent).task_id == second.pk
+    assert attempts.task_claim(agent=flow.agent).task_id == second.pk
 
 
 @pytest.mark.django_db
@@ -62,19 +62,19 @@ def test_claim_filters_by_every_label_asked_for(flow):
     flow.ready(title="backend", labels=["backend"])
     both = flow.ready(title="backend ui", labels=["backend", "ui"])
 
-    attempt = services.task_claim(agent=flow.agent, labels=["ui", "backend"])
+    attempt = attempts.task_claim(agent=flow.agent, labels=["ui", "backend"])
 
     assert attempt.task_id == both.pk
-    assert services.task_claim(agent=flow.agent2, labels=["ops"]) is None
+    assert attempts.task_claim(agent=flow.agent2, labels=["ops"]) is None
 
 
 @pytest.mark.django_db
 def test_claim_only_looks_in_the_agents_projects(flow, other_flow):
     other_flow.ready()
 
-    assert services.task_claim(agent=flow.agent) is None
+    assert attempts.task_claim(agent=flow.agent) is None
     with pytest.raises(PermissionDenied):
-        services.task_claim(agent=flow.agent, project=other_flow.project)
+        attempts.task_claim(agent=flow.agent, project=other_flow.project)
 
 
 @pytest.mark.django_db
@@ -82,7 +82,7 @@ def test_only_agents_claim(flow):
     flow.ready()
 
     with pytest.raises(PermissionDenied) as refused:
-        services.task_claim(agent=flow.reviewer)
+        attempts.task_claim(agent=flow.reviewer)
 
     assert refused.value.detail == "you are not an agent in any project"
     assert Attempt.objects.count() == 0
@@ -94,7 +94,7 @@ def test_claim_refuses_a_lease_outside_the_bounds(flow, lease_seconds):
     task = flow.ready()
 
     with pytest.raises(ValidationError) as refused:
-        services.task_claim(agent=flow.agent, lease_seconds=lease_seconds)
+        attempts.task_claim(agent=flow.agent, lease_seconds=lease_seconds)
 
     assert "lease_seconds" in refused.value.message_dict
     task.refresh_from_db()
@@ -106,7 +106,7 @@ def test_claim_sets_the_lease_and_defaults_to_five_minutes(flow):
     flow.ready()
     before = timezone.now()
 
-    attempt = services.task_claim(agent=flow.agent)
+    attempt = attempts.task_claim(agent=flow.agent)
 
     assert before + timedelta(seconds=300) <= attempt.lease_expires_at
     assert attempt.lease_expires_at <= timezone.now() + timedelta(seconds=300)
@@ -117,7 +117,7 @@ def test_claim_pins_the_current_spec_version(flow):
     spec = flow.spec()
     task = flow.ready(spec=spec)
 
-    attempt = services.task_claim(agent=flow.agent)
+    attempt = attempts.task_claim(agent=flow.agent)
 
     assert attempt.task_id == task.pk
     assert attempt.spec_version == spec.versions.get(state="accepted")
@@ -127,7 +127,7 @@ def test_claim_pins_the_current_spec_version(flow):
 def test_claim_records_start_and_claim_events(flow):
     task = flow.ready()
 
-    attempt = services.task_claim(agent=flow.agent)
+    attempt = attempts.task_claim(agent=flow.agent)
 
     events = list(Event.objects.filter(task=task).order_by("id")[2:])
     assert [(e.object_key, e.transition, e.from_state, e.to_state) for e in events] == [
@@ -143,7 +143,7 @@ def test_an_expired_lease_is_reclaimed_lazily_at_claim_time(flow):
     task, first = flow.claimed()
     expire_lease(first)
 
-    second = services.task_claim(agent=flow.agent2)
+    second = attempts.task_claim(agent=flow.agent2)
 
     first.refresh_from_db()
     assert (second.task_id, second.number) == (task.pk, 2)
@@ -156,7 +156,7 @@ def test_an_expired_lease_is_reclaimed_lazily_at_claim_time(flow):
 def test_a_live_lease_is_never_reclaimed(flow):
     flow.claimed()
 
-    assert services.task_claim(agent=flow.agent2) is None
+    assert attempts.task_claim(agent=flow.agent2) is None
 
 
 @pytest.mark.django_db
@@ -172,7 +172,7 @@ def test_a_task_has_at_most_one_live_attempt(flow):
 @pytest.mark.django_db
 def test_attempt_numbers_are_unique_per_task(flow):
     task, attempt = flow.claimed()
-    services.attempt_release(attempt=attempt, actor=flow.agent)
+    attempts.attempt_release(attempt=attempt, actor=flow.agent)
 
     with pytest.raises(IntegrityError), transaction.atomic():
         Attempt.objects.create(task=task, number=1, agent=flow.agent2, state="released")
@@ -197,7 +197,7 @@ def test_task_keys_count_up_per_project(flow, other_flow):
 def test_heartbeat_extends_the_lease(flow):
     _, attempt = flow.claimed(lease_seconds=10)
 
-    beat = services.attempt_heartbeat(attempt=attempt, actor=flow.agent, lease_seconds=600)
+    beat = attempts.attempt_heartbeat(attempt=attempt, actor=flow.agent, lease_seconds=600)
 
     assert beat.lease_expires_at > timezone.now() + timedelta(seconds=590)
     assert Attempt.objects.get(pk=attempt.pk).lease_expires_at == beat.lease_expires_at
@@ -210,7 +210,7 @@ def test_heartbeat_after_the_lease_ran_out_is_lease_lost(flow):
     expired_at = Attempt.objects.get(pk=attempt.pk).lease_expires_at
 
     with pytest.raises(Conflict) as refused:
-        services.attempt_heartbeat(attempt=attempt, actor=flow.agent)
+        attempts.attempt_heartbeat(attempt=attempt, actor=flow.agent)
 
     assert refused.value.code == "lease_lost"
     assert Attempt.objects.get(pk=attempt.pk).lease_expires_at == expired_at
@@ -221,7 +221,7 @@ def test_heartbeat_by_another_agent_is_refused(flow):
     _, attempt = flow.claimed()
 
     with pytest.raises(PermissionDenied) as refused:
-        services.attempt_heartbeat(attempt=attempt, actor=flow.agent2)
+        attempts.attempt_heartbeat(attempt=attempt, actor=flow.agent2)
 
     assert refused.value.code == "not_lease_holder"
 
@@ -230,10 +230,10 @@ def test_heartbeat_by_another_agent_is_refused(flow):
 def test_checkpoint_revisions_count_up(flow):
     _, attempt = flow.claimed()
 
-    first = services.attempt_checkpoint_save(
+    first = attempts.attempt_checkpoint_save(
         attempt=attempt, actor=flow.agent, data={"step": 1}, revision=0
     )
-    second = services.attempt_checkpoint_save(
+    second = attempts.attempt_checkpoint_save(
         attempt=attempt, actor=flow.agent, data={"step": 2}, revision=1
     )
 
@@ -244,12 +244,12 @@ def test_checkpoint_revisions_count_up(flow):
 @pytest.mark.django_db
 def test_a_stale_checkpoint_revision_is_refused_and_keeps_the_newer_data(flow):
     _, attempt = flow.claimed()
-    services.attempt_checkpoint_save(
+    attempts.attempt_checkpoint_save(
         attempt=attempt, actor=flow.agent, data={"step": 1}, revision=0
     )
 
     with pytest.raises(Conflict) as refused:
-        services.attempt_checkpoint_save(
+        attempts.attempt_checkpoint_save(
             attempt=attempt, actor=flow.agent, data={"step": "old"}, revision=0
         )
 
@@ -263,7 +263,7 @@ def test_a_lost_lease_cannot_checkpoint(flow):
     expire_lease(attempt)
 
     with pytest.raises(Conflict) as refused:
-        services.attempt_checkpoint_save(
+        attempts.attempt_checkpoint_save(
             attempt=attempt, actor=flow.agent, data={"x": 1}, revision=0
         )
 
@@ -277,7 +277,7 @@ def test_reconciler_expires_only_overdue_leases(flow):
     live_task, _ = flow.claimed(title="live", agent=flow.agent2)
     expire_lease(overdue)
 
-    assert services.leases_expire_overdue() == 1
+    assert attempts.leases_expire_overdue() == 1
 
     overdue_task.refresh_from_db()
     live_task.refresh_from_db()
@@ -288,9 +288,9 @@ def test_reconciler_expires_only_overdue_leases(flow):
 @pytest.mark.django_db
 def test_a_released_or_expired_attempt_does_not_use_up_the_budget(flow):
     task, attempt = flow.claimed(max_attempts=1)
-    services.attempt_release(attempt=attempt, actor=flow.agent)
+    attempts.attempt_release(attempt=attempt, actor=flow.agent)
 
-    again = services.task_claim(agent=flow.agent2)
+    again = attempts.task_claim(agent=flow.agent2)
 
     assert (again.task_id, again.number) == (task.pk, 2)
 
@@ -301,7 +301,7 @@ def test_membership_in_another_role_does_not_make_an_agent(flow):
     manager_only = member(flow.project, "manager")
 
     with pytest.raises(PermissionDenied):
-        services.task_claim(agent=manager_only)
+        attempts.task_claim(agent=manager_only)
 
 
 # --- PostgreSQL: real concurrency ------------------------------------------------------------
@@ -316,7 +316,7 @@ def _claim_in_threads(agents, rounds):
         try:
             barrier.wait()
             for _ in range(rounds):
-                attempt = services.task_claim(agent=agent, lease_seconds=600)
+                attempt = attempts.task_claim(agent=agent, lease_seconds=600)
                 if attempt is not None:
                     results.append((agent.pk, attempt.task_id))
         except Exception as exc:  # surfaced below

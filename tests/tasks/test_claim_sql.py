@@ -1,6 +1,6 @@
 """The one-statement claim on PostgreSQL writes what the ORM path writes.
 
-``tasks.claim_sql`` is the fast path of ``services.task_claim``; these tests claim
+``tasks.claim_sql`` is the fast path of ``attempts.task_claim``; these tests claim
 twin tasks, one through each path, and compare every row and event they leave.
 """
 
@@ -11,7 +11,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.utils import timezone
 
 from projects.models import Event
-from tasks import claim_sql, services
+from tasks import attempts, claim_sql
 from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease
@@ -63,9 +63,9 @@ def twins(flow, **kwargs):
 def test_both_paths_write_the_same_attempt_task_and_events(flow, monkeypatch):
     first, second = twins(flow, labels=["backend"], allowed_paths=["tasks/**"])
 
-    fast = services.task_claim(agent=flow.agent, labels=["backend"], lease_seconds=600)
+    fast = attempts.task_claim(agent=flow.agent, labels=["backend"], lease_seconds=600)
     orm_only(monkeypatch)
-    slow = services.task_claim(agent=flow.agent, labels=["backend"], lease_seconds=600)
+    slow = attempts.task_claim(agent=flow.agent, labels=["backend"], lease_seconds=600)
 
     assert (fast.task_id, slow.task_id) == (first.pk, second.pk)
     fast_row, slow_row = Attempt.objects.get(pk=fast.pk), Attempt.objects.get(pk=slow.pk)
@@ -85,7 +85,7 @@ def test_both_paths_write_the_same_attempt_task_and_events(flow, monkeypatch):
 def test_the_claimed_attempt_comes_with_whole_rows_not_stubs(flow):
     task = flow.ready(spec=flow.spec())
 
-    attempt = services.task_claim(agent=flow.agent)
+    attempt = attempts.task_claim(agent=flow.agent)
 
     stored = Attempt.objects.select_related("task__project", "task__spec", "spec_version").get(
         pk=attempt.pk
@@ -111,14 +111,14 @@ def test_the_statement_claims_nothing_that_the_orm_path_would_refuse(flow, other
     other_flow.ready(title="elsewhere", priority=9)
     events_before = Event.objects.count()
 
-    claimed = services.task_claim(agent=flow.agent, labels=["ops", "backend"])
+    claimed = attempts.task_claim(agent=flow.agent, labels=["ops", "backend"])
     assert claimed is None
     assert Event.objects.count() == events_before
 
-    claimed = services.task_claim(agent=flow.agent)
+    claimed = attempts.task_claim(agent=flow.agent)
     assert claimed.task.title == "labelled"
-    assert services.task_claim(agent=flow.agent).task.title == "first"
-    assert services.task_claim(agent=flow.agent) is None
+    assert attempts.task_claim(agent=flow.agent).task.title == "first"
+    assert attempts.task_claim(agent=flow.agent) is None
 
 
 def test_an_overdue_lease_sends_the_claim_through_the_state_machine(flow):
@@ -136,7 +136,7 @@ def test_an_overdue_lease_sends_the_claim_through_the_state_machine(flow):
         )
         is claim_sql.OVERDUE
     )
-    again = services.task_claim(agent=flow.agent2)
+    again = attempts.task_claim(agent=flow.agent2)
 
     attempt.refresh_from_db()
     assert attempt.state == "abandoned"
@@ -183,7 +183,7 @@ def prepared_claims() -> int:
 def test_the_statement_is_prepared_once_per_connection(flow):
     for _ in range(3):
         flow.ready()
-        services.task_claim(agent=flow.agent)
+        attempts.task_claim(agent=flow.agent)
 
     assert prepared_claims() == 1
 
@@ -196,7 +196,7 @@ def test_with_prepared_statements_off_the_statement_still_claims(flow, monkeypat
     monkeypatch.setattr(connection.connection, "prepare_threshold", None)  # DATABASE_PREPARE=0
     prepared_before = prepared_claims()
 
-    attempt = services.task_claim(agent=flow.agent)
+    attempt = attempts.task_claim(agent=flow.agent)
 
     assert attempt.task_id == task.pk
     assert prepared_claims() == prepared_before

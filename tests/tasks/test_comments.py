@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
 from projects.roles import Role
-from tasks import brief, context, services
+from tasks import attempts, brief, comments, context, review
 from tasks.models import LineComment
 from tests.factories import member
 
@@ -28,8 +28,8 @@ def reviewed(flow):
     flow.gates({})
     task, attempt = flow.claimed(title="Claims skip blocked tasks", allowed_paths=["tasks/**"])
     flow.attach(attempt, FIRST, kind="diff", name="change.diff")
-    services.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
-    services.attempt_gates_passed(attempt=attempt)
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
+    attempts.attempt_gates_passed(attempt=attempt)
     task.refresh_from_db()
     attempt.refresh_from_db()
     return task, attempt
@@ -38,7 +38,7 @@ def reviewed(flow):
 def comment(flow, attempt, **fields):
     fields.setdefault("path", "tasks/queue.py")
     fields.setdefault("body", "this ignores dependencies")
-    return services.comment_add(attempt=attempt, actor=flow.reviewer, **fields)
+    return comments.comment_add(attempt=attempt, actor=flow.reviewer, **fields)
 
 
 def test_a_reviewer_comments_on_lines_of_the_diff(flow, reviewed):
@@ -89,10 +89,10 @@ def test_a_comment_on_what_the_diff_does_not_show_is_refused_by_field(
 def test_nobody_but_another_reviewer_comments_and_nothing_after_the_verdict(flow, reviewed):
     task, attempt = reviewed
     with pytest.raises(PermissionDenied):
-        services.comment_add(
+        comments.comment_add(
             attempt=attempt, actor=flow.agent, path="tasks/queue.py", line=1, body="b"
         )
-    services.task_approve(task=task, actor=flow.reviewer)
+    review.task_approve(task=task, actor=flow.reviewer)
     attempt.refresh_from_db()
 
     with pytest.raises(Conflict) as late:
@@ -106,7 +106,7 @@ def test_comments_come_with_a_rejection_or_not_at_all(flow, reviewed):
     task, _ = reviewed
 
     with pytest.raises(ValidationError) as refused:
-        services.task_reject(
+        review.task_reject(
             task=task,
             actor=flow.reviewer,
             reason="see the comments",
@@ -121,7 +121,7 @@ def test_comments_come_with_a_rejection_or_not_at_all(flow, reviewed):
     task.refresh_from_db()
     assert (task.state, LineComment.objects.count()) == ("in_review", 0)
 
-    services.task_reject(
+    review.task_reject(
         task=task,
         actor=flow.reviewer,
         reason="see the comments",
@@ -133,7 +133,7 @@ def test_comments_come_with_a_rejection_or_not_at_all(flow, reviewed):
 
 def test_the_next_attempt_is_told_the_lines_and_a_changed_line_is_resolved(flow, reviewed):
     task, _ = reviewed
-    services.task_reject(
+    review.task_reject(
         task=task,
         actor=flow.reviewer,
         reason="two lines are wrong",
@@ -142,12 +142,12 @@ def test_the_next_attempt_is_told_the_lines_and_a_changed_line_is_resolved(flow,
             {"path": "tasks/queue.py", "line": 3, "body": "an empty list fails here"},
         ],
     )
-    second = services.task_claim(agent=flow.agent2, project=flow.project)
+    second = attempts.task_claim(agent=flow.agent2, project=flow.project)
 
     bundle = context.build(task, current=second)
     markdown = brief.render(context.build(task, current=second, markdown=True))
     flow.attach(second, SECOND, kind="diff", name="change.diff")
-    services.attempt_submit(attempt=second, actor=flow.agent2, summary="s", change={})
+    attempts.attempt_submit(attempt=second, actor=flow.agent2, summary="s", change={})
 
     [earlier] = bundle["attempts"]
     assert [(c["line"], c["text"], c["resolved"]) for c in earlier["comments"]] == [
@@ -240,12 +240,12 @@ def test_the_task_page_asks_the_same_queries_for_200_comments_as_for_one(
 def test_an_agent_who_is_also_a_reviewer_cannot_resolve_comments_on_its_task(flow, reviewed):
     task, attempt = reviewed
     open_comment = comment(flow, attempt, line=2)
-    services.task_reject(task=task, actor=flow.reviewer, reason="see the comment")
+    review.task_reject(task=task, actor=flow.reviewer, reason="see the comment")
     member(flow.project, Role.REVIEWER, flow.agent2.username)  # agent2 is now both
-    services.task_claim(agent=flow.agent2, project=flow.project)
+    attempts.task_claim(agent=flow.agent2, project=flow.project)
 
     with pytest.raises(PermissionDenied) as refused:
-        services.comment_resolve(comment=open_comment, actor=flow.agent2)
+        comments.comment_resolve(comment=open_comment, actor=flow.agent2)
 
     assert refused.value.code == "own_work"
     open_comment.refresh_from_db()

@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from decisions import services as decisions
 from evidence import services as evidence
 from evidence.models import GateRunState
-from tasks import selectors, services
+from tasks import attempts, review, selectors, services
 from tasks.models import Attempt
 from tests.factories import expire_lease
 
@@ -113,8 +113,8 @@ def test_earlier_attempts_say_why_they_ended_with_gate_verdicts_and_evidence_lin
         verdict={"outside": ["settings.py"]},
         report=(b"outside: settings.py\n", "note", "diff-scope.txt", "text/plain"),
     )
-    services.attempt_checks_conclude(attempt=first)
-    second = services.task_claim(agent=flow.agent2)
+    attempts.attempt_checks_conclude(attempt=first)
+    second = attempts.task_claim(agent=flow.agent2)
 
     body = context(api, flow.agent2, task).json()
 
@@ -134,8 +134,8 @@ def test_earlier_attempts_say_why_they_ended_with_gate_verdicts_and_evidence_lin
 @pytest.mark.django_db
 def test_a_rejection_reason_reaches_the_next_attempt(flow, api):
     task, _ = flow.in_review()
-    services.task_reject(task=task, actor=flow.reviewer, reason="AC-2: attach the screenshot")
-    services.task_claim(agent=flow.agent2)
+    review.task_reject(task=task, actor=flow.reviewer, reason="AC-2: attach the screenshot")
+    attempts.task_claim(agent=flow.agent2)
 
     (earlier,) = context(api, flow.agent2, task).json()["attempts"]
 
@@ -149,11 +149,11 @@ def test_a_rejection_reason_reaches_the_next_attempt(flow, api):
 @pytest.mark.django_db
 def test_a_killed_agents_checkpoint_reaches_the_next_agent(flow, api):
     task, first = flow.claimed()
-    services.attempt_checkpoint_save(
+    attempts.attempt_checkpoint_save(
         attempt=first, actor=flow.agent, data={"step": "tests written"}, revision=0
     )
     expire_lease(first)
-    services.task_claim(agent=flow.agent2)
+    attempts.task_claim(agent=flow.agent2)
 
     body = context(api, flow.agent2, task).json()
 

@@ -8,8 +8,9 @@ from django.test.utils import CaptureQueriesContext
 
 from projects.errors import Conflict
 from projects.models import Event
-from tasks import brief, context, services
+from tasks import attempts, brief, comments, context
 from tasks.models import Attempt
+from tasks.review import task_review
 from tests.tasks.test_comments import FIRST
 
 JUNIT = (
@@ -26,8 +27,8 @@ def reviewing(flow):
     task, attempt = flow.claimed(spec=spec)
     flow.attach(attempt, JUNIT, kind="junit", name="junit.xml", criteria=["AC-1"])
     flow.attach(attempt, PNG, kind="screenshot", name="queue.png", criteria=["AC-2"])
-    services.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
-    services.attempt_gates_passed(attempt=attempt)
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
+    attempts.attempt_gates_passed(attempt=attempt)
     task.refresh_from_db()
     return task, Attempt.objects.get(pk=attempt.pk)
 
@@ -40,7 +41,7 @@ PNG = (
 
 
 def review(flow, task, verdict, criteria=(), reason=""):
-    return services.task_review(
+    return task_review(
         task=task, actor=flow.reviewer, verdict=verdict, reason=reason, criteria=list(criteria)
     )
 
@@ -202,9 +203,7 @@ def test_bad_marks_are_refused_by_field_and_nothing_is_kept(flow, reviewing, mar
     before = Event.objects.count()
 
     with pytest.raises(ValidationError) as refused:
-        services.task_review(
-            task=task, actor=flow.reviewer, verdict="approve", reason="", criteria=marks
-        )
+        task_review(task=task, actor=flow.reviewer, verdict="approve", reason="", criteria=marks)
 
     assert refused.value.message_dict == errors
     assert_unchanged(task, attempt, before)
@@ -338,10 +337,10 @@ def commented_task(flow, n_criteria: int, n_comments: int):
         spec=flow.spec(criteria=criteria(n_criteria)), allowed_paths=["tasks/**"]
     )
     flow.attach(attempt, FIRST, kind="diff", name="change.diff")
-    services.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
-    services.attempt_gates_passed(attempt=attempt)
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
+    attempts.attempt_gates_passed(attempt=attempt)
     for n in range(n_comments):
-        services.comment_add(
+        comments.comment_add(
             attempt=attempt,
             actor=flow.reviewer,
             path="tasks/queue.py",

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from evidence.models import GateRunState
 from evidence.services import gate_run_finish, gate_run_start, gate_runs_create
 from projects.roles import Role
-from tasks import services
+from tasks import attempts, review
 from tasks.dashboard import bar_chart, dashboard_context, hbar_chart, percentile
 from tests.factories import member
 
@@ -49,16 +49,16 @@ def flow(flow):
 
 def claim_again(flow, task):
     """The agent claims ``task`` again and submits; it is in review again."""
-    attempt = services.task_claim(agent=flow.agent, project=flow.project)
+    attempt = attempts.task_claim(agent=flow.agent, project=flow.project)
     assert attempt.task_id == task.pk
-    services.attempt_submit(attempt=attempt, actor=flow.agent, summary="again", change={})
-    services.attempt_gates_passed(attempt=attempt)
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="again", change={})
+    attempts.attempt_gates_passed(attempt=attempt)
     task.refresh_from_db()
     return task
 
 
 def approve(flow, task):
-    return services.task_approve(task=task, actor=flow.reviewer)
+    return review.task_approve(task=task, actor=flow.reviewer)
 
 
 def finished_run(attempt, gate, outcome):
@@ -74,7 +74,7 @@ def test_throughput_counts_approvals_per_iso_week(flow, clock):
     clock.at = W10 + timedelta(weeks=2, days=2)
     flow.done()
     task, _ = flow.in_review()
-    services.task_reject(task=task, actor=flow.reviewer, reason="no tests")
+    review.task_reject(task=task, actor=flow.reviewer, reason="no tests")
 
     figures = dashboard_context(
         project_ids=[flow.project.pk], weeks=4, now=W10 + timedelta(weeks=2, days=4)
@@ -114,13 +114,13 @@ def test_the_window_ends_at_now_and_starts_on_a_monday(flow, clock):
 def test_first_pass_yield_counts_approvals_without_a_failed_or_rejected_attempt(flow, clock):
     flow.done()  # approved first time
     released, attempt = flow.claimed()
-    services.attempt_release(attempt=attempt, actor=flow.agent, reason="end of shift")
+    attempts.attempt_release(attempt=attempt, actor=flow.agent, reason="end of shift")
     approve(flow, claim_again(flow, released))  # released reached no verdict: still first pass
     rejected, _ = flow.in_review()
-    services.task_reject(task=rejected, actor=flow.reviewer, reason="no tests")
+    review.task_reject(task=rejected, actor=flow.reviewer, reason="no tests")
     approve(flow, claim_again(flow, rejected))
     gated, attempt = flow.checking()
-    services.attempt_gates_failed(attempt=attempt, reason="tests-pass: 1 failed")
+    attempts.attempt_gates_failed(attempt=attempt, reason="tests-pass: 1 failed")
     approve(flow, claim_again(flow, gated))
 
     figures = dashboard_context(project_ids=[flow.project.pk], weeks=2, now=W10 + timedelta(days=1))
@@ -169,7 +169,7 @@ def test_review_latency_runs_from_gates_passed_to_the_verdict(flow, clock):
     clock.at = W10 + timedelta(hours=1)
     approve(flow, tasks[0])
     clock.at = W10 + timedelta(hours=3)
-    services.task_reject(task=tasks[1], actor=flow.reviewer, reason="no tests")
+    review.task_reject(task=tasks[1], actor=flow.reviewer, reason="no tests")
     clock.at = W10 + timedelta(hours=5)
     approve(flow, tasks[2])
 

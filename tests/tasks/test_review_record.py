@@ -2,7 +2,8 @@
 changes after it."""
 
 from decisions import services as decisions
-from tasks import services
+from tasks import attempts
+from tasks.review import task_approve, task_reject
 from tests.factories import all_met
 
 PASSING = (
@@ -32,12 +33,12 @@ def test_an_approval_keeps_the_spec_version_decisions_gates_and_commit(
     task, attempt = flow.claimed(spec=spec)
     flow.attach(attempt, PASSING, kind="junit", name="junit.xml")
     with django_capture_on_commit_callbacks(execute=True):
-        services.attempt_submit(
+        attempts.attempt_submit(
             attempt=attempt, actor=flow.agent, summary="s", change={"commit": "4be1c0d"}
         )
     task.refresh_from_db()
 
-    services.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+    task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
 
     attempt.refresh_from_db()
     applied = attempt.applied
@@ -57,7 +58,7 @@ def test_the_record_is_unchanged_when_the_spec_moves_on_and_the_decision_is_supe
     spec = flow.spec()
     old = decided(flow, spec)
     task, attempt = flow.in_review(spec=spec)
-    services.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+    task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
     attempt.refresh_from_db()
     before, verdicts = attempt.applied, attempt.criteria_verdicts
 
@@ -82,7 +83,7 @@ def test_the_record_is_unchanged_when_the_spec_moves_on_and_the_decision_is_supe
 def test_a_rejection_keeps_its_record_too(flow):
     task, attempt = flow.in_review()
 
-    services.task_reject(task=task, actor=flow.reviewer, reason="no")
+    task_reject(task=task, actor=flow.reviewer, reason="no")
 
     attempt.refresh_from_db()
     assert (attempt.applied["spec"], attempt.applied["decisions"], attempt.applied["commit"]) == (

@@ -8,7 +8,7 @@ from projects.errors import Conflict, PermissionDenied
 from projects.fsm import fire
 from projects.models import Event
 from projects.roles import Role
-from tasks import services
+from tasks import attempts, review, services
 from tasks.models import Attempt, Task
 from tests.factories import expire_lease, member
 
@@ -89,7 +89,7 @@ def test_manager_transitions_refuse_everyone_else(flow, other_flow, name, role):
 def test_release_returns_the_task_to_ready_and_ends_the_attempt(flow):
     task, attempt = flow.claimed()
 
-    services.attempt_release(attempt=attempt, actor=flow.agent, reason="wrong skills")
+    attempts.attempt_release(attempt=attempt, actor=flow.agent, reason="wrong skills")
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -107,7 +107,7 @@ def test_block_needs_a_reason_and_changes_nothing_without_one(flow):
     events_before = Event.objects.count()
 
     with pytest.raises(ValidationError) as refused:
-        services.attempt_release(attempt=attempt, actor=flow.agent, blocked=True, reason=" ")
+        attempts.attempt_release(attempt=attempt, actor=flow.agent, blocked=True, reason=" ")
 
     assert "reason" in refused.value.message_dict
     assert_unchanged(task, "claimed", events_before)
@@ -117,7 +117,7 @@ def test_block_needs_a_reason_and_changes_nothing_without_one(flow):
 def test_block_records_the_reason_on_the_task_timeline(flow):
     task, attempt = flow.claimed()
 
-    services.attempt_release(attempt=attempt, actor=flow.agent, blocked=True, reason="needs S3")
+    attempts.attempt_release(attempt=attempt, actor=flow.agent, blocked=True, reason="needs S3")
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -143,8 +143,8 @@ def test_only_the_lease_holder_may_end_a_running_attempt(flow, action):
 
 def holder_action(action, attempt, actor):
     if action == "submit":
-        return services.attempt_submit(attempt=attempt, actor=actor, summary="s", change={})
-    return services.attempt_release(
+        return attempts.attempt_submit(attempt=attempt, actor=actor, summary="s", change={})
+    return attempts.attempt_release(
         attempt=attempt, actor=actor, reason="r", blocked=action == "block"
     )
 
@@ -168,19 +168,19 @@ def test_expired_lease_cannot_end_the_attempt(flow, action):
 def test_submit_is_refused_once_the_attempt_is_over(flow, state):
     task, attempt = flow.claimed()
     if state == "ready":
-        services.attempt_release(attempt=attempt, actor=flow.agent)
+        attempts.attempt_release(attempt=attempt, actor=flow.agent)
     elif state == "blocked":
-        services.attempt_release(attempt=attempt, actor=flow.agent, blocked=True, reason="r")
+        attempts.attempt_release(attempt=attempt, actor=flow.agent, blocked=True, reason="r")
     else:
-        services.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
+        attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
         if state in ("in_review", "done"):
-            services.attempt_gates_passed(attempt=attempt)
+            attempts.attempt_gates_passed(attempt=attempt)
         if state == "done":
-            services.task_approve(task=task, actor=flow.reviewer)
+            review.task_approve(task=task, actor=flow.reviewer)
     events_before = Event.objects.count()
 
     with pytest.raises(Conflict) as refused:
-        services.attempt_submit(attempt=attempt, actor=flow.agent, summary="again", change={})
+        attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="again", change={})
 
     assert refused.value.code == "invalid_state"
     assert_unchanged(task, state, events_before)
@@ -190,7 +190,7 @@ def test_submit_is_refused_once_the_attempt_is_over(flow, state):
 def test_submit_moves_task_and_attempt_to_checking(flow):
     task, attempt = flow.claimed()
 
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=attempt,
         actor=flow.agent,
         summary="Done.",
@@ -212,12 +212,12 @@ def test_submit_moves_task_and_attempt_to_checking(flow):
 @pytest.mark.django_db
 def test_repeated_submit_with_the_same_key_changes_nothing(flow):
     _, attempt = flow.claimed()
-    first = services.attempt_submit(
+    first = attempts.attempt_submit(
         attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1"
     )
     events_before = Event.objects.count()
 
-    again = services.attempt_submit(
+    again = attempts.attempt_submit(
         attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1"
     )
 
@@ -229,13 +229,13 @@ def test_repeated_submit_with_the_same_key_changes_nothing(flow):
 @pytest.mark.django_db
 def test_a_reused_idempotency_key_with_another_body_is_refused(flow):
     _, attempt = flow.claimed()
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=attempt, actor=flow.agent, summary="a", change={}, idempotency_key="k1"
     )
     events_before = Event.objects.count()
 
     with pytest.raises(Conflict) as refused:
-        services.attempt_submit(
+        attempts.attempt_submit(
             attempt=attempt, actor=flow.agent, summary="b", change={}, idempotency_key="k1"
         )
 
@@ -248,7 +248,7 @@ def test_a_reused_idempotency_key_with_another_body_is_refused(flow):
 def test_gates_passed_puts_the_task_in_review(flow):
     task, attempt = flow.checking()
 
-    services.attempt_gates_passed(attempt=attempt, reason="all gates passed")
+    attempts.attempt_gates_passed(attempt=attempt, reason="all gates passed")
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -263,7 +263,7 @@ def test_gates_passed_puts_the_task_in_review(flow):
 def test_gates_failed_returns_the_task_to_ready_with_the_reason(flow):
     task, attempt = flow.checking()
 
-    services.attempt_gates_failed(attempt=attempt, reason="tests-pass: 2 failed")
+    attempts.attempt_gates_failed(attempt=attempt, reason="tests-pass: 2 failed")
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -275,7 +275,7 @@ def test_gates_failed_returns_the_task_to_ready_with_the_reason(flow):
 def test_gates_failed_on_the_last_attempt_fails_the_task(flow):
     task, attempt = flow.checking(max_attempts=1)
 
-    services.attempt_gates_failed(attempt=attempt, reason="diff-scope: outside")
+    attempts.attempt_gates_failed(attempt=attempt, reason="diff-scope: outside")
 
     task.refresh_from_db()
     assert (task.state, task.failed_attempts) == ("failed", 1)
@@ -296,13 +296,13 @@ def test_system_transitions_refuse_people(flow, name):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("service", [services.attempt_gates_passed, services.attempt_gates_failed])
+@pytest.mark.parametrize("service", [attempts.attempt_gates_passed, attempts.attempt_gates_failed])
 @pytest.mark.parametrize("state", ["claimed", "in_review", "done"])
 def test_gate_outcomes_need_a_checking_attempt(flow, service, state):
     task, attempt = getattr(flow, state)()
     task.refresh_from_db()
     events_before = Event.objects.count()
-    kwargs = {"reason": "x"} if service is services.attempt_gates_failed else {}
+    kwargs = {"reason": "x"} if service is attempts.attempt_gates_failed else {}
 
     with pytest.raises(Conflict):
         service(attempt=attempt, **kwargs)
@@ -314,7 +314,7 @@ def test_gate_outcomes_need_a_checking_attempt(flow, service, state):
 def test_approve_marks_task_done_and_attempt_approved(flow):
     task, attempt = flow.in_review()
 
-    services.task_approve(task=task, actor=flow.reviewer, reason="criteria met")
+    review.task_approve(task=task, actor=flow.reviewer, reason="criteria met")
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -330,7 +330,7 @@ def test_approve_marks_task_done_and_attempt_approved(flow):
 def test_reject_returns_task_to_ready_with_the_reason_on_the_attempt(flow):
     task, attempt = flow.in_review()
 
-    services.task_reject(task=task, actor=flow.reviewer, reason="AC-2 unproven")
+    review.task_reject(task=task, actor=flow.reviewer, reason="AC-2 unproven")
 
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -342,7 +342,7 @@ def test_reject_returns_task_to_ready_with_the_reason_on_the_attempt(flow):
 def test_reject_on_the_last_attempt_fails_the_task(flow):
     task, _ = flow.in_review(max_attempts=1)
 
-    services.task_reject(task=task, actor=flow.reviewer, reason="wrong approach")
+    review.task_reject(task=task, actor=flow.reviewer, reason="wrong approach")
 
     task.refresh_from_db()
     assert task.state == "failed"
@@ -354,14 +354,14 @@ def test_reject_needs_a_reason(flow):
     events_before = Event.objects.count()
 
     with pytest.raises(ValidationError) as refused:
-        services.task_reject(task=task, actor=flow.reviewer, reason="  ")
+        review.task_reject(task=task, actor=flow.reviewer, reason="  ")
 
     assert "reason" in refused.value.message_dict
     assert_unchanged(task, "in_review", events_before)
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("verdict", [services.task_approve, services.task_reject])
+@pytest.mark.parametrize("verdict", [review.task_approve, review.task_reject])
 def test_the_submitter_can_never_review_their_own_attempt(flow, verdict):
     task, _ = flow.in_review()
     submitter = member(flow.project, Role.REVIEWER, flow.agent.username)  # a reviewer too
@@ -381,7 +381,7 @@ def test_only_reviewers_review(flow, role):
     events_before = Event.objects.count()
 
     with pytest.raises(PermissionDenied):
-        services.task_approve(task=task, actor=member(flow.project, role))
+        review.task_approve(task=task, actor=member(flow.project, role))
 
     assert_unchanged(task, "in_review", events_before)
 
@@ -392,7 +392,7 @@ def test_reviewer_of_another_project_cannot_review(flow, other_flow):
     events_before = Event.objects.count()
 
     with pytest.raises(PermissionDenied):
-        services.task_approve(task=task, actor=other_flow.reviewer)
+        review.task_approve(task=task, actor=other_flow.reviewer)
 
     assert_unchanged(task, "in_review", events_before)
 
@@ -405,7 +405,7 @@ def test_reopen_gives_a_failed_task_a_fresh_attempt_budget(flow):
 
     task.refresh_from_db()
     assert (task.state, task.failed_attempts) == ("ready", 0)
-    attempt = services.task_claim(agent=flow.agent)
+    attempt = attempts.task_claim(agent=flow.agent)
     assert (attempt.task_id, attempt.number) == (task.pk, 2)
 
 
@@ -441,7 +441,7 @@ def test_every_transition_moves_the_tasks_updated_at(flow):
 
     services.task_publish(task=task, actor=flow.manager)
     stamps.append(Task.objects.get(pk=task.pk).updated_at)
-    services.task_claim(agent=flow.agent)
+    attempts.task_claim(agent=flow.agent)
     stamps.append(Task.objects.get(pk=task.pk).updated_at)
 
     assert stamps == sorted(stamps) and len(set(stamps)) == 3

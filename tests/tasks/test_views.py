@@ -15,7 +15,7 @@ from evidence import services as evidence_services
 from evidence import storage
 from evidence.models import GateRun
 from projects.models import Event
-from tasks import services
+from tasks import attempts
 from tasks.demo.artifacts import git_diff, screenshot
 from tasks.filters import TaskFilter
 from tasks.models import Attempt, Task
@@ -43,10 +43,10 @@ def messages_of(response) -> list[str]:
 
 def resubmit(flow, task):
     """Claim ``task`` again after its attempt ended, submit, and pass the gates."""
-    attempt = services.task_claim(agent=flow.agent, project=flow.project)
+    attempt = attempts.task_claim(agent=flow.agent, project=flow.project)
     assert attempt.task_id == task.pk
-    attempt = services.attempt_submit(attempt=attempt, actor=flow.agent, summary="2", change={})
-    return services.attempt_gates_passed(attempt=attempt)
+    attempt = attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="2", change={})
+    return attempts.attempt_gates_passed(attempt=attempt)
 
 
 def propose(flow, **kwargs):
@@ -190,7 +190,7 @@ def failed_then_in_review(flow):
     finish_run(runs[0], "failed")
     finish_run(runs[1], "error")
     finish_run(runs[2], "passed")
-    services.attempt_gates_failed(attempt=attempt, reason="gates failed")
+    attempts.attempt_gates_failed(attempt=attempt, reason="gates failed")
     resubmit(flow, task)
     return task
 
@@ -332,7 +332,7 @@ def test_task_page_shows_the_handoff_criteria_evidence_and_gate_runs(client, flo
     task, attempt = flow.claimed(spec=spec, title="Exclusive claims")
     junit = flow.attach(attempt, JUNIT_PASSED, kind="junit", name="junit.xml", criteria=["AC-1"])
     log = flow.attach(attempt, b"all good\n", kind="log", name="run.log")
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=attempt, actor=flow.agent, summary="Claims lock rows", change={}
     )
     client.force_login(flow.reviewer)
@@ -366,8 +366,8 @@ def test_task_page_marks_met_criteria(client, flow):
     spec = flow.spec()
     task, attempt = flow.claimed(spec=spec)
     flow.attach(attempt, JUNIT_PASSED, kind="junit", name="junit.xml", criteria=["AC-1"])
-    services.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
-    services.attempt_gates_passed(attempt=attempt)
+    attempts.attempt_submit(attempt=attempt, actor=flow.agent, summary="s", change={})
+    attempts.attempt_gates_passed(attempt=attempt)
     client.force_login(flow.reviewer)
 
     page = html(client.get(f"/tasks/{task.key}/"))
@@ -383,8 +383,8 @@ def test_task_page_marks_met_criteria(client, flow):
 def test_task_page_switches_to_the_attempt_asked_for(client, flow):
     task, first = flow.claimed()
     flow.attach(first, b"first try\n", name="first.log")
-    services.attempt_release(attempt=first, actor=flow.agent, reason="wrong approach")
-    second = services.task_claim(agent=flow.agent2, project=flow.project)
+    attempts.attempt_release(attempt=first, actor=flow.agent, reason="wrong approach")
+    second = attempts.task_claim(agent=flow.agent2, project=flow.project)
     flow.attach(second, b"second try\n", name="second.log")
     client.force_login(flow.reviewer)
 

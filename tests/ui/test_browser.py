@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from decisions import services as decisions
 from factory_site.middleware import CSP
-from tasks import services
+from tasks import attempts
 from tasks.models import Task
 from tests.ui.conftest import pytestmark as needs_chromium
 
@@ -28,10 +28,10 @@ DIFF = (
 
 
 def submitted(flow, agent, junit):
-    attempt = services.task_claim(agent=agent, project=flow.project)
+    attempt = attempts.task_claim(agent=agent, project=flow.project)
     flow.attach(attempt, junit, kind="junit", name="junit.xml")
     flow.attach(attempt, DIFF, kind="diff", name="change.diff")
-    services.attempt_submit(
+    attempts.attempt_submit(
         attempt=attempt,
         actor=agent,
         summary="Claim skips open dependencies",

@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from projects.roles import Role
-from tasks import services
+from tasks import review
 from tests.factories import member
 from tests.ui.conftest import pytestmark as needs_chromium
 
@@ -31,7 +31,7 @@ def test_the_review_queue_fills_and_empties_as_submissions_and_reviews_land(
 
     expect(page.locator("#queue")).to_contain_text(task.key, timeout=10_000)
     shoot(page, "review-queue-live")
-    services.task_approve(task=task, actor=flow.reviewer)
+    review.task_approve(task=task, actor=flow.reviewer)
     expect(page.locator("#queue")).to_contain_text("Nothing waits for review", timeout=10_000)
 
 
@@ -43,7 +43,7 @@ def test_the_task_page_shows_the_review_verdict_as_it_lands(page, asgi_server, f
     expect(page.locator(".page-head .badge").first).to_have_text("In Review")
     page.wait_for_selector("#live[data-open]", state="attached")
 
-    services.task_reject(task=task, actor=flow.reviewer, reason="the queue test is skipped")
+    review.task_reject(task=task, actor=flow.reviewer, reason="the queue test is skipped")
 
     expect(page.locator(".page-head .badge").first).to_have_text("Ready", timeout=10_000)
     expect(page.locator(".handoff")).to_contain_text("the queue test is skipped")
@@ -57,7 +57,7 @@ def test_a_half_written_reason_is_kept_and_a_notice_says_what_changed(page, asgi
     page.fill("#id_reason", "I was about to say")
     page.wait_for_selector("#live[data-open]", state="attached")
 
-    services.task_approve(task=task, actor=member(flow.project, Role.REVIEWER, "rita"))
+    review.task_approve(task=task, actor=member(flow.project, Role.REVIEWER, "rita"))
 
     expect(page.locator("#live")).to_contain_text(
         f"{task.key}: task approved by rita", timeout=10_000

@@ -5,7 +5,7 @@ the unmet criterion; a second attempt changes one of the lines and its comment s
 import pytest
 from playwright.sync_api import expect
 
-from tasks import services
+from tasks import attempts
 from tests.tasks.test_comments import FIRST, SECOND
 from tests.tasks.test_criteria_verdicts import JUNIT, PNG
 from tests.ui.conftest import pytestmark as needs_chromium
@@ -14,11 +14,11 @@ pytestmark = [needs_chromium, pytest.mark.django_db(transaction=True)]
 
 
 def submit(flow, agent, diff, attempt=None):
-    attempt = attempt or services.task_claim(agent=agent, project=flow.project)
+    attempt = attempt or attempts.task_claim(agent=agent, project=flow.project)
     flow.attach(attempt, JUNIT, kind="junit", name="junit.xml", criteria=["AC-1"])
     flow.attach(attempt, PNG, kind="screenshot", name="queue.png", criteria=["AC-2"])
     flow.attach(attempt, diff, kind="diff", name="change.diff")
-    services.attempt_submit(attempt=attempt, actor=agent, summary="s", change={"commit": "abc1234"})
+    attempts.attempt_submit(attempt=attempt, actor=agent, summary="s", change={"commit": "abc1234"})
     return attempt
 
 
@@ -63,7 +63,7 @@ def test_a_rejection_by_criterion_and_line_reaches_the_next_attempt(
     page.click("button.reject")
     expect(page.locator(".messages")).to_contain_text(f"{task.key} rejected.")
 
-    second = services.task_claim(agent=flow.agent2, project=flow.project)
+    second = attempts.task_claim(agent=flow.agent2, project=flow.project)
     agent = api(flow.agent2)
     bundle = agent.get(f"/api/v1/tasks/{task.key}/context/").json()
     markdown = agent.get(f"/api/v1/tasks/{task.key}/context/?format=markdown").content.decode()

@@ -1,0 +1,500 @@
+"""The agent contract for attempts: the claim (``/api/v1/tasks/claim/``) and everything
+the lease holder does within its attempt (``/api/v1/attempts/…``): heartbeat, checkpoint,
+submit, release, evidence and proposed decisions; and the attempt's own page of gate runs,
+runner and review verdict.
+
+Views validate input at the edge and call one service (``tasks.attempts``); services own
+permissions, locks and state. Every object is looked up through the caller's memberships,
+so another project's attempt is a 404.
+"""
+
+from django.conf import settings
+from django.db.models import prefetch_related_objects
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from decisions import api as decision_api
+from evidence import api as evidence_api
+from evidence import services as evidence_services
+from evidence.models import Kind
+from evidence.selectors import measured_run
+from evidence.uploads import HashingUploadHandler
+from projects.errors import TooLarge
+from projects.rest import (
+    NON_BLANK_TEXT,
+    TEXT,
+    JSONInputSerializer,
+    KnownFieldsSerializer,
+    errors,
+)
+from projects.selectors import project_for
+from tasks import attempts, selectors
+from tasks.api import TaskSerializer, reason_schema
+from tasks.models import AttemptState
+from tasks.review import applied_text
+
+# --- Output -------------------------------------------------------------------------------
+
+
+class SpecVersionRefSerializer(serializers.Serializer):
+    spec = serializers.CharField(source="spec.key")
+    number = serializers.IntegerField()
+
+
+class AttemptSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    task = serializers.CharField(source="task.key", read_only=True)
+    number = serializers.IntegerField(read_only=True)
+    agent = serializers.CharField(source="agent.username", read_only=True)
+    state = serializers.ChoiceField(choices=AttemptState.choices, read_only=True)
+    spec_version = SpecVersionRefSerializer(read_only=True, allow_null=True)
+    lease_expires_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    heartbeat_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    checkpoint_revision = serializers.IntegerField(read_only=True)
+    context_sha256 = serializers.CharField(read_only=True)
+    context_fetched_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    summary = serializers.CharField(read_only=True)
+    change = serializers.JSONField(read_only=True)
+    submitted_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    end_reason = serializers.CharField(read_only=True)
+    started_at = serializers.DateTimeField(read_only=True)
+
+
+class GateRunSerializer(serializers.Serializer):
+    gate = serializers.CharField()
+    state = serializers.CharField()
+    summary = serializers.CharField()
+    verdict = serializers.JSONField()
+    report = serializers.IntegerField(
+        source="report_id", allow_null=True, help_text="Evidence id of the gate's report."
+    )
+    tries = serializers.IntegerField()
+    queued_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+def runner_status(attempt) -> dict | None:
+    """``{state, verified, commit, seconds, summary, tests}`` of the attempt's runner, or None."""
+    run, measured = measured_run(attempt)
+    if run is None:
+        return None
+    fields = ("state", "verified", "commit", "seconds", "summary", "tests")
+    answer = {name: measured[name] for name in fields}
+    answer["commit"] = measured["commit"] or (attempt.change or {}).get("commit")
+    return answer
+
+
+class ReviewSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=["approve", "reject"])
+    by = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    applied = serializers.DictField(
+        allow_null=True,
+        help_text="What was in force when the reviewer decided: spec {key, version,"
+        " current_version}, decisions [{key, title}], gate_policy, gates [{gate, state,"
+        " summary}], commit, runner {state, commit}, at. Later versions do not change it.",
+    )
+    applied_text = serializers.CharField(help_text='e.g. "FM-S1 v2, decisions FM-D3, gates …"')
+    criteria = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Each criterion of the pinned version: {key, check, verdict (met, not_met,"
+        " na or null when unmarked), note, by (reviewer, or evidence when the reviewer kept"
+        " what the evidence and gates showed), gate (what they showed)}.",
+    )
+
+
+class RunnerSerializer(serializers.Serializer):
+    state = serializers.CharField(help_text="The runner gate run's state.")
+    verified = serializers.BooleanField(help_text="Whether it measured anything at the commit.")
+    commit = serializers.CharField(allow_null=True)
+    seconds = serializers.FloatField(allow_null=True)
+    summary = serializers.CharField()
+    tests = serializers.DictField(help_text="The runner's JUnit totals, and its failing tests.")
+
+
+class AttemptDetailSerializer(AttemptSerializer):
+    gate_runs = GateRunSerializer(many=True, read_only=True)
+    runner = serializers.SerializerMethodField()
+    review = serializers.SerializerMethodField()
+
+    @extend_schema_field(RunnerSerializer(allow_null=True))
+    def get_runner(self, attempt) -> dict | None:
+        return runner_status(attempt)
+
+    @extend_schema_field(ReviewSerializer(allow_null=True))
+    def get_review(self, attempt) -> dict | None:
+        if attempt.state not in ("approved", "rejected"):
+            return None
+        return {
+            "verdict": "approve" if attempt.state == "approved" else "reject",
+            "by": attempt.reviewed_by.username if attempt.reviewed_by_id else None,
+            "reason": attempt.end_reason,
+            "applied": attempt.applied,
+            "applied_text": applied_text(attempt.applied),
+            "criteria": attempt.criteria_verdicts,
+        }
+
+
+# --- Input helpers ------------------------------------------------------------------------
+
+
+class ChangeSerializer(JSONInputSerializer):
+    commit = serializers.RegexField(
+        r"^[0-9a-fA-F]{7,64}$", required=False, help_text="Commit hash."
+    )
+    branch = serializers.CharField(max_length=255, required=False)
+    url = serializers.URLField(max_length=2000, required=False)
+
+
+@extend_schema_field(
+    {
+        "type": "integer",
+        "minimum": settings.FACTORY_LEASE_SECONDS_MIN,
+        "maximum": settings.FACTORY_LEASE_SECONDS_MAX,
+        "description": f"Seconds; defaults to {settings.FACTORY_LEASE_SECONDS_DEFAULT}.",
+    }
+)
+class LeaseSecondsField(serializers.IntegerField):
+    """Bounded by settings; the service checks the bounds and names the field when refusing."""
+
+
+# --- Claiming -----------------------------------------------------------------------------
+
+
+class ClaimSerializer(serializers.Serializer):
+    task = TaskSerializer()
+    attempt = AttemptSerializer()
+
+
+class TaskClaimApi(APIView):
+    """Claim the best claimable task under a lease: 201 with the task and attempt, 204 if none."""
+
+    class InputSerializer(JSONInputSerializer):
+        project = serializers.CharField(
+            required=False, help_text="Only claim in this project (slug)."
+        )
+        labels = serializers.ListField(
+            child=serializers.CharField(max_length=50),
+            required=False,
+            max_length=20,
+            default=list,
+            help_text="Only claim tasks carrying every one of these labels.",
+        )
+        lease_seconds = LeaseSecondsField(required=False)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: ClaimSerializer, 204: None, **errors(400, 403, 404)},
+    )
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        project = project_for(request.user, fields["project"]) if fields.get("project") else None
+        attempt = attempts.task_claim(
+            agent=request.user,
+            project=project,
+            labels=fields["labels"],
+            lease_seconds=fields.get("lease_seconds"),
+        )
+        if attempt is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        task = attempt.task  # the row the claim locked, with its project and spec
+        if not hasattr(task, "related_keys"):  # the one-statement claim loaded them
+            prefetch_related_objects([task], "labels", "depends_on")
+        if attempt.spec_version_id:
+            prefetch_related_objects([attempt], "spec_version__spec")
+        return Response(
+            {"task": TaskSerializer(task).data, "attempt": AttemptSerializer(attempt).data},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+# --- Attempts -----------------------------------------------------------------------------
+
+
+# The service asks for a reason only when blocking (after checking who may do it, so a
+# refusal for role or state comes first); one object per case says so exactly.
+RELEASE_REQUEST = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "reason": reason_schema(TEXT, "Why the task is given back."),
+                "blocked": {"type": "boolean", "enum": [False], "default": False},
+            },
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "reason": reason_schema(NON_BLANK_TEXT, "What blocks the task, for the manager."),
+                "blocked": {"type": "boolean", "enum": [True]},
+            },
+            "required": ["reason", "blocked"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+class AttemptDetailApi(APIView):
+    """An attempt with its gate runs and review verdict."""
+
+    @extend_schema(responses={200: AttemptDetailSerializer, **errors(404)})
+    def get(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        return Response(AttemptDetailSerializer(attempt).data)
+
+
+class LeaseSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField()
+    lease_expires_at = serializers.DateTimeField()
+    heartbeat_at = serializers.DateTimeField()
+
+
+class AttemptHeartbeatApi(APIView):
+    """Extend the lease. 409 lease_lost once it has run out."""
+
+    class InputSerializer(JSONInputSerializer):
+        lease_seconds = LeaseSecondsField(required=False)
+
+    @extend_schema(
+        request=InputSerializer, responses={200: LeaseSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = attempts.attempt_heartbeat(
+            attempt=attempt,
+            actor=request.user,
+            lease_seconds=data.validated_data.get("lease_seconds"),
+        )
+        return Response(
+            {
+                "attempt": attempt.pk,
+                "lease_expires_at": attempt.lease_expires_at,
+                "heartbeat_at": attempt.heartbeat_at,
+            }
+        )
+
+
+class CheckpointSerializer(serializers.Serializer):
+    data = serializers.JSONField(allow_null=True)
+    revision = serializers.IntegerField()
+    saved_at = serializers.DateTimeField(allow_null=True)
+
+
+class AttemptCheckpointApi(APIView):
+    """Read or save the checkpoint the agent resumes from (optimistic revisions)."""
+
+    class InputSerializer(JSONInputSerializer):
+        read_only_from = CheckpointSerializer
+        data = serializers.JSONField(help_text="Anything the agent needs to resume.")
+        revision = serializers.IntegerField(
+            min_value=0, help_text="The revision you last saw; 0 for none."
+        )
+
+    @extend_schema(responses={200: CheckpointSerializer, **errors(404)})
+    def get(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        return Response(_checkpoint(attempt))
+
+    @extend_schema(
+        request=InputSerializer, responses={200: CheckpointSerializer, **errors(400, 403, 404, 409)}
+    )
+    def put(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = attempts.attempt_checkpoint_save(
+            attempt=attempt,
+            actor=request.user,
+            data=data.validated_data["data"],
+            revision=data.validated_data["revision"],
+        )
+        return Response(_checkpoint(attempt))
+
+
+def _checkpoint(attempt) -> dict:
+    return {
+        "data": attempt.checkpoint,
+        "revision": attempt.checkpoint_revision,
+        "saved_at": attempt.checkpoint_at,
+    }
+
+
+class SubmitReceiptSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField()
+    task = serializers.CharField()
+    state = serializers.CharField()
+    submitted_at = serializers.DateTimeField()
+    summary = serializers.CharField()
+    change = ChangeSerializer()
+    status_url = serializers.CharField()
+
+
+class AttemptSubmitApi(APIView):
+    """Submit for checking; send an ``Idempotency-Key`` header so a retry is safe."""
+
+    class InputSerializer(JSONInputSerializer):
+        summary = serializers.CharField(
+            max_length=10_000, help_text="What changed and why, for the reviewer."
+        )
+        change = ChangeSerializer(required=False, default=dict)
+
+    @extend_schema(
+        request=InputSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                {"type": "string", "maxLength": 255},
+                OpenApiParameter.HEADER,
+                description="A retry with the same key returns the same answer and changes nothing.",
+            )
+        ],
+        responses={202: SubmitReceiptSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > 255:
+            raise serializers.ValidationError({"Idempotency-Key": "at most 255 characters"})
+        attempt = attempts.attempt_submit(
+            attempt=attempt,
+            actor=request.user,
+            summary=data.validated_data["summary"],
+            change=dict(data.validated_data["change"]),
+            idempotency_key=key,
+        )
+        status_url = reverse("api-attempt", kwargs={"attempt_id": attempt.pk})
+        answer = {**attempt.submit_receipt, "status_url": status_url}
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
+
+
+class AttemptReleaseApi(APIView):
+    """Give the task back (→ ready) or mark it blocked (→ blocked; a reason is required)."""
+
+    class InputSerializer(JSONInputSerializer):
+        reason = serializers.CharField(
+            max_length=10_000, required=False, allow_blank=True, default=""
+        )
+        blocked = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        request={"application/json": RELEASE_REQUEST},
+        responses={200: AttemptSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = attempts.attempt_release(
+            attempt=attempt, actor=request.user, **data.validated_data
+        )
+        return Response(AttemptSerializer(attempt).data)
+
+
+class AttemptDecisionCreateApi(APIView):
+    """Propose a decision during your attempt (the lease holder only)."""
+
+    @extend_schema(
+        request=decision_api.DecisionInputSerializer,
+        responses={201: decision_api.DecisionSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        data = decision_api.DecisionInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        decision = decision_api.propose(
+            request, attempt.task.project, data.validated_data, attempt=attempt
+        )
+        return Response(
+            decision_api.DecisionSerializer(
+                decision_api.decisions_queryset().get(pk=decision.pk)
+            ).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class AttemptEvidenceApi(APIView):
+    """Attach a file to an attempt (the lease holder: agent evidence; a verifier: authoritative)."""
+
+    parser_classes = [MultiPartParser]
+
+    class InputSerializer(KnownFieldsSerializer):
+        read_only_from = evidence_api.EvidenceSerializer
+        file = serializers.FileField(help_text="The evidence file (multipart).")
+        kind = serializers.ChoiceField(choices=Kind.choices)
+        criteria = serializers.ListField(
+            child=serializers.CharField(max_length=200),
+            required=False,
+            default=list,
+            help_text="Criterion keys it proves; repeat the field or separate with commas.",
+        )
+
+    def initialize_request(self, request, *args, **kwargs):
+        # Before anything reads the body (CSRF checks do): stream to disk, hashing as we go.
+        if request.method == "POST":
+            self.upload_handler = HashingUploadHandler(request)
+            request.upload_handlers = [self.upload_handler]
+        return super().initialize_request(request, *args, **kwargs)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        handler = getattr(self, "upload_handler", None)
+        if handler is not None:
+            handler.discard()  # the stored copy is separate; temporary files never linger
+        return super().finalize_response(request, response, *args, **kwargs)
+
+    @extend_schema(responses={200: evidence_api.EvidenceSerializer(many=True), **errors(404)})
+    def get(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        rows = attempt.evidence.prefetch_related("criteria").order_by("id")
+        return Response(evidence_api.EvidenceSerializer(rows, many=True).data)
+
+    @extend_schema(
+        request={"multipart/form-data": InputSerializer},
+        responses={201: evidence_api.EvidenceSerializer, **errors(400, 403, 404, 409, 413)},
+    )
+    def post(self, request, attempt_id):
+        limit = settings.FACTORY_MAX_UPLOAD_BYTES
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise ParseError("the Content-Length header is not a number") from None
+        if declared > limit + 1024 * 1024:  # a little room for the multipart envelope
+            raise TooLarge(f"the upload is {declared} bytes; the limit is {limit}")
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        criteria = []
+        for value in request.data.getlist("criteria") if hasattr(request.data, "getlist") else []:
+            criteria.extend(part.strip() for part in value.split(",") if part.strip())
+        if self.upload_handler.too_large:
+            raise TooLarge(f"the file is larger than the limit of {limit} bytes")
+        # Every name the form sent, so that one the upload does not take is refused.
+        fields = {name: request.data.get(name) for name in request.data}
+        data = self.InputSerializer(data={**fields, "criteria": criteria})
+        data.is_valid(raise_exception=True)
+        upload = data.validated_data["file"]
+        evidence = evidence_services.evidence_attach(
+            attempt=attempt,
+            actor=request.user,
+            file=upload,
+            kind=data.validated_data["kind"],
+            criteria=data.validated_data["criteria"],
+            name=upload.name,
+            media_type=upload.content_type or "",
+            sha256=getattr(upload, "sha256", None) or None,
+        )
+        return Response(
+            evidence_api.EvidenceSerializer(evidence).data, status=status.HTTP_201_CREATED
+        )

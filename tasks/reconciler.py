@@ -1,0 +1,49 @@
+"""The reconciler: what brings stuck work forward, and the housekeeping beside it.
+
+The database is the truth; a lost job message or a dead worker leaves work the
+database still shows as unfinished. ``reconcile`` finds it and moves it on;
+``housekeeping`` removes what nothing needs any more. Celery beat runs each on its own
+schedule (``tasks.jobs``); ``manage.py reconcile`` runs both by hand.
+"""
+
+from django.conf import settings
+
+from evidence.models import GateRunState
+from evidence.services import gate_runs_reconcile
+from projects.tokens import tokens_delete_expired
+from runner.mirror import sweep
+from tasks.attempts import attempt_checks_conclude, leases_expire_overdue
+from tasks.models import Attempt, AttemptState
+
+
+def reconcile() -> dict:
+    """Bring every unfinished piece of work forward from what the database says.
+
+    Expires overdue leases; re-queues gate runs whose worker died and re-dispatches
+    queued runs whose job never started (``evidence.services.gate_runs_reconcile``);
+    concludes checking attempts whose gates have all finished. Safe to run at any time
+    and from several places at once.
+    """
+    counts = {"leases_expired": leases_expire_overdue(), **gate_runs_reconcile()}
+    checking = Attempt.objects.filter(state=AttemptState.CHECKING).exclude(
+        gate_runs__state__in=[GateRunState.QUEUED, GateRunState.RUNNING]
+    )
+    counts["attempts_concluded"] = 0
+    for attempt in checking:
+        if attempt_checks_conclude(attempt=attempt).state != AttemptState.CHECKING:
+            counts["attempts_concluded"] += 1
+    return counts
+
+
+def housekeeping() -> dict:
+    """Remove what nothing needs any more: expired API tokens (the presented token's expiry
+    is enforced on each request; this only deletes the rows), and runner workspaces older
+    than a runner may run, left by a runner killed mid-run on this machine. Stuck work is
+    ``reconcile``'s. Safe to run at any time and from several places at once.
+    """
+    return {
+        "tokens_deleted": tokens_delete_expired(),
+        "workspaces_swept": sweep(
+            older_than=settings.FACTORY_RUNNER_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS
+        ),
+    }
