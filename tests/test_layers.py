@@ -10,6 +10,9 @@ A model's relation (foreign key, one-to-one, many-to-many) and a migration's dep
 point down too, except the links ``UPWARD_RELATIONS`` and ``UPWARD_MIGRATIONS`` name, each
 with the reason it remains (docs/architecture.md, "Upward links that remain"). A new
 upward link fails, and so does an exception whose link is gone.
+
+No module of an app is longer than ``MAX_LINES``: a newcomer finds a concern by its
+module's name, not by scrolling (docs/architecture.md, "What each app owns").
 """
 
 import ast
@@ -58,6 +61,16 @@ UPWARD_MIGRATIONS = {
     "projects.0001_initial -> tasks.0004_event_to_state_blank": (
         "Project, Membership and Event moved out of tasks, keeping their tables (ADR 0011)"
     ),
+}
+
+# A module longer than this is split by concern (issue 24).
+MAX_LINES = 800
+# The apps whose modules are measured: the layers, and the agent side's own distribution.
+MEASURED_APPS = [*LAYERS, "client"]
+# Longer ones that remain, each with why, until it is split; one that shrinks is removed.
+LONG_MODULES = {
+    "interop/formats/madr.py": "the MADR reader, one format: to be split into reading and writing",
+    "interop/formats/speckit.py": "the spec-kit reader, one format: to be split like madr.py",
 }
 
 
@@ -231,3 +244,32 @@ def test_a_relation_or_migration_up_the_layers_is_found():
     assert {"tasks.Task.project", "tasks.Label.project"} <= relations
     assert "projects.Event.task" not in relations
     assert "tasks.0005_projects_members_and_events_move_out -> projects.0001_initial" in migrations
+
+
+def long_modules(root: Path = ROOT, apps_measured=tuple(MEASURED_APPS)) -> dict[str, int]:
+    """``{path: lines}`` of each module of an app longer than ``MAX_LINES``, migrations aside."""
+    found = {}
+    for app in apps_measured:
+        for path in sorted((root / app).rglob("*.py")):
+            if "migrations" in path.parts or ".venv" in path.parts:
+                continue
+            count = len(path.read_text().splitlines())
+            if count > MAX_LINES:
+                found[path.relative_to(root).as_posix()] = count
+    return found
+
+
+def test_no_module_of_an_app_is_longer_than_800_lines_but_the_listed_ones():
+    found = long_modules()
+
+    assert {p: n for p, n in found.items() if p not in LONG_MODULES} == {}, "split it by concern"
+    assert sorted(LONG_MODULES.keys() - found.keys()) == [], "an exception no longer needed"
+
+
+def test_a_long_module_is_reported_with_its_path_and_length(tmp_path):
+    (tmp_path / "tasks" / "migrations").mkdir(parents=True)
+    (tmp_path / "tasks" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "tasks" / "short.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "tasks" / "migrations" / "0001_initial.py").write_text("x = 1\n" * 2000)
+
+    assert long_modules(tmp_path, ["tasks"]) == {"tasks/long.py": MAX_LINES + 1}

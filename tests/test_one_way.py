@@ -104,9 +104,14 @@ def calls_in_functions(path: Path, name: str) -> list[str]:
 
 
 def test_an_attempt_is_locked_beside_its_task_only_by_lock_task_and_attempt():
-    services = ROOT / "tasks" / "services.py"
+    callers = {
+        path.relative_to(ROOT).as_posix(): calls_in_functions(path, "_lock_attempt")
+        for path in server_modules()
+    }
 
-    assert calls_in_functions(services, "_lock_attempt") == ["lock_task_and_attempt"]
+    assert {path: found for path, found in callers.items() if found} == {
+        "tasks/services.py": ["lock_task_and_attempt"]
+    }
 
 
 def test_no_model_builds_an_api_address():
