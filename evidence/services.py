@@ -227,6 +227,39 @@ def evidence_attach(
     return evidence
 
 
+def evidence_measured(*, attempt, files: Iterable[tuple[str, bytes, str, str]]) -> list[Evidence]:
+    """Store what Factory Memory's runner measured about ``attempt`` outside its gates (the
+    lander's run of a merged tree): ``(kind, content, name, media_type)`` each, as
+    ``runner`` evidence, which is authoritative. The attempt may have ended (an approved
+    change lands later). A file that cannot be read is stored as a log, never dropped."""
+    rows = []
+    for kind, content, name, media_type in files:
+        try:
+            summary = summarize(kind, ContentFile(content, name=name))
+        except ValidationError as exc:
+            kind, media_type, summary = Kind.LOG, "text/plain", {"unreadable": exc.messages}
+        blob, sha256, size, created = storage.store_blob(ContentFile(content, name=name))
+        try:
+            rows.append(
+                Evidence.objects.create(
+                    attempt_id=attempt.pk,
+                    project_id=attempt.task.project_id,
+                    kind=kind,
+                    file=blob,
+                    sha256=sha256,
+                    size=size,
+                    media_type=media_type,
+                    name=name,
+                    provenance=Provenance.RUNNER,
+                    summary=summary,
+                )
+            )
+        except Exception:
+            _forget_blob(((blob, sha256, size),), created)
+            raise
+    return rows
+
+
 def _gate_evidence_row(
     *,
     run: GateRun,

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "evidence",
     "runner",
     "tasks",
+    "landing",
     "interop",
     "events",
 ]
@@ -200,7 +201,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # The runner's job has a queue of its own, so runners can live on other machines.
-CELERY_TASK_ROUTES = {"runner.jobs.verify_job": {"queue": "verify"}}
+CELERY_TASK_ROUTES = {
+    "runner.jobs.verify_job": {"queue": "verify"},
+    # The lander verifies merged trees in the same sandbox, so it lives with the runners.
+    "landing.jobs.land_job": {"queue": "verify"},
+}
 # Webhook tries share the gates' workers unless given a queue (and workers) of their own:
 # a slow receiver then cannot hold a gate up (docs/deploy.md).
 if env("FACTORY_WEBHOOK_QUEUE"):
@@ -358,8 +363,15 @@ FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
 # A verification's whole job (fetch, setup, test, collect) stops after this long; the
 # reconciler re-queues a runner that has run longer than this plus the grace period.
 FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)
-# Jobs of these queues run in a thread of their own when Celery is eager (the embedded
-# default), so a submit answers at once while the runner works.
+# Landing (the merge queue, docs/landing.md): who the landed commits are made by; how
+# often a batch is built again when someone else moved the target between build and
+# push; and how long one lander's job may run (every batch waiting in the queue).
+FACTORY_LANDING_COMMITTER = (
+    env("FACTORY_LANDING_COMMITTER_NAME", "Factory Memory"),
+    env("FACTORY_LANDING_COMMITTER_EMAIL", "factory-memory@localhost"),
+)
+FACTORY_LANDING_PUSH_TRIES = env_int("FACTORY_LANDING_PUSH_TRIES", 3)
+FACTORY_LANDING_TIME_LIMIT = env_int("FACTORY_LANDING_TIME_LIMIT", 6 * 3600)
 # Imports (interop): the upload, what it may expand to, and how many files it may hold.
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)
@@ -373,6 +385,8 @@ FACTORY_IMPORT_KEEP_DAYS = env_int("FACTORY_IMPORT_KEEP_DAYS", 7)
 # A reviewer's comment on diff lines (tasks.comments.comment_add) is at most this long.
 FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
 
+# Jobs of these queues run in a thread of their own when Celery is eager (the embedded
+# default), so a submit answers at once while the runner works.
 FACTORY_EAGER_BACKGROUND_QUEUES = env_list(
     "FACTORY_EAGER_BACKGROUND_QUEUES", "verify,events.jobs.deliver_job"
 )

@@ -45,7 +45,7 @@ class ProjectAdminForm(forms.ModelForm):
 
     class Meta:
         model = Project
-        fields = ["slug", "name", "repository_url", "gate_policy", "max_attempts"]
+        fields = ["slug", "name", "repository_url", "gate_policy", "landing", "max_attempts"]
 
 
 @admin.register(Project)

@@ -63,6 +63,29 @@ class BranchField(serializers.CharField):
     """``projects.verify.clean_branch`` checks it against the same pattern."""
 
 
+def _landing_schema() -> dict:
+    """The landing block as ``projects.verify.clean_landing`` takes it."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "mode": {"type": "string", "enum": list(verify.LANDING_MODES)},
+            "method": {"type": "string", "enum": list(verify.LANDING_METHODS)},
+            "batch_max": {"type": "integer", "minimum": 1, "maximum": verify.LANDING_BATCH_MAX},
+            "target_branch": {
+                "type": "string",
+                "pattern": f"^$|{verify.BRANCH_PATTERN}",
+                "maxLength": verify.MAX_BRANCH,
+            },
+        },
+    }
+
+
+@extend_schema_field(_landing_schema())
+class LandingField(serializers.JSONField):
+    """``projects.verify.clean_landing`` checks it and fills in the defaults."""
+
+
 class ProjectSerializer(serializers.Serializer):
     slug = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
@@ -71,6 +94,7 @@ class ProjectSerializer(serializers.Serializer):
     verify = VerifyField(read_only=True)
     max_attempts = serializers.IntegerField(read_only=True)
     gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
+    landing = LandingField(read_only=True)
     my_roles = serializers.SerializerMethodField()
 
     def get_my_roles(self, project) -> list[str]:
@@ -121,10 +145,11 @@ class GatePolicyField(serializers.DictField):
 
 
 class ProjectDetailApi(APIView):
-    """Read a project, or change its name, repository, runner, attempt budget or gate policy.
+    """Read a project, or change its name, repository, runner, attempt budget, gate policy
+    or landing (the merge queue).
 
     Changes are for managers; the runner gate in the policy needs a repository and a
-    verify block.
+    verify block, and landing mode push needs both and the runner.
     """
 
     class InputSerializer(JSONInputSerializer):
@@ -146,6 +171,11 @@ class ProjectDetailApi(APIView):
             child=serializers.DictField(allow_null=True),
             required=False,
             help_text='Gates to run, with parameters: {"coverage": {"threshold": 0.8}}.',
+        )
+        landing = LandingField(
+            required=False,
+            help_text="The merge queue: mode off|push, method squash|merge, batch_max 1-16, "
+            "target_branch (empty: the default branch).",
         )
 
     @extend_schema(responses={200: ProjectSerializer, **errors(404)})

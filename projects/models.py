@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from projects.roles import Role
 from projects.signals import event_recorded
+from projects.verify import default_landing
 
 # --- Append-only storage ----------------------------------------------------------
 
@@ -97,6 +98,11 @@ class Project(models.Model):
         blank=True,
         help_text='Gates to run on each submission, with parameters: {"coverage": {"threshold": 0.8}}.',
     )
+    landing = models.JSONField(
+        default=default_landing,
+        blank=True,
+        help_text="The merge queue: mode off|push, method squash|merge, batch_max, target_branch.",
+    )
     max_attempts = models.PositiveSmallIntegerField(
         default=3, help_text="Default for new tasks: failed attempts allowed before a task fails."
     )
@@ -114,6 +120,16 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def lands(self) -> bool:
+        """Whether approved work goes through the merge queue (landing mode ``push``)."""
+        return (self.landing or {}).get("mode") == "push"
+
+    @property
+    def landing_target(self) -> str:
+        """The branch the merge queue lands on: its own setting, or the default branch."""
+        return (self.landing or {}).get("target_branch") or self.default_branch
 
     def audit_scope(self) -> tuple[int, None]:
         return self.pk, None

@@ -15,6 +15,7 @@ from projects.policy import clean_policy, declaring
 from projects.roles import Role, forget_roles, has_role
 from projects.verify import (
     clean_branch,
+    clean_landing,
     clean_repository_url,
     clean_verify,
     local_path,
@@ -67,12 +68,14 @@ PROJECT_EDITABLE_FIELDS = {
     "verify",
     "max_attempts",
     "gate_policy",
+    "landing",
 }
 CLEANERS = {
     "gate_policy": clean_policy,
     "repository_url": clean_repository_url,
     "default_branch": clean_branch,
     "verify": clean_verify,
+    "landing": clean_landing,
 }
 
 
@@ -115,6 +118,28 @@ def check_repository_unshared(project: Project) -> None:
             )
 
 
+def check_landing_ready(project: Project) -> None:
+    """Refuse (409 ``landing_unconfigured``) landing ``push`` without a repository to push to
+    and the runner to verify the merged tree: the queue lands only what it has tested."""
+    if not project.lands:
+        return
+    missing = [
+        what
+        for what, present in (
+            ("repository_url (the repository to land on)", project.repository_url),
+            (
+                "the runner in the gate policy (it verifies the merged tree)",
+                declaring(project.gate_policy, "measures_repository") and project.verify,
+            ),
+        )
+        if not present
+    ]
+    if missing:
+        raise Conflict(
+            f"landing mode push needs {' and '.join(missing)}", code="landing_unconfigured"
+        )
+
+
 def project_update(*, project: Project, actor, **changes) -> Project:
     """Change a project's name, repository, runner settings, attempt budget or gate policy.
 
@@ -136,6 +161,7 @@ def project_update(*, project: Project, actor, **changes) -> Project:
         for name, value in changes.items():
             setattr(project, name, value)
         check_runner_ready(project)
+        check_landing_ready(project)
         if "repository_url" in changes:
             check_repository_unshared(project)
         project.full_clean()
@@ -150,7 +176,9 @@ def project_update(*, project: Project, actor, **changes) -> Project:
                 extra={
                     "fields": sorted(changes),
                     **{
-                        name: changes[name] for name in ("gate_policy", "verify") if name in changes
+                        name: changes[name]
+                        for name in ("gate_policy", "verify", "landing")
+                        if name in changes
                     },
                 },
             )

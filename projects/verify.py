@@ -279,3 +279,52 @@ def clean_verify(value) -> dict:
     if errors:
         raise ValidationError(errors)
     return cleaned
+
+
+# --- Landing: the merge queue's setting ------------------------------------------------------
+
+LANDING_MODES = ("off", "push")
+LANDING_METHODS = ("squash", "merge")
+LANDING_BATCH_MAX = 16
+LANDING_DEFAULTS = {"mode": "off", "method": "squash", "batch_max": 4, "target_branch": ""}
+
+
+def default_landing() -> dict:
+    return dict(LANDING_DEFAULTS)
+
+
+def clean_landing(value) -> dict:
+    """The landing block with its defaults, or a ValidationError naming each bad field.
+
+    ``{mode: off|push, method: squash|merge, batch_max: 1..16, target_branch}``; an empty
+    ``target_branch`` means the project's default branch. ``{}`` is landing off.
+    """
+    if value in (None, {}):
+        return default_landing()
+    if not isinstance(value, dict):
+        raise ValidationError({"landing": 'must be an object: {"mode": "push", …}'})
+    unknown = sorted(set(value) - set(LANDING_DEFAULTS))
+    if unknown:
+        raise ValidationError({f"landing.{name}": "unknown field" for name in unknown})
+    cleaned = {**LANDING_DEFAULTS, **value}
+    errors = {}
+    if cleaned["mode"] not in LANDING_MODES:
+        errors["landing.mode"] = [f"choose one of {', '.join(LANDING_MODES)}"]
+    if cleaned["method"] not in LANDING_METHODS:
+        errors["landing.method"] = [f"choose one of {', '.join(LANDING_METHODS)}"]
+    number = cleaned["batch_max"]
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, int)
+        or not 1 <= number <= LANDING_BATCH_MAX
+    ):
+        errors["landing.batch_max"] = [f"a whole number from 1 to {LANDING_BATCH_MAX}"]
+    branch = cleaned["target_branch"]
+    if branch != "" and not _matches(BRANCH_PATTERN, branch, MAX_BRANCH):
+        errors["landing.target_branch"] = [
+            "a branch name: words joined by single . / or -, like release/2.x (or empty for "
+            "the default branch)"
+        ]
+    if errors:
+        raise ValidationError(errors)
+    return cleaned

@@ -95,7 +95,7 @@ class RunnerGate(Gate):
                 continue
             if kind == Kind.JUNIT:
                 tests = summary
-                failing = _failing(content)
+                failing = failing_tests(content)
                 if failing:
                     tests = {**summary, "failing": failing}
             attachments.append(Attachment(content, kind, name, media_type, summary, criteria))
@@ -148,7 +148,7 @@ def _counts(tests: dict) -> str:
     return f" ({total} tests, {tests.get('skipped', 0)} skipped)"
 
 
-def _failing(content: bytes) -> list[str]:
+def failing_tests(content: bytes) -> list[str]:
     failing = []
     for case in junit_cases(ContentFile(content)):
         if case.outcome not in ("passed", "skipped"):

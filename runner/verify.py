@@ -94,6 +94,13 @@ def verify(*, project, commit: str) -> Result:
     except git.GitError as exc:
         raise RunnerUnavailable(str(exc)) from exc
     result = Result(commit=sha, base=base, mirror=how, diff=diff)
+    return run_checked_out(box, project, workspace, result, cut=cut)
+
+
+def run_checked_out(box, project, workspace: Path, result: Result, *, cut: bool = False) -> Result:
+    """Run the verify block in ``workspace`` (a ``mirror.checkout``) and fill in ``result``;
+    the workspace is removed, however it ends."""
+    limit = settings.FACTORY_RUNNER_REPORT_MAX_BYTES
     if cut:
         # A cut diff could end on a file's boundary and parse: diff-scope would never see
         # the files past the cut.
@@ -112,6 +119,27 @@ def verify(*, project, commit: str) -> Result:
         git.remove(workspace)
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def verify_tree(*, project, path: Path, sha: str) -> Result:
+    """Verify ``sha``, a commit already in the mirror at ``path`` (the lander's merged
+    tree), as the project's ``verify`` block says: the same sandbox, limits and reports
+    as ``verify``, without fetching or diffing. Raises as ``verify`` does."""
+    box = sandbox()
+    try:
+        box.check()
+        _check_reachable(git.root())
+    except SandboxUnavailable as exc:
+        raise RunnerUnavailable(str(exc)) from exc
+    try:
+        size = git.tree_size(path, sha, limit=settings.FACTORY_RUNNER_MAX_CHECKOUT_BYTES)
+        _check_room(size)
+        workspace = git.checkout(path, sha, owner=_owner())
+    except git.BadCommit as exc:
+        raise CommitRefused(str(exc)) from exc
+    except git.GitError as exc:
+        raise RunnerUnavailable(str(exc)) from exc
+    return run_checked_out(box, project, workspace, Result(commit=sha, base="", mirror="built"))
 
 
 def _check_room(size: int) -> None:

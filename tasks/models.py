@@ -56,6 +56,7 @@ class TaskState(models.TextChoices):
     CLAIMED = "claimed"
     CHECKING = "checking"
     IN_REVIEW = "in_review"
+    APPROVED = "approved"  # queued to land (landing on): done once its change is on the target
     DONE = "done"
     BLOCKED = "blocked"
     FAILED = "failed"
@@ -115,6 +116,12 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
         default=0,
         editable=False,
         help_text="Attempts that failed gates or review since the last reopen.",
+    )
+    landed_commit = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="The commit on the landing target that carries this task's change.",
     )
     current_attempt = models.ForeignKey(
         "Attempt",
@@ -219,11 +226,32 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
     @transition(
         field=state,
         source=TaskState.IN_REVIEW,
-        target=TaskState.DONE,
+        target=RETURN_VALUE(TaskState.DONE, TaskState.APPROVED),
         permission=REVIEWER_NOT_HOLDER,
     )
     def approve(self):
-        pass
+        # With the merge queue on, approved work is done only once it is on the target.
+        return TaskState.APPROVED if self.project.lands else TaskState.DONE
+
+    @transition(field=state, source=TaskState.APPROVED, target=TaskState.DONE, permission=SYSTEM)
+    def land(self, commit: str):
+        self.landed_commit = commit
+
+    @transition(field=state, source=TaskState.APPROVED, target=TaskState.READY, permission=SYSTEM)
+    def landing_returned(self):
+        # Not a failed attempt: the work was approved; the target moved under it.
+        self.current_attempt = None
+
+    @transition(
+        field=state,
+        source=TaskState.APPROVED,
+        target=RETURN_VALUE(TaskState.IN_REVIEW, TaskState.READY),
+        permission=MANAGER,
+    )
+    def dequeue(self, to: str):
+        if to == TaskState.READY:
+            self.current_attempt = None
+        return to
 
     @transition(
         field=state,
@@ -353,6 +381,19 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         editable=False,
         help_text="The reviewer's verdict on each criterion of the pinned version, or the"
         " gates' where the reviewer kept it: [{key, verdict, note, by, gate}] (tasks.review.judge).",
+    )
+    queued_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        db_index=True,
+        help_text="When it joined the landing queue (its approval); the queue's order.",
+    )
+    landing = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="Where its change is in landing: {state, commit, batch, landed, reason, seconds}.",
     )
     started_at = models.DateTimeField(default=timezone.now, editable=False)
 
@@ -494,11 +535,36 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         target=AttemptState.APPROVED,
         permission=REVIEWER_NOT_HOLDER,
     )
-    def approve(self, reviewer, end_reason: str, applied: dict, criteria_verdicts: list):
+    def approve(
+        self,
+        reviewer,
+        end_reason: str,
+        applied: dict,
+        criteria_verdicts: list,
+        landing_commit: str | None = None,
+    ):
         self.reviewed_by = reviewer
         self.applied = applied
         self.criteria_verdicts = criteria_verdicts
         self._end(end_reason or "approved")
+        if landing_commit:
+            # Queued to land: the queue's order is the order of approval.
+            self.queued_at = self.ended_at
+            self.landing = {"state": "queued", "commit": landing_commit}
+
+    @transition(
+        field=state,
+        source=AttemptState.APPROVED,
+        target=AttemptState.PASSED,
+        permission=MANAGER,
+    )
+    def review_again(self, end_reason: str):
+        # Taken out of the landing queue to be reviewed again: the approval is withdrawn.
+        self.reviewed_by = None
+        self.ended_at = None
+        self.end_reason = ""
+        self.queued_at = None
+        self.landing = {**self.landing, "state": "dequeued", "reason": end_reason}
 
     @transition(
         field=state,

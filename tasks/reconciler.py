@@ -10,10 +10,12 @@ from django.conf import settings
 
 from evidence.models import GateRunState
 from evidence.services import gate_runs_reconcile
+from projects.queue import enqueue
 from projects.tokens import tokens_delete_expired
 from runner.mirror import sweep
 from tasks.attempts import attempt_checks_conclude, leases_expire_overdue
-from tasks.models import Attempt, AttemptState
+from tasks.models import Attempt, AttemptState, Task, TaskState
+from tasks.review import LAND_JOB
 
 
 def reconcile() -> dict:
@@ -21,8 +23,9 @@ def reconcile() -> dict:
 
     Expires overdue leases; re-queues gate runs whose worker died and re-dispatches
     queued runs whose job never started (``evidence.services.gate_runs_reconcile``);
-    concludes checking attempts whose gates have all finished. Safe to run at any time
-    and from several places at once.
+    concludes checking attempts whose gates have all finished; wakes the lander of each
+    project with approved work queued to land. Safe to run at any time and from several
+    places at once.
     """
     counts = {"leases_expired": leases_expire_overdue(), **gate_runs_reconcile()}
     checking = Attempt.objects.filter(state=AttemptState.CHECKING).exclude(
@@ -32,6 +35,13 @@ def reconcile() -> dict:
     for attempt in checking:
         if attempt_checks_conclude(attempt=attempt).state != AttemptState.CHECKING:
             counts["attempts_concluded"] += 1
+    # A lander that died, or a wake-up lost with the broker, leaves approved work queued:
+    # wake each project's lander (one works at a time; the others find it busy and stop).
+    queued = Task.objects.filter(state=TaskState.APPROVED).values_list("project_id", flat=True)
+    counts["landers_woken"] = 0
+    for project_id in sorted(set(queued)):
+        enqueue(LAND_JOB, project_id)
+        counts["landers_woken"] += 1
     return counts
 
 

@@ -18,11 +18,13 @@ from django.utils import timezone
 
 from decisions.models import Check, SpecVersionState
 from evidence.selectors import criteria_status, measured_run
+from projects.errors import Conflict
 from projects.fsm import check, fire
+from projects.queue import enqueue_on_commit
 from projects.services import check_storable
 from tasks.comments import comment_add
 from tasks.context import accepted_decisions
-from tasks.models import Attempt, Task
+from tasks.models import Attempt, Task, TaskState
 from tasks.services import lock_task_and_attempt
 
 # --- The verdict --------------------------------------------------------------------------
@@ -39,7 +41,8 @@ def task_review(
 ) -> Task:
     """The reviewer's verdict on a task in review, and on its attempt.
 
-    ``approve``: in review → done, when every criterion of the pinned version is met or
+    ``approve``: in review → done (or → approved, queued to land, when the project's
+    landing is on: ``tasks.landing``), when every criterion of the pinned version is met or
     not applicable and each ``review`` criterion is marked (``criteria``: ``[{key,
     verdict: met|not_met|na, note}]``; ``judge``). ``reject``: in review →
     ready (or failed when its attempts are used up), with a reason or a criterion marked
@@ -77,6 +80,9 @@ def task_review(
                     {f"comments[{index}].{k}": v for k, v in exc.message_dict.items()}
                 ) from exc
         applied = in_force(task, attempt)
+        queued = {}
+        if name == "approve" and task.state == TaskState.APPROVED:
+            queued = {"landing_commit": _commit_to_land(attempt)}
         fire(
             attempt,
             name,
@@ -87,8 +93,31 @@ def task_review(
             end_reason=reason,
             applied=applied,
             criteria_verdicts=record,
+            **queued,
         )
+    if queued:
+        enqueue_on_commit(LAND_JOB, task.project_id)
     return task
+
+
+# The lander's job, by name (``projects.queue``): it lives in the landing app, above tasks.
+LAND_JOB = "landing.jobs.land_job"
+
+
+def _commit_to_land(attempt: Attempt) -> str:
+    """The commit an approval queues: the one the runner verified, else the one submitted.
+
+    Never a branch: a branch moved after approval must not land (409 ``no_commit`` when
+    the attempt names no commit at all)."""
+    _, runner = measured_run(attempt)
+    commit = (runner or {}).get("commit") or (attempt.change or {}).get("commit")
+    if not commit:
+        raise Conflict(
+            f"{attempt} names no commit, and landing is on: the queue lands a commit, "
+            "never a branch",
+            code="no_commit",
+        )
+    return commit
 
 
 def _marked(record: list[dict]) -> dict:

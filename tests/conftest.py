@@ -20,7 +20,7 @@ TESTS = Path(__file__).parent
 # the real-worker tests share Redis databases (tests/workers.py).
 KINDS = {
     "browser": ("ui/",),
-    "sandbox": ("runner/", "client/test_work.py", "tasks/test_seed_demo.py"),
+    "sandbox": ("runner/", "landing/", "client/test_work.py", "tasks/test_seed_demo.py"),
     "workers": ("runner/test_worker.py", "evidence/test_worker.py", "events/test_worker.py"),
     "slow": (
         "test_schemathesis.py",

@@ -30,6 +30,7 @@ LAYERS = [
     "evidence",
     "runner",
     "tasks",
+    "landing",
     "interop",
     "events",
     "factory_site",

@@ -596,7 +596,7 @@ def test_a_nested_object_of_a_proposal_refuses_a_field_it_does_not_have(
 PROJECT_FIELDS = [
     ("slug", lambda w: "XX", READ_ONLY),
     ("my_roles", lambda w: ["agent", "verifier", "reviewer", "manager"], READ_ONLY),
-    ("landing", lambda w: {"mode": "push", "method": "squash"}, UNKNOWN),
+    ("budget_usd", lambda w: 1000, UNKNOWN),
     ("task_seq", lambda w: 0, UNKNOWN),
     ("spec_seq", lambda w: 0, UNKNOWN),
     ("decision_seq", lambda w: 0, UNKNOWN),
@@ -858,9 +858,9 @@ def test_every_write_refuses_an_unknown_field_and_changes_nothing(
     client = live_client(world, method, template)
     before = Stored.take(settings)
 
-    response = request(world, client, method, template, {"landing": "1"})
+    response = request(world, client, method, template, {"no_such_field": "1"})
 
-    refused(response, before, settings, "landing", UNKNOWN)
+    refused(response, before, settings, "no_such_field", UNKNOWN)
 
 
 @pytest.mark.django_db

@@ -33,6 +33,7 @@ ZERO = {
     "gate_runs_requeued": 0,
     "gate_runs_redispatched": 0,
     "attempts_concluded": 0,
+    "landers_woken": 0,
 }
 FLAKY_CALLS = {"count": 0}
 
@@ -642,6 +643,7 @@ def test_reconcile_counts_everything_it_did_and_then_has_nothing_left(
         "gate_runs_requeued": 1,
         "gate_runs_redispatched": 1,
         "attempts_concluded": 1,
+        "landers_woken": 0,
     }
     assert second == ZERO
     assert AuthToken.objects.count() == 1  # expired tokens are the housekeeping's

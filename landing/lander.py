@@ -1,0 +1,392 @@
+"""The lander: approved changes reach the target branch only through a tree that passed.
+
+``land(project)`` takes the project's lander lock (``landing.locks``: one lander per
+project, anywhere) and works the queue until it is empty, a batch at a time:
+
+1. fetch the mirror; the target's tip is the base;
+2. take up to ``batch_max`` queued changes in approval order and build each approved
+   commit onto the last (``landing.git.apply``); a change that does not apply goes back
+   at once with its paths and hunks, and the batch goes on without it;
+3. verify the last commit's tree in the sandbox (``runner.verify.verify_tree``); if it
+   fails, bisect the chain to the first commit that fails, land the passing prefix and
+   send the culprit back with its failing tests (the rest stay queued for the next batch);
+   if the very first change fails, check the base: a target that fails on its own lands
+   nothing and blames nobody;
+4. write the plan and the commit to push (the commit point), then push with a lease on
+   the base; if someone moved the target meanwhile, build again on the new tip (their
+   commits kept), at most ``FACTORY_LANDING_PUSH_TRIES`` times;
+5. mark each landed task done at its own commit, and store each run's JUnit and log as
+   ``runner`` evidence on the attempts it judged.
+
+A lander that dies anywhere leaves its batch active; the next lander (holding the lock,
+so no other lander is alive) settles it from git alone: landed if its commit is on the
+target, else abandoned, its changes still queued. The machine's trouble (the repository
+unreachable, no sandbox) ends the batch as ``error`` with every change still queued.
+"""
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from evidence.services import evidence_measured
+from landing import git
+from landing.locks import lander_lock
+from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
+from projects.errors import Conflict
+from projects.models import Project
+from runner import mirror
+from runner.gates import failing_tests
+from runner.verify import CommitRefused, Result, RunnerUnavailable, verify_tree
+from tasks.landing import (
+    attempt_landing_note,
+    landing_queue,
+    task_land,
+    task_landing_return,
+)
+from tasks.models import Attempt
+
+logger = logging.getLogger(__name__)
+
+
+class LandingError(RuntimeError):
+    """Nothing can be decided about the changes (the machine's or the target's trouble):
+    they stay queued, and the batch says why."""
+
+
+@dataclass
+class Change:
+    """One queued change in a batch: its attempt, the approved commit, what it became."""
+
+    attempt: Attempt
+    commit: str = ""
+    built: str = ""  # the commit on the chain that carries it
+    outcome: str = "queued"
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.attempt.task.key
+
+
+@dataclass
+class Runs:
+    """The verify runs of one batch, by how many changes of the chain they include."""
+
+    project: Project
+    path: object
+    batch: Batch
+    at: dict = field(default_factory=dict)
+
+    def verify(self, count: int, commit: str) -> Result:
+        result = verify_tree(project=self.project, path=self.path, sha=commit)
+        self.batch.verify_runs += 1
+        self.at[count] = result
+        return result
+
+
+def land(project: Project) -> dict:
+    """Work ``project``'s landing queue until it is empty; see the module docstring.
+
+    Returns counts of what happened; ``{"busy": True}`` when another lander holds the
+    project (it works the same queue, and looks again before it lets go).
+    """
+    counts = {"batches": 0, "landed": 0, "returned": 0, "settled": 0}
+    while True:
+        with lander_lock(project.pk) as held:
+            if not held:
+                return {**counts, "busy": True}
+            if not _work_queue(project, counts):
+                return counts  # stopped on the machine's trouble: the reconciler wakes it
+        # An approval that came while this lander was letting go found the lock held:
+        # look once more after letting go, so no change waits for the reconciler.
+        project = Project.objects.get(pk=project.pk)
+        if not (project.lands and landing_queue(project.pk).exists()):
+            return counts
+
+
+def _work_queue(project: Project, counts: dict) -> bool:
+    """Land batches until the queue is empty (True) or a batch errs (False)."""
+    counts["settled"] += settle_dead_batches(project)
+    while True:
+        project = Project.objects.get(pk=project.pk)
+        if not project.lands:
+            return True
+        queue = list(landing_queue(project.pk)[: project.landing["batch_max"]])
+        if not queue:
+            return True
+        batch = land_batch(project, queue)
+        counts["batches"] += 1
+        counts["landed"] += sum(c["outcome"] == "landed" for c in batch.changes)
+        counts["returned"] += sum(c["outcome"] in ("conflict", "failed") for c in batch.changes)
+        if batch.state in (BatchState.ERROR, BatchState.ABANDONED):
+            return False  # nothing moved: looking again now would find the same
+
+
+def settle_dead_batches(project: Project) -> int:
+    """Settle the batches a dead lander left active (called holding the lock, so their
+    lander is gone): landed if the commit it was about to push is on the target, else
+    abandoned with its changes still queued. Returns how many it settled."""
+    dead = list(Batch.objects.filter(project=project, state__in=ACTIVE_BATCH_STATES))
+    if not dead:
+        return 0
+    path, _ = mirror.mirror(project)
+    for batch in dead:
+        tip = git.tip(path, batch.target)
+        pushed = (
+            batch.state == BatchState.PUSHING
+            and batch.result
+            and tip is not None
+            and git.is_ancestor(path, batch.result, tip)
+        )
+        attempts = Attempt.objects.select_related("task").in_bulk(
+            [change["attempt"] for change in batch.changes]
+        )
+        planned = {item["attempt"]: item["built"] for item in batch.plan} if pushed else {}
+        for change in batch.changes:
+            attempt = attempts[change["attempt"]]
+            if change["attempt"] in planned:
+                task_land(
+                    attempt=attempt,
+                    commit=planned[change["attempt"]],
+                    batch=batch.pk,
+                    seconds=(timezone.now() - batch.started_at).total_seconds(),
+                )
+                change["outcome"] = "landed"
+            elif change["outcome"] in ("queued", "landing"):
+                attempt_landing_note(attempt=attempt, state="queued", batch=None)
+                change["outcome"] = "queued"
+        batch.state = BatchState.LANDED if pushed else BatchState.ABANDONED
+        batch.reason = (
+            "its lander stopped after pushing; settled from the target"
+            if pushed
+            else "its lander stopped before pushing; its changes stay queued"
+        )
+        batch.ended_at = timezone.now()
+        batch.save()
+    return len(dead)
+
+
+def land_batch(project: Project, queue: list[Attempt]) -> Batch:
+    """Land what it can of ``queue`` (approval order) in one batch; return the batch."""
+    started = time.monotonic()
+    batch = Batch.objects.create(
+        project=project,
+        target=project.landing_target,
+        method=project.landing["method"],
+        changes=[
+            {"attempt": a.pk, "task": a.task.key, "commit": a.landing.get("commit", "")}
+            for a in queue
+        ],
+    )
+    changes = [Change(attempt=a, commit=a.landing.get("commit", "")) for a in queue]
+    for change in changes:
+        attempt_landing_note(attempt=change.attempt, state="landing", batch=batch.pk, reason="")
+    try:
+        _work(project, batch, changes, started)
+    except (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError, Conflict) as exc:
+        reason = getattr(exc, "detail", None) or str(exc)
+        batch.state, batch.reason = BatchState.ERROR, f"nothing landed: {reason}"[:4000]
+        for change in changes:
+            if change.outcome in ("queued", "landing"):
+                attempt_landing_note(attempt=change.attempt, state="error", reason=batch.reason)
+        logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+    batch.changes = [_record(change) for change in changes]
+    batch.seconds = round(time.monotonic() - started, 3)
+    batch.ended_at = timezone.now()
+    if batch.state not in (BatchState.ERROR, BatchState.LANDED):
+        batch.state = (
+            BatchState.RETURNED
+            if any(c.outcome != "queued" for c in changes)
+            else (BatchState.ABANDONED)
+        )
+    batch.save()
+    return batch
+
+
+def _record(change: Change) -> dict:
+    return {
+        "attempt": change.attempt.pk,
+        "task": change.key,
+        "commit": change.commit,
+        "built": change.built,
+        "outcome": change.outcome,
+        "reason": change.reason,
+    }
+
+
+def _work(project: Project, batch: Batch, changes: list[Change], started: float) -> None:
+    path, _ = mirror.mirror(project)
+    for change in changes:
+        full = git.resolve(path, change.commit) if change.commit else None
+        if full is None:
+            _return(
+                change,
+                "failed",
+                f"landing failed: the approved commit {change.commit[:12] or '(none)'} is not in "
+                "the repository any more; push it again and submit a new attempt",
+                {},
+            )
+        else:
+            change.commit = full
+    for _ in range(settings.FACTORY_LANDING_PUSH_TRIES):
+        base = git.tip(path, batch.target)
+        if base is None:
+            raise LandingError(f"the repository has no branch {batch.target!r} to land on")
+        batch.base, batch.state = base, BatchState.BUILDING
+        batch.save(update_fields=["base", "state"])
+        pending = [c for c in changes if c.outcome in ("queued", "landing")]
+        chain = _build(path, batch, base, pending)
+        if not chain:
+            return
+        batch.state = BatchState.VERIFYING
+        batch.save(update_fields=["state"])
+        runs = Runs(project=project, path=path, batch=batch)
+        good, culprit = _verified_prefix(runs, base, chain)
+        landing = chain[:good]
+        if culprit is not None:
+            _return_culprit(runs, batch, base, chain, culprit)
+        if not landing:
+            batch.save(update_fields=["verify_runs", "bisect_steps"])
+            return
+        head = landing[-1].built
+        with transaction.atomic():
+            batch.state, batch.result = BatchState.PUSHING, head
+            batch.tree = git.tree_of(path, head)
+            batch.plan = [{"attempt": c.attempt.pk, "built": c.built} for c in landing]
+            batch.pushes += 1
+            batch.save()
+        try:
+            git.push(path, project.repository_url, head, branch=batch.target, expected=base)
+        except mirror.GitError as exc:
+            path, _ = mirror.mirror(project)
+            if git.tip(path, batch.target) == base:
+                raise LandingError(f"the push was refused: {exc}") from exc
+            # Someone else moved the target: build again on their tip, keeping their work.
+            batch.state, batch.result, batch.plan = BatchState.BUILDING, "", []
+            batch.save(update_fields=["state", "result", "plan"])
+            continue
+        seconds = time.monotonic() - started
+        for change in landing:
+            task_land(attempt=change.attempt, commit=change.built, batch=batch.pk, seconds=seconds)
+            change.outcome = "landed"
+        batch.state = BatchState.LANDED
+        _store_runs(runs, chain, good, culprit)
+        return
+    raise LandingError(
+        f"the target moved under every one of {settings.FACTORY_LANDING_PUSH_TRIES} pushes"
+    )
+
+
+def _build(path, batch: Batch, base: str, pending: list[Change]) -> list[Change]:
+    """Build ``pending`` onto ``base`` in order; return the changes that applied, each with
+    the commit that carries it. A change that does not apply goes back now."""
+    chain, parent = [], base
+    for change in pending:
+        task = change.attempt.task
+        version = change.attempt.spec_version
+        message = git.message(
+            task,
+            change.attempt,
+            reviewer=change.attempt.reviewed_by.get_username()
+            if change.attempt.reviewed_by
+            else "",
+            spec=f"{version.spec.key} v{version.number}" if version is not None else "",
+        )
+        built = git.apply(path, parent, change.commit, message=message, method=batch.method)
+        if isinstance(built, git.Conflicted):
+            _return(
+                change,
+                "conflict",
+                f"landing failed: {built.text()}: rebase onto {batch.target} "
+                f"(at {parent[:12]}) and submit again",
+                {
+                    "paths": built.paths,
+                    "hunks": built.hunks,
+                    "against": built.against,
+                    "base": parent,
+                },
+            )
+            continue
+        # A change already on the target adds nothing: it lands as the commit it sits on.
+        change.built = parent if built.empty else built.commit
+        parent = change.built
+        chain.append(change)
+    return chain
+
+
+def _verified_prefix(runs: Runs, base: str, chain: list[Change]) -> tuple[int, int | None]:
+    """How many changes of ``chain`` pass together, and the index of the first that breaks
+    them (None if all pass). Bisects: one run for the whole chain, then log2(n) more."""
+    count = len(chain)
+    if runs.verify(count, chain[-1].built).passed:
+        return count, None
+    good, bad = 0, count
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        runs.batch.bisect_steps += 1
+        if runs.verify(middle, chain[middle - 1].built).passed:
+            good = middle
+        else:
+            bad = middle
+    if bad == 1:
+        # The first change fails on the base: unless the base itself fails.
+        base_run = runs.verify(0, base)
+        if not base_run.passed:
+            raise LandingError(
+                f"the target itself fails its tests at {base[:12]}: "
+                f"{'; '.join(base_run.problems)}; nothing lands until it passes"
+            )
+    return good, bad - 1
+
+
+def _return_culprit(runs: Runs, batch: Batch, base: str, chain: list[Change], index: int) -> None:
+    culprit = chain[index]
+    result = runs.at[index + 1]
+    failing = failing_tests(result.junit) if result.junit else []
+    ahead = [c.key for c in chain[:index]]
+    reason = (
+        f"landing failed: passes at its own commit {culprit.commit[:12]}; fails on "
+        f"{batch.target} at {base[:12]}"
+        + (f" with {', '.join(ahead)}" if ahead else "")
+        + f": {'; '.join(result.problems)}"
+        + (f"; failing: {', '.join(failing)}" if failing else "")
+    )
+    _return(culprit, "failed", reason, {"failing": failing, "with": ahead, "base": base})
+    _store(culprit, result, runs)
+
+
+def _return(change: Change, state: str, reason: str, details: dict) -> None:
+    change.outcome, change.reason = state, reason
+    task_landing_return(attempt=change.attempt, state=state, reason=reason, details=details)
+
+
+def _store_runs(runs: Runs, chain: list[Change], good: int, culprit: int | None) -> None:
+    """Each landed change gets the run of the tree that landed; the rest that were built
+    but not landed nor blamed get the run of the whole chain."""
+    for index, change in enumerate(chain):
+        if index < good:
+            _store(change, runs.at[good], runs)
+        elif index != culprit:
+            _store(change, runs.at[len(chain)], runs)
+
+
+def _store(change: Change, result: Result, runs: Runs) -> None:
+    tree = git.tree_of(runs.path, result.commit)
+    header = (
+        f"[lander] batch {runs.batch.pk}: commit {result.commit} tree {tree} "
+        f"on {runs.batch.target} at {runs.batch.base}\n"
+    ).encode()
+    files = [("log", header + result.log, "landing.log", "text/plain")]
+    if result.junit is not None:
+        files.append(("junit", result.junit, "landing-junit.xml", "application/xml"))
+    evidence_measured(attempt=change.attempt, files=files)
+
+
+def bisect_bound(batch_size: int) -> int:
+    """The most verify runs one culprit may cost a batch of ``batch_size``: 2·log2(n)+1."""
+    return 2 * math.ceil(math.log2(max(batch_size, 1))) + 1

@@ -1,0 +1,199 @@
+"""The lander on real git repositories: each rule of the merge queue on its own.
+
+Every test builds a bare origin, queues approved changes through the real services and
+runs the lander in the test's thread; what reached ``main`` is read back with git.
+"""
+
+from evidence.models import Evidence
+from landing.lander import land
+from landing.models import Batch
+from projects.models import Event
+from tests.landing.conftest import CALC, CALC_TESTS, broken, feature
+
+
+def test_independent_changes_land_in_approval_order_each_as_its_own_commit(queue, origin):
+    first, _ = queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
+    second, _ = queue.approved(feature("beta"), branch="beta", title="Add beta")
+
+    counts = land(queue.on().__class__.objects.get(pk=first.project_id))
+
+    assert counts["landed"] == 2
+    commits = origin.first_parents(origin.base)
+    assert [origin.message(c).splitlines()[0] for c in commits] == [
+        f"{first.key}: Add alpha",
+        f"{second.key}: Add beta",
+    ]
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.state, first.landed_commit) == ("done", commits[0])
+    assert (second.state, second.landed_commit) == ("done", commits[1])
+    assert "beta.py" in origin.files(commits[1]) and "alpha.py" in origin.files(commits[1])
+
+
+def test_a_landed_commit_carries_the_trailers_that_tie_it_to_the_memory(queue, origin, flow):
+    task, attempt = queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
+
+    land(flow.project)
+
+    message = origin.message(origin.tip())
+    assert f"Factory-Task: {task.key}" in message
+    assert f"Factory-Attempt: {attempt.pk}" in message
+    assert f"Reviewed-by: {flow.reviewer.get_username()}" in message
+    attempt.refresh_from_db()
+    assert attempt.landing["state"] == "landed"
+    assert attempt.landing["landed"] == origin.tip()
+
+
+def test_the_target_only_moves_forward(queue, origin, flow):
+    for name in ("alpha", "beta", "gamma"):
+        queue.approved(feature(name), branch=name)
+
+    land(flow.project)
+
+    moves = origin.reflog_moves()
+    assert moves, "main never moved"
+    for old, new in moves:
+        assert origin._git(origin.bare, "merge-base", "--is-ancestor", old, new) == ""
+
+
+def test_a_textual_conflict_comes_back_naming_its_paths_and_the_batch_goes_on(queue, origin, flow):
+    first, _ = queue.approved(
+        {"calc.py": CALC.replace("return a + b", "return b + a")}, branch="one"
+    )
+    clash, clash_attempt = queue.approved(
+        {"calc.py": CALC.replace("return a + b", "return sum((a, b))")}, branch="two"
+    )
+    third, _ = queue.approved(feature("gamma"), branch="three")
+
+    land(flow.project)
+
+    first.refresh_from_db(), clash.refresh_from_db(), third.refresh_from_db()
+    clash_attempt.refresh_from_db()
+    assert (first.state, clash.state, third.state) == ("done", "ready", "done")
+    assert clash_attempt.state == "approved"  # it keeps its approval
+    assert clash_attempt.landing["state"] == "conflict"
+    assert clash_attempt.landing["paths"] == ["calc.py"]
+    assert clash_attempt.landing["reason"].startswith(
+        f"landing failed: conflict in calc.py with {first.key} (landed at "
+    )
+    assert "<<<<<<<" in clash_attempt.landing["hunks"][0]["text"]
+    assert len(origin.first_parents(origin.base)) == 2
+    returned = Event.objects.get(task=clash, transition="landing_returned")
+    assert (returned.from_state, returned.to_state) == ("approved", "ready")
+
+
+def test_a_semantic_conflict_never_reaches_the_target(queue, origin, flow):
+    # Each passes alone; together the new test calls a function the rename removed.
+    renamed = CALC.replace("def add(", "def plus(").replace("return add(a, a)", "return plus(a, a)")
+    rename, _ = queue.approved(
+        {"calc.py": renamed, "tests/test_calc.py": CALC_TESTS.replace("add", "plus")},
+        branch="rename",
+    )
+    uses, uses_attempt = queue.approved(
+        {
+            "tests/test_more.py": "import unittest\n\nfrom calc import add\n\n\n"
+            "class MoreTest(unittest.TestCase):\n    def test_add_zero(self):\n"
+            "        self.assertEqual(add(0, 1), 1)\n"
+        },
+        branch="uses",
+    )
+
+    land(flow.project)
+
+    rename.refresh_from_db(), uses.refresh_from_db(), uses_attempt.refresh_from_db()
+    assert (rename.state, uses.state) == ("done", "ready")
+    assert "tests/test_more.py" not in origin.files(origin.tip())
+    assert uses_attempt.landing["state"] == "failed"
+    assert uses_attempt.landing["with"] == [rename.key]
+    assert uses_attempt.landing["reason"].startswith(
+        f"landing failed: passes at its own commit {uses_attempt.landing['commit'][:12]}; "
+        f"fails on main at {origin.base[:12]} with {rename.key}: "
+    )
+    assert "test_more" in uses_attempt.landing["reason"]
+
+
+def test_a_persons_push_to_the_target_meanwhile_is_kept(queue, origin, flow):
+    task, _ = queue.approved(feature("alpha"), branch="alpha")
+    theirs = origin.person_pushes({"NOTES.md": "a person was here\n"})
+
+    land(flow.project)
+
+    task.refresh_from_db()
+    assert task.state == "done"
+    assert origin.first_parents(origin.base)[0] == theirs
+    assert origin._git(origin.bare, "merge-base", "--is-ancestor", theirs, "main") == ""
+    assert {"NOTES.md", "alpha.py"} <= set(origin.files(origin.tip()))
+
+
+def test_a_batch_of_eight_with_one_culprit_lands_the_seven_others_and_names_it(queue, origin, flow):
+    queue.on(batch_max=8)
+    names = ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"]
+    tasks = {}
+    for name in names:
+        files = broken(name) if name == "a5" else feature(name)
+        tasks[name], _ = queue.approved(files, branch=name)
+
+    land(flow.project)
+
+    for name, task in tasks.items():
+        task.refresh_from_db()
+        assert task.state == ("ready" if name == "a5" else "done"), name
+    culprit = tasks["a5"].attempts.get()
+    assert culprit.landing["failing"] == ["tests/test_a5.py::A5Test::test_a5"]
+    first = Batch.objects.order_by("pk").first()
+    # The whole chain, then bisect: at most 2·log2(8)+1 runs to find it.
+    assert first.verify_runs <= 7 and first.bisect_steps == 3
+    landed = [origin.message(c).split(":")[0] for c in origin.first_parents(origin.base)]
+    assert landed == [tasks[n].key for n in names if n != "a5"]
+
+
+def test_the_approved_commit_lands_even_if_the_branch_moved_after_approval(queue, origin, flow):
+    task, attempt = queue.approved(feature("alpha"), branch="alpha")
+    approved = attempt.landing["commit"]
+    origin.change("alpha", {"sneaky.py": "print('not reviewed')\n"}, on="alpha")
+
+    land(flow.project)
+
+    task.refresh_from_db()
+    assert task.state == "done"
+    assert "sneaky.py" not in origin.files(origin.tip())
+    assert approved == origin.git("rev-parse", "alpha~1")
+
+
+def test_a_job_delivered_twice_lands_once(queue, origin, flow):
+    task, _ = queue.approved(feature("alpha"), branch="alpha")
+
+    first = land(flow.project)
+    second = land(flow.project)
+
+    assert (first["landed"], second["landed"]) == (1, 0)
+    assert len(origin.first_parents(origin.base)) == 1
+    assert Event.objects.filter(task=task, transition="land").count() == 1
+
+
+def test_each_landing_stores_its_junit_and_log_as_runner_evidence(queue, origin, flow):
+    _, attempt = queue.approved(feature("alpha"), branch="alpha")
+
+    land(flow.project)
+
+    stored = Evidence.objects.filter(attempt=attempt, provenance="runner")
+    assert sorted(e.name for e in stored) == ["landing-junit.xml", "landing.log"]
+    log = stored.get(name="landing.log").file.read().decode()
+    tree = origin._git(origin.bare, "rev-parse", "main^{tree}")
+    assert f"commit {origin.tip()} tree {tree}" in log
+
+
+def test_a_target_that_fails_on_its_own_lands_nothing_and_blames_nobody(queue, origin, flow):
+    task, attempt = queue.approved(feature("alpha"), branch="alpha")
+    origin.person_pushes(broken("zeta"))
+    red = origin.tip()
+
+    counts = land(flow.project)
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert counts["landed"] == 0
+    assert (task.state, attempt.landing["state"]) == ("approved", "error")
+    assert attempt.landing["reason"].startswith(
+        f"nothing landed: the target itself fails its tests at {red[:12]}"
+    )
+    assert origin.tip() == red
