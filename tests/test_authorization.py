@@ -3,6 +3,7 @@
 A refused call must also change nothing: the count of events stays the same.
 """
 
+import copy
 import csv
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from projects.models import Event
 from projects.roles import Role
 from projects.services import membership_grant
 from tasks import attempts, comments
+from tests.conftest import world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory, member
 from tests.test_hostile_inputs import BEADS_LINE
 
@@ -388,11 +390,33 @@ def test_the_matrix_covers_every_operation_of_the_api():
     assert len(operations) == len({endpoint.partition("@")[0] for endpoint in ENDPOINTS})
 
 
-@pytest.mark.django_db
+def build_worlds():
+    """The project FM's world and the outsider's project OT, with their members."""
+    return World(ProjectFactory(slug="FM"), prefix="fm"), Flow(
+        ProjectFactory(slug="OT"), prefix="ot"
+    )
+
+
+@pytest.fixture(scope="module")
+def _worlds(django_db_setup, django_db_blocker):
+    # The worlds hold no evidence files: each test keeps its own media folder.
+    with world_for_the_module(django_db_blocker, build_worlds) as worlds:
+        yield worlds
+
+
+@pytest.fixture
+def worlds(db, _worlds):
+    """The worlds, built once for the module; each test is rolled back to them.
+
+    Each test gets its own copy of their objects: ``World`` keeps the attempt it holds, and
+    a test's instances must not point the next test at rows that were rolled back.
+    """
+    return copy.deepcopy(_worlds)
+
+
 @pytest.mark.parametrize(("endpoint", "caller", "expected", "code"), read_matrix())
-def test_each_caller_gets_the_status_in_the_matrix(endpoint, caller, expected, code):
-    world = World(ProjectFactory(slug="FM"), prefix="fm")
-    outsider = Flow(ProjectFactory(slug="OT"), prefix="ot")
+def test_each_caller_gets_the_status_in_the_matrix(worlds, endpoint, caller, expected, code):
+    world, outsider = worlds
     method, path, body, fmt = ENDPOINTS[endpoint](world)
     events_before = Event.objects.count()
 
