@@ -59,6 +59,8 @@ def run_suite(*, broken: bool) -> SuiteRun:
             os.devnull,
             "--rootdir",
             str(work),
+            "--confcutdir",  # no conftest.py above the copy, wherever the temporary folder is
+            str(work),
             "--color=yes",
             "-v",
             "--junitxml",

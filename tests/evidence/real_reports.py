@@ -14,7 +14,12 @@ from xml.etree import ElementTree
 
 import pytest
 
-PYTEST = ["-m", "pytest", "-p", "no:django", "-p", "no:cacheprovider", "-c", os.devnull]
+
+def pytest_for(work: Path) -> list[str]:
+    """``python -m pytest`` rooted in ``work``: no configuration file, and no conftest.py
+    above ``work`` (never this repository's), whatever folder ``work`` is made in."""
+    plain = ["-m", "pytest", "-p", "no:django", "-p", "no:cacheprovider", "-c", os.devnull]
+    return [*plain, "--rootdir", str(work), "--confcutdir", str(work)]
 
 
 def python(*args, cwd):
@@ -98,7 +103,7 @@ def _suite(work: Path, test_claim: str) -> Path:
 
 def pytest_in(work: Path, junit: Path, *args) -> list[str]:
     """``python -m pytest`` of a suite's tests/ directory, writing a JUnit report."""
-    return [*PYTEST, "--rootdir", str(work), "--junitxml", str(junit), *args, "tests"]
+    return [*pytest_for(work), "--junitxml", str(junit), *args, "tests"]
 
 
 def run_suites(root: Path) -> dict:
@@ -168,7 +173,7 @@ def run_tiny_suite(work: Path) -> dict:
     measure = ["-m", "coverage", "run", data, "--include=calc.py"]
     junit = ["--junitxml", str(work / "junit.xml")]
 
-    tests = python(*measure, *PYTEST, "--rootdir", str(work), *junit, "test_tiny.py", cwd=work)
+    tests = python(*measure, *pytest_for(work), *junit, "test_tiny.py", cwd=work)
     report = python("-m", "coverage", "xml", data, "-o", str(work / "coverage.xml"), cwd=work)
 
     assert (tests.returncode, report.returncode) == (1, 0), tests.stderr
