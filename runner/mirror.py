@@ -385,6 +385,24 @@ def _give(workspace: Path, owner: int) -> None:
                 os.lchown(entry, owner, owner)
 
 
+def patch_id(diff: bytes) -> str:
+    """``git patch-id --stable`` of a diff: the same for the same change whatever commit it
+    is based on (line numbers and whitespace do not count). Empty for an empty diff."""
+    if not diff.strip():
+        return ""
+    done = subprocess.run(
+        ["git", "patch-id", "--stable"],
+        input=diff,
+        env=_env(),
+        capture_output=True,
+        timeout=GIT_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise GitError(f"git patch-id: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout.decode().split(" ", 1)[0].strip()
+
+
 def diff(path: Path, base: str, sha: str, *, limit: int) -> tuple[bytes, bool]:
     """``git diff`` from ``base`` to ``sha`` as UTF-8 (an invalid byte becomes U+FFFD), and
     whether it was cut at ``limit`` bytes.

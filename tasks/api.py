@@ -78,6 +78,9 @@ class TaskSerializer(serializers.Serializer):
     current_attempt = serializers.IntegerField(
         source="current_attempt_id", read_only=True, allow_null=True
     )
+    landed_commit = serializers.CharField(
+        read_only=True, help_text="The commit on the landing target that carries its change."
+    )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 

@@ -35,6 +35,7 @@ from projects.rest import (
 from projects.selectors import project_for
 from tasks import attempts, selectors
 from tasks.api import TaskSerializer, reason_schema
+from tasks.landing import LANDING_STATES
 from tasks.models import AttemptState
 from tasks.review import applied_text
 
@@ -44,6 +45,29 @@ from tasks.review import applied_text
 class SpecVersionRefSerializer(serializers.Serializer):
     spec = serializers.CharField(source="spec.key")
     number = serializers.IntegerField()
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "Where its approved change is in landing (the merge queue), or null "
+        "when it never joined it. docs/landing.md.",
+        "properties": {
+            "state": {"type": "string", "enum": list(LANDING_STATES)},
+            "commit": {"type": "string", "description": "The approved commit."},
+            "batch": {"type": "integer", "nullable": True},
+            "landed": {"type": "string", "description": "The commit that carries it."},
+            "reason": {"type": "string"},
+            "seconds": {"type": "number"},
+        },
+    }
+)
+class LandingField(serializers.JSONField):
+    """The attempt's ``landing`` block; null when it never joined the queue."""
+
+    def to_representation(self, value):
+        return value or None
 
 
 class AttemptSerializer(serializers.Serializer):
@@ -64,6 +88,7 @@ class AttemptSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(read_only=True, allow_null=True)
     end_reason = serializers.CharField(read_only=True)
     started_at = serializers.DateTimeField(read_only=True)
+    landing = LandingField(read_only=True)
 
 
 class GateRunSerializer(serializers.Serializer):

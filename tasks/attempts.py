@@ -34,6 +34,7 @@ from projects.selectors import project_ids_for
 from projects.services import check_storable
 from tasks import claim_sql, selectors
 from tasks.comments import comments_resolve_changed
+from tasks.landing import attempt_requeue, clean_rebase_of
 from tasks.models import Attempt, AttemptState, Task
 from tasks.services import lock_task_and_attempt
 
@@ -293,7 +294,9 @@ def attempt_gates_failed(*, attempt: Attempt, reason: str) -> Attempt:
 def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
     """When every gate run of a checking attempt has finished, move the task on exactly once.
 
-    All passed → in review; any failed or errored → ready (or failed when attempts are
+    All passed → in review (or, with landing on, straight back to the landing queue when
+    it is a clean rebase of a change that came back: ``tasks.landing.attempt_requeue``);
+    any failed or errored → ready (or failed when attempts are
     used up), with the failing gates and their summaries as the reason. Called when a
     gate run finishes (``evidence.signals.gate_run_finished``) and by the reconciler;
     with the attempt row locked, two gates finishing at once still move the task on once.
@@ -309,5 +312,9 @@ def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
         if failures:
             reason = "; ".join(f"{run.gate}: {run.summary}" for run in failures)
             return attempt_gates_failed(attempt=attempt, reason=f"gates failed — {reason}")
+        if attempt.task.project.lands:
+            earlier = clean_rebase_of(attempt)
+            if earlier is not None:
+                return attempt_requeue(attempt=attempt, earlier=earlier)
         passed = ", ".join(run.gate for run in runs) or "no gates configured"
         return attempt_gates_passed(attempt=attempt, reason=f"gates passed: {passed}")

@@ -158,6 +158,7 @@ def _attempt(attempt: dict) -> list[str]:
             lines.append(f"Reviewer {by} rejected it: {_line(review['reason'])}")
         else:
             lines.append(f"Reviewer {by} approved it.")
+    lines += _landing(attempt.get("landing"))
     judged = [
         c
         for c in attempt.get("criteria") or []
@@ -187,6 +188,28 @@ def _attempt(attempt: dict) -> list[str]:
             )
             + " — at /api/v1/evidence/{id}/content/"
         )
+    return lines
+
+
+def _landing(landing: dict | None) -> list[str]:
+    """Where the approved change went: landed, or back with the reason and what to do."""
+    if not landing:
+        return []
+    state = landing.get("state")
+    if state == "landed":
+        return [f"Landed at {landing.get('landed', '')[:12]}."]
+    if state not in ("conflict", "failed"):
+        return [
+            f"Landing: {state}"
+            + (f" — {_line(landing['reason'])}" if landing.get("reason") else "")
+        ]
+    lines = [f"It came back from landing: {_line(landing.get('reason', ''))}"]
+    if landing.get("what_to_do"):
+        lines.append(f"What to do: {landing['what_to_do']}.")
+    for test in landing.get("failing") or []:
+        lines.append(f"  - `{test}`")
+    for hunk in landing.get("hunks") or []:
+        lines += [f"Conflict in `{hunk['path']}`:", "```", _demote(hunk["text"]), "```"]
     return lines
 
 

@@ -177,6 +177,8 @@ def _attempt_item(attempt: Attempt) -> Item:
         ),
         key=lambda r: ORDER_OF_VERDICTS.get(r["verdict"], 1),
     )
+    if attempt.landing:
+        content["landing"] = landing_lesson(attempt)
     if attempt.state in (AttemptState.REJECTED, AttemptState.APPROVED):
         content["review"] = {
             "verdict": "approve" if attempt.state == AttemptState.APPROVED else "reject",
@@ -184,6 +186,25 @@ def _attempt_item(attempt: Attempt) -> Item:
             "reason": attempt.end_reason,
         }
     return Item("attempt", str(attempt), "attempts", content)
+
+
+# What a change that came back from landing asks of the next attempt.
+LANDING_ADVICE = {
+    "conflict": "rebase the approved change onto {target} and resolve the conflicts; a clean "
+    "rebase (the same patch) goes back to the queue after its gates, without a second review",
+    "failed": "rebase onto {target} and make the failing tests pass together with the changes "
+    "that landed before it",
+}
+
+
+def landing_lesson(attempt: Attempt) -> dict:
+    """The attempt's ``landing`` record as the next attempt reads it: what happened, and,
+    if the change came back, what to do about it."""
+    lesson = {k: v for k, v in attempt.landing.items() if k != "batch"}
+    advice = LANDING_ADVICE.get(attempt.landing.get("state"))
+    if advice:
+        lesson["what_to_do"] = advice.format(target=attempt.task.project.landing_target)
+    return lesson
 
 
 def _checkpoint_item(attempt: Attempt) -> Item:
@@ -214,7 +235,7 @@ def build(
         .get(pk=task.pk)
     )
     attempts = list(
-        task.attempts.select_related("agent", "reviewed_by", "task")
+        task.attempts.select_related("agent", "reviewed_by", "task__project")
         .prefetch_related(
             Prefetch("gate_runs", queryset=GateRun.objects.order_by("gate")),
             Prefetch("evidence", queryset=Evidence.objects.order_by("id")),

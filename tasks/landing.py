@@ -13,12 +13,85 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
 
+from evidence.selectors import measured_run
 from projects.errors import Conflict
 from projects.fsm import check, fire
+from projects.queue import enqueue_on_commit
 from tasks.models import Attempt, AttemptState, Task, TaskState
 from tasks.services import lock_task_and_attempt
 
 LANDING_STATES = ("queued", "landing", "landed", "conflict", "failed", "error", "dequeued")
+# The lander's job, by name (``projects.queue``): it lives in the landing app, above tasks.
+LAND_JOB = "landing.jobs.land_job"
+
+
+def queued_landing(attempt: Attempt) -> dict:
+    """The ``landing`` block an approval queues: the commit the runner verified (else the
+    one submitted) and its patch id. Never a branch: a branch moved after approval must
+    not land (409 ``no_commit`` when the attempt names no commit at all)."""
+    _, runner = measured_run(attempt)
+    commit = (runner or {}).get("commit") or (attempt.change or {}).get("commit")
+    if not commit:
+        raise Conflict(
+            f"{attempt} names no commit, and landing is on: the queue lands a commit, "
+            "never a branch",
+            code="no_commit",
+        )
+    return {"state": "queued", "commit": commit, "patch_id": _patch_id(attempt)}
+
+
+def _patch_id(attempt: Attempt) -> str:
+    run, _ = measured_run(attempt)
+    return ((run.verdict or {}).get("patch_id") or "") if run is not None else ""
+
+
+def clean_rebase_of(attempt: Attempt) -> Attempt | None:
+    """The earlier attempt of the same task whose approved change came back from landing
+    with the same patch id as ``attempt``'s: a clean rebase of it, or None."""
+    patch = _patch_id(attempt)
+    if not patch:
+        return None
+    earlier = (
+        Attempt.objects.filter(
+            task_id=attempt.task_id,
+            state=AttemptState.APPROVED,
+            number__lt=attempt.number,
+            landing__state__in=["conflict", "failed"],
+        )
+        .select_related("reviewed_by")
+        .order_by("-number")
+        .first()
+    )
+    if earlier is None or earlier.landing.get("patch_id") != patch:
+        return None
+    return earlier
+
+
+def attempt_requeue(*, attempt: Attempt, earlier: Attempt) -> Attempt:
+    """checking → approved without a second review: ``attempt`` passed its gates and is a
+    clean rebase of ``earlier``, whose approval it carries (Gerrit's trivial-rebase rule).
+    Fired by the system only, when the gates conclude; the record says so."""
+    reviewer = earlier.reviewed_by.get_username() if earlier.reviewed_by_id else "a reviewer"
+    reason = (
+        f"a clean rebase of attempt #{earlier.number} (the same patch id), which {reviewer} "
+        "approved: queued to land again without a second review"
+    )
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        landing = {**queued_landing(attempt), "rebase_of": earlier.number}
+        fire(
+            attempt,
+            "requeue",
+            actor=None,
+            reason=reason,
+            extra={"rebase_of": earlier.number},
+            earlier=earlier,
+            end_reason=reason,
+            landing=landing,
+        )
+        fire(task, "requeue", actor=None, reason=reason, extra={"attempt": attempt.number})
+        enqueue_on_commit(LAND_JOB, task.project_id)
+    return attempt
 
 
 def landing_queue(project_id: int) -> QuerySet[Attempt]:

@@ -233,6 +233,12 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
         # With the merge queue on, approved work is done only once it is on the target.
         return TaskState.APPROVED if self.project.lands else TaskState.DONE
 
+    @transition(
+        field=state, source=TaskState.CHECKING, target=TaskState.APPROVED, permission=SYSTEM
+    )
+    def requeue(self):
+        pass
+
     @transition(field=state, source=TaskState.APPROVED, target=TaskState.DONE, permission=SYSTEM)
     def land(self, commit: str):
         self.landed_commit = commit
@@ -541,16 +547,32 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         end_reason: str,
         applied: dict,
         criteria_verdicts: list,
-        landing_commit: str | None = None,
+        landing: dict | None = None,
     ):
         self.reviewed_by = reviewer
         self.applied = applied
         self.criteria_verdicts = criteria_verdicts
         self._end(end_reason or "approved")
-        if landing_commit:
+        if landing:
             # Queued to land: the queue's order is the order of approval.
             self.queued_at = self.ended_at
-            self.landing = {"state": "queued", "commit": landing_commit}
+            self.landing = landing
+
+    @transition(
+        field=state,
+        source=AttemptState.CHECKING,
+        target=AttemptState.APPROVED,
+        permission=SYSTEM,
+    )
+    def requeue(self, earlier, end_reason: str, landing: dict):
+        # A clean rebase of an approved change: its approval carries over, and the record
+        # says whose it was and why no second review was needed.
+        self.reviewed_by = earlier.reviewed_by
+        self.applied = earlier.applied
+        self.criteria_verdicts = earlier.criteria_verdicts
+        self._end(end_reason)
+        self.queued_at = self.ended_at
+        self.landing = landing
 
     @transition(
         field=state,

@@ -14,8 +14,8 @@ from projects.queue import enqueue
 from projects.tokens import tokens_delete_expired
 from runner.mirror import sweep
 from tasks.attempts import attempt_checks_conclude, leases_expire_overdue
+from tasks.landing import LAND_JOB
 from tasks.models import Attempt, AttemptState, Task, TaskState
-from tasks.review import LAND_JOB
 
 
 def reconcile() -> dict:

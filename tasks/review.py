@@ -18,12 +18,12 @@ from django.utils import timezone
 
 from decisions.models import Check, SpecVersionState
 from evidence.selectors import criteria_status, measured_run
-from projects.errors import Conflict
 from projects.fsm import check, fire
 from projects.queue import enqueue_on_commit
 from projects.services import check_storable
 from tasks.comments import comment_add
 from tasks.context import accepted_decisions
+from tasks.landing import LAND_JOB, queued_landing
 from tasks.models import Attempt, Task, TaskState
 from tasks.services import lock_task_and_attempt
 
@@ -82,7 +82,7 @@ def task_review(
         applied = in_force(task, attempt)
         queued = {}
         if name == "approve" and task.state == TaskState.APPROVED:
-            queued = {"landing_commit": _commit_to_land(attempt)}
+            queued = {"landing": queued_landing(attempt)}
         fire(
             attempt,
             name,
@@ -98,26 +98,6 @@ def task_review(
     if queued:
         enqueue_on_commit(LAND_JOB, task.project_id)
     return task
-
-
-# The lander's job, by name (``projects.queue``): it lives in the landing app, above tasks.
-LAND_JOB = "landing.jobs.land_job"
-
-
-def _commit_to_land(attempt: Attempt) -> str:
-    """The commit an approval queues: the one the runner verified, else the one submitted.
-
-    Never a branch: a branch moved after approval must not land (409 ``no_commit`` when
-    the attempt names no commit at all)."""
-    _, runner = measured_run(attempt)
-    commit = (runner or {}).get("commit") or (attempt.change or {}).get("commit")
-    if not commit:
-        raise Conflict(
-            f"{attempt} names no commit, and landing is on: the queue lands a commit, "
-            "never a branch",
-            code="no_commit",
-        )
-    return commit
 
 
 def _marked(record: list[dict]) -> dict:

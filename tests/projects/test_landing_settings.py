@@ -1,0 +1,122 @@
+"""A project's landing setting (the merge queue): set through the one service, each bad
+field a 400 naming it, push only with a repository and the runner; recorded as an Event;
+a refusal changes nothing. An approval then queues the task instead of finishing it."""
+
+import pytest
+
+from projects.models import Event
+from tasks import review
+from tests.factories import all_met
+
+VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml"}
+READY = {
+    "repository_url": "https://git.example.org/fm.git",
+    "verify": VERIFY,
+    "gate_policy": {"runner": {}},
+}
+
+
+def patch(api, flow, **body):
+    return api(flow.manager).patch(f"/api/v1/projects/{flow.project.slug}/", body, format="json")
+
+
+def test_landing_is_off_until_a_manager_turns_it_on(flow, api):
+    body = api(flow.agent).get(f"/api/v1/projects/{flow.project.slug}/").json()
+
+    assert body["landing"] == {
+        "mode": "off",
+        "method": "squash",
+        "batch_max": 4,
+        "target_branch": "",
+    }
+
+
+def test_a_manager_turns_landing_on_and_it_is_on_record_with_its_defaults(flow, api):
+    response = patch(api, flow, **READY, landing={"mode": "push", "batch_max": 8})
+
+    assert response.status_code == 200
+    expected = {"mode": "push", "method": "squash", "batch_max": 8, "target_branch": ""}
+    assert response.json()["landing"] == expected
+    event = Event.objects.filter(transition="edit").latest("id")
+    assert "landing" in event.extra["fields"]
+    assert event.extra["landing"] == expected
+
+
+@pytest.mark.parametrize(
+    ("landing", "errors"),
+    [
+        ({"mode": "merge-queue"}, {"landing.mode": ["choose one of off, push"]}),
+        ({"method": "rebase"}, {"landing.method": ["choose one of squash, merge"]}),
+        ({"batch_max": 0}, {"landing.batch_max": ["a whole number from 1 to 16"]}),
+        ({"batch_max": 17}, {"landing.batch_max": ["a whole number from 1 to 16"]}),
+        ({"batch_max": True}, {"landing.batch_max": ["a whole number from 1 to 16"]}),
+        ({"target_branch": "../main"}, {"landing.target_branch"}),
+        ({"force": True}, {"landing.force": ["unknown field"]}),
+        ("push", {"landing"}),
+    ],
+)
+def test_a_bad_landing_field_is_a_400_naming_it_and_changes_nothing(flow, api, landing, errors):
+    before = Event.objects.count()
+
+    response = patch(api, flow, landing=landing)
+
+    assert response.status_code == 400
+    fields = response.json()["fields"]
+    if isinstance(errors, dict):
+        assert fields == errors
+    else:
+        assert set(fields) == errors
+    flow.project.refresh_from_db()
+    assert flow.project.landing["mode"] == "off"
+    assert Event.objects.count() == before
+
+
+def test_push_without_a_repository_and_the_runner_is_409_and_changes_nothing(flow, api):
+    before = Event.objects.count()
+
+    response = patch(api, flow, landing={"mode": "push"})
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": "landing mode push needs repository_url (the repository to land on) and the "
+        "runner in the gate policy (it verifies the merged tree)",
+        "code": "landing_unconfigured",
+    }
+    flow.project.refresh_from_db()
+    assert flow.project.landing["mode"] == "off"
+    assert Event.objects.count() == before
+
+
+def test_only_managers_change_landing(flow, api):
+    response = api(flow.reviewer).patch(
+        f"/api/v1/projects/{flow.project.slug}/", {"landing": {"mode": "off"}}, format="json"
+    )
+
+    assert response.status_code == 403
+
+
+def test_with_landing_on_an_approval_queues_the_task_with_its_approved_commit(flow, api):
+    task, attempt = flow.in_review()
+    assert patch(api, flow, **READY, landing={"mode": "push"}).status_code == 200
+    flow.project.refresh_from_db()
+
+    review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, attempt.state) == ("approved", "approved")
+    assert attempt.landing == {"state": "queued", "commit": "abc123", "patch_id": ""}
+    assert attempt.queued_at == attempt.ended_at
+    shown = api(flow.agent).get(f"/api/v1/attempts/{attempt.pk}/").json()
+    assert shown["landing"] == attempt.landing
+    assert api(flow.agent).get(f"/api/v1/tasks/{task.key}/").json()["landed_commit"] == ""
+
+
+def test_with_landing_off_an_approval_finishes_the_task_as_before(flow, api):
+    task, attempt = flow.in_review()
+
+    review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, attempt.queued_at, attempt.landing) == ("done", None, {})
+    shown = api(flow.agent).get(f"/api/v1/attempts/{attempt.pk}/").json()
+    assert shown["landing"] is None
