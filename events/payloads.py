@@ -122,6 +122,16 @@ def _task(task: Task, event: Event, type_name: str) -> dict:
     if type_name in ("task.approved", "task.rejected"):
         data["verdict"] = "approve" if type_name == "task.approved" else "reject"
         data["reviewer"] = event.actor.get_username() if event.actor_id else None
+    elif type_name == "task.landed":
+        data["landed_commit"] = (event.extra or {}).get("commit") or task.landed_commit
+        data["batch"] = (event.extra or {}).get("batch")
+    elif type_name == "landing.failed" and attempt is not None:
+        landing = attempt.landing or {}
+        data["landing"] = {
+            key: landing[key]
+            for key in ("state", "reason", "paths", "failing", "with", "base")
+            if key in landing
+        }
     elif type_name == "task.failed":
         data["gates"] = _failed_gates(attempt) if attempt else []
     elif type_name == "task.in_review" and attempt is not None:

@@ -140,14 +140,6 @@ def task_land(*, attempt: Attempt, commit: str, batch: int | None, seconds: floa
         if found is None:
             return False
         task, attempt = found
-        fire(
-            task,
-            "land",
-            actor=None,
-            reason=f"landed at {commit[:12]}",
-            extra={"attempt": attempt.number, "commit": commit, "batch": batch},
-            commit=commit,
-        )
         attempt.landing = {
             **attempt.landing,
             "state": "landed",
@@ -157,6 +149,14 @@ def task_land(*, attempt: Attempt, commit: str, batch: int | None, seconds: floa
             "reason": "",
         }
         attempt.save(update_fields=["landing"])
+        fire(
+            task,
+            "land",
+            actor=None,
+            reason=f"landed at {commit[:12]}",
+            extra={"attempt": attempt.number, "commit": commit, "batch": batch},
+            commit=commit,
+        )
     return True
 
 
@@ -176,6 +176,9 @@ def task_landing_return(
         if found is None:
             return False
         task, attempt = found
+        # The attempt's record first: the event's webhook payload reads it.
+        attempt.landing = {**attempt.landing, **(details or {}), "state": state, "reason": reason}
+        attempt.save(update_fields=["landing"])
         fire(
             task,
             "landing_returned",
@@ -183,8 +186,6 @@ def task_landing_return(
             reason=reason[:2000],
             extra={"attempt": attempt.number, "landing": state},
         )
-        attempt.landing = {**attempt.landing, **(details or {}), "state": state, "reason": reason}
-        attempt.save(update_fields=["landing"])
     return True
 
 

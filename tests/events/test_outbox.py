@@ -15,6 +15,7 @@ from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
 from tasks import attempts, review
 from tasks import services as task_services
+from tasks.landing import task_land, task_landing_return
 
 
 @pytest.fixture
@@ -452,3 +453,65 @@ def test_a_token_is_kept_when_the_url_stays_or_the_same_call_gives_it(
 
     subscription.refresh_from_db()
     assert (saved.token_cleared, subscription.token) == (cleared, token)
+
+
+def _queued_with_landing(flow):
+    flow.project.repository_url = "https://git.example.org/fm.git"
+    flow.project.verify = {"test": "true", "junit": "junit.xml"}
+    flow.project.landing = {"mode": "push", "method": "squash", "batch_max": 4, "target_branch": ""}
+    flow.project.save()
+    task, attempt = flow.in_review()
+    review.task_approve(task=task, actor=flow.reviewer)
+    attempt.refresh_from_db()
+    return task, attempt
+
+
+def test_a_landed_task_posts_success_on_the_commit_the_queue_put_on_the_target(
+    flow, receiver, django_capture_on_commit_callbacks
+):
+    services.subscription_create(
+        project=flow.project,
+        actor=flow.manager,
+        url=receiver.url + "/statuses/{sha}",
+        format="commit-status",
+        types=["task.landed"],
+    )
+    landed = "d" * 40
+
+    with django_capture_on_commit_callbacks(execute=True):
+        task, attempt = _queued_with_landing(flow)
+        task_land(attempt=attempt, commit=landed, batch=None, seconds=3.0)
+
+    assert [path for path, _, _ in receiver.requests] == [f"/hook/statuses/{landed}"]
+    assert receiver.json_bodies() == [
+        {
+            "state": "success",
+            "target_url": f"http://127.0.0.1:8000/tasks/{task.key}/",
+            "description": "landed by the merge queue: verified at this tree",
+            "context": "factory-memory",
+        }
+    ]
+
+
+def test_landing_events_tell_a_webhook_where_the_change_went(
+    flow, subscribe, django_capture_on_commit_callbacks
+):
+    subscription = subscribe(types=["task.landed", "landing.failed"])
+
+    with django_capture_on_commit_callbacks(execute=True):
+        task, attempt = _queued_with_landing(flow)
+        task_landing_return(
+            attempt=attempt,
+            state="conflict",
+            reason="landing failed: conflict in calc.py",
+            details={"paths": ["calc.py"], "hunks": [{"path": "calc.py", "text": "<<<"}]},
+        )
+
+    sent = payloads(subscription)
+    assert list(sent) == ["landing.failed"]
+    assert sent["landing.failed"]["data"]["state"] == "ready"
+    assert sent["landing.failed"]["data"]["landing"] == {
+        "state": "conflict",
+        "reason": "landing failed: conflict in calc.py",
+        "paths": ["calc.py"],
+    }
