@@ -45,7 +45,15 @@ class ProjectAdminForm(forms.ModelForm):
 
     class Meta:
         model = Project
-        fields = ["slug", "name", "repository_url", "gate_policy", "landing", "max_attempts"]
+        fields = [
+            "slug",
+            "name",
+            "repository_url",
+            "gate_policy",
+            "landing",
+            "claim_avoid_overlap",
+            "max_attempts",
+        ]
 
 
 @admin.register(Project)

@@ -95,6 +95,7 @@ class ProjectSerializer(serializers.Serializer):
     max_attempts = serializers.IntegerField(read_only=True)
     gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
     landing = LandingField(read_only=True)
+    claim_avoid_overlap = serializers.BooleanField(read_only=True, allow_null=True)
     my_roles = serializers.SerializerMethodField()
 
     def get_my_roles(self, project) -> list[str]:
@@ -176,6 +177,12 @@ class ProjectDetailApi(APIView):
             required=False,
             help_text="The merge queue: mode off|push, method squash|merge, batch_max 1-16, "
             "target_branch (empty: the default branch).",
+        )
+        claim_avoid_overlap = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            help_text="Claims prefer tasks whose allowed_paths overlap no task in progress, "
+            "in review or queued to land; null: on when landing is on.",
         )
 
     @extend_schema(responses={200: ProjectSerializer, **errors(404)})

@@ -103,6 +103,12 @@ class Project(models.Model):
         blank=True,
         help_text="The merge queue: mode off|push, method squash|merge, batch_max, target_branch.",
     )
+    claim_avoid_overlap = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Claims prefer tasks whose allowed_paths overlap no task in progress, in "
+        "review or queued to land. Empty: on when landing is on.",
+    )
     max_attempts = models.PositiveSmallIntegerField(
         default=3, help_text="Default for new tasks: failed attempts allowed before a task fails."
     )
@@ -125,6 +131,12 @@ class Project(models.Model):
     def lands(self) -> bool:
         """Whether approved work goes through the merge queue (landing mode ``push``)."""
         return (self.landing or {}).get("mode") == "push"
+
+    @property
+    def avoids_overlap(self) -> bool:
+        """Whether a claim prefers tasks that overlap no work in progress: the setting, or,
+        unset, whether landing is on (fewer conflicts at the source)."""
+        return self.lands if self.claim_avoid_overlap is None else self.claim_avoid_overlap
 
     @property
     def landing_target(self) -> str:

@@ -70,3 +70,31 @@ def path_allowed(path: str, allowed_paths: Iterable[str]) -> bool:
         if fnmatch.fnmatchcase(path, pattern):
             return True
     return False
+
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+def paths_may_overlap(first: Iterable[str], second: Iterable[str]) -> bool:
+    """Whether two tasks' ``allowed_paths`` may name a common file: conservative, so a
+    claim that avoids overlap never misses one. An empty list allows every path. Two
+    plain paths overlap when equal; a plain path and a glob when the glob covers it; two
+    globs when the plain part of one (before its first wildcard) begins the other's."""
+    first, second = list(first), list(second)
+    if not first or not second:
+        return True
+    for a in first:
+        for b in second:
+            a_glob, b_glob = _GLOB.search(a), _GLOB.search(b)
+            if not a_glob and not b_glob:
+                if a == b:
+                    return True
+            elif not a_glob or not b_glob:
+                plain, pattern = (a, b) if not a_glob else (b, a)
+                if path_allowed(plain, [pattern]):
+                    return True
+            else:
+                a_head, b_head = a[: a_glob.start()], b[: b_glob.start()]
+                if a_head.startswith(b_head) or b_head.startswith(a_head):
+                    return True
+    return False

@@ -69,6 +69,7 @@ PROJECT_EDITABLE_FIELDS = {
     "max_attempts",
     "gate_policy",
     "landing",
+    "claim_avoid_overlap",
 }
 CLEANERS = {
     "gate_policy": clean_policy,
@@ -76,7 +77,14 @@ CLEANERS = {
     "default_branch": clean_branch,
     "verify": clean_verify,
     "landing": clean_landing,
+    "claim_avoid_overlap": lambda value: _clean_switch(value, "claim_avoid_overlap"),
 }
+
+
+def _clean_switch(value, name: str):
+    if value is not None and not isinstance(value, bool):
+        raise ValidationError({name: "true, false, or null for the default"})
+    return value
 
 
 def check_runner_ready(project: Project) -> None:

@@ -196,6 +196,11 @@ class LeaseSecondsField(serializers.IntegerField):
 class ClaimSerializer(serializers.Serializer):
     task = TaskSerializer()
     attempt = AttemptSerializer()
+    skipped_for_overlap = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Better-placed tasks passed over because their allowed_paths overlap work "
+        "in progress, in review or queued to land (claim_avoid_overlap).",
+    )
 
 
 class TaskClaimApi(APIView):
@@ -237,7 +242,11 @@ class TaskClaimApi(APIView):
         if attempt.spec_version_id:
             prefetch_related_objects([attempt], "spec_version__spec")
         return Response(
-            {"task": TaskSerializer(task).data, "attempt": AttemptSerializer(attempt).data},
+            {
+                "task": TaskSerializer(task).data,
+                "attempt": AttemptSerializer(attempt).data,
+                "skipped_for_overlap": getattr(attempt, "skipped_for_overlap", []),
+            },
             status=status.HTTP_201_CREATED,
         )
 

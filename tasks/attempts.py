@@ -27,6 +27,7 @@ from evidence.services import gate_runs_create
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import check, fire
 from projects.models import Event, Project
+from projects.paths import paths_may_overlap
 from projects.policy import declaring
 from projects.queue import enqueue_on_commit
 from projects.roles import Role
@@ -35,7 +36,7 @@ from projects.services import check_storable
 from tasks import claim_sql, selectors
 from tasks.comments import comments_resolve_changed
 from tasks.landing import attempt_requeue, clean_rebase_of
-from tasks.models import Attempt, AttemptState, Task
+from tasks.models import Attempt, AttemptState, Task, TaskState
 from tasks.services import lock_task_and_attempt
 
 CONCLUDE_JOB = "tasks.jobs.attempt_conclude_job"
@@ -76,7 +77,10 @@ def task_claim(
     out in the agent's projects are expired first, so expiry works without a worker.
     On PostgreSQL the claim is one statement (``tasks.claim_sql``) that writes the
     same rows and events as the ORM path below, which runs when a lease must be
-    expired first and on SQLite.
+    expired first, on SQLite, and in projects that avoid overlap: there the best task
+    whose ``allowed_paths`` overlap no work in progress (``Project.avoids_overlap``) is
+    preferred, and the attempt's ``skipped_for_overlap`` names the better-placed tasks
+    passed over (when none is apart, the best is claimed as usual).
     """
     lease = lease_duration(lease_seconds)
     project_ids = project_ids_for(agent, Role.AGENT)
@@ -87,7 +91,8 @@ def task_claim(
     if not project_ids:
         raise PermissionDenied("you are not an agent in any project")
     now = timezone.now()
-    if connection.vendor == "postgresql":
+    apart = _avoiding_overlap(project_ids)
+    if connection.vendor == "postgresql" and not apart:
         claimed = claim_sql.claim(
             agent=agent, project_ids=project_ids, labels=list(labels), lease=lease, now=now
         )
@@ -99,12 +104,12 @@ def task_claim(
         _expire_quietly(attempt_id)
     with transaction.atomic():
         candidates = selectors.claimable_tasks(project_ids=project_ids, labels=labels)
-        task = (
-            candidates.select_for_update(no_key=True, skip_locked=True, of=("self",))
-            .select_related("project", "spec")
-            .annotate(current_spec_version_id=_current_version_id())
-            .first()
-        )
+        skipped, task = [], None
+        if apart:
+            skipped, preferred = _apart_from_work_in_progress(candidates, apart)
+            task = _lock_first(candidates.filter(pk__in=preferred)) if preferred else None
+        if task is None:
+            skipped, task = [], _lock_first(candidates)
         if task is None:
             return None
         # The candidate query proved the dependencies done; done is final, so the
@@ -126,8 +131,54 @@ def task_claim(
             to_state=attempt.state,
             extra={"lease_expires_at": attempt.lease_expires_at.isoformat()},
         )
-        fire(task, "claim", actor=agent, attempt=attempt, extra={"attempt": attempt.number})
+        skipped = skipped[: skipped.index(task.key)] if task.key in skipped else skipped
+        extra = {"attempt": attempt.number, **({"skipped_for_overlap": skipped} if skipped else {})}
+        fire(task, "claim", actor=agent, attempt=attempt, extra=extra)
+    # The claim's answer says which better-placed tasks it passed over, and why.
+    attempt.skipped_for_overlap = skipped
     return attempt
+
+
+# How many of the best claimable tasks a claim that avoids overlap looks through.
+OVERLAP_LOOKAHEAD = 50
+WORK_IN_PROGRESS = [TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW, TaskState.APPROVED]
+
+
+def _avoiding_overlap(project_ids) -> set[int]:
+    """The projects, of ``project_ids``, whose claims prefer tasks apart from work in progress."""
+    projects = Project.objects.filter(pk__in=project_ids).only("landing", "claim_avoid_overlap")
+    return {project.pk for project in projects if project.avoids_overlap}
+
+
+def _apart_from_work_in_progress(candidates, projects: set[int]) -> tuple[list[str], list[int]]:
+    """Of the best claimable tasks, the keys of those whose ``allowed_paths`` may overlap a
+    task in progress, in review or queued to land in the same project (in claim order),
+    and the ids of those that overlap none: fewer conflicts when the work lands."""
+    busy: dict[int, list[list[str]]] = {}
+    for project_id, paths in Task.objects.filter(
+        project_id__in=projects, state__in=WORK_IN_PROGRESS
+    ).values_list("project_id", "allowed_paths"):
+        busy.setdefault(project_id, []).append(paths)
+    skipped, apart = [], []
+    for pk, key, project_id, paths in candidates.values_list(
+        "pk", "key", "project_id", "allowed_paths"
+    )[:OVERLAP_LOOKAHEAD]:
+        if project_id in projects and any(
+            paths_may_overlap(paths, other) for other in busy.get(project_id, ())
+        ):
+            skipped.append(key)
+        else:
+            apart.append(pk)
+    return skipped, apart
+
+
+def _lock_first(candidates) -> Task | None:
+    return (
+        candidates.select_for_update(no_key=True, skip_locked=True, of=("self",))
+        .select_related("project", "spec")
+        .annotate(current_spec_version_id=_current_version_id())
+        .first()
+    )
 
 
 def _current_version_id():

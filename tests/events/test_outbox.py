@@ -499,7 +499,7 @@ def test_landing_events_tell_a_webhook_where_the_change_went(
     subscription = subscribe(types=["task.landed", "landing.failed"])
 
     with django_capture_on_commit_callbacks(execute=True):
-        task, attempt = _queued_with_landing(flow)
+        _, attempt = _queued_with_landing(flow)
         task_landing_return(
             attempt=attempt,
             state="conflict",
