@@ -1,8 +1,9 @@
 """The runner demo's repository: a small, real git repository the runner can verify.
 
-``build(path)`` creates it with three commits: ``main`` (a claim queue with passing
-tests), ``honest`` (a change whose tests pass) and ``false-claim`` (a change that
-breaks a test, which the agent will claim passes). Its tests run on the standard
+``build(path)`` creates it with five commits: ``main`` (a claim queue with passing
+tests), ``honest`` (a change whose tests pass), ``false-claim`` (a change that breaks a
+test, which the agent will claim passes), and for the merge queue ``rename`` and
+``fairness``, which each pass alone and fail together. Its tests run on the standard
 library only (``python3 run_tests.py`` writes a JUnit report), so the sandbox needs
 nothing but the system's Python.
 """
@@ -132,12 +133,35 @@ BROKEN = CLAIMQUEUE.replace(
 )
 
 
+# The landing demo's pair: each passes alone; together the new test calls the old name.
+RENAMED = CLAIMQUEUE.replace("def claim(", "def claim_next(")
+RENAMED_TESTS = TESTS.replace("import claim", "import claim_next").replace(
+    "claim(tasks", "claim_next(tasks"
+)
+FAIRNESS_TESTS = """\
+import unittest
+
+import claimqueue
+
+
+class FairnessTest(unittest.TestCase):
+    def test_equal_priorities_go_oldest_first(self):
+        tasks = [
+            {"key": "RD-9", "state": "ready", "priority": 1, "created": 2},
+            {"key": "RD-8", "state": "ready", "priority": 1, "created": 1},
+        ]
+        self.assertEqual(claimqueue.claim(tasks, done=set())["key"], "RD-8")
+"""
+
+
 @dataclass(frozen=True)
 class DemoRepository:
     path: Path
     main: str
     honest: str
     false_claim: str
+    rename: str  # lands: the claim gets a clearer name
+    fairness: str  # comes back: its new test calls the old name
 
     @property
     def url(self) -> str:
@@ -187,5 +211,16 @@ def build(path: Path) -> DemoRepository:
     )
     _git(path, "checkout", "-q", "-b", "false-claim", "main")
     false_claim = _commit(path, {"claimqueue.py": BROKEN}, "Simplify the claim filter")
-    _git(path, "checkout", "-q", "main")
-    return DemoRepository(path, main, honest, false_claim)
+    _git(path, "checkout", "-q", "-b", "rename", "main")
+    rename = _commit(
+        path,
+        {"claimqueue.py": RENAMED, "tests/test_claimqueue.py": RENAMED_TESTS},
+        "Name the claim for what it does",
+    )
+    _git(path, "checkout", "-q", "-b", "fairness", "main")
+    fairness = _commit(
+        path, {"tests/test_fairness.py": FAIRNESS_TESTS}, "Test that equal claims go oldest first"
+    )
+    # No branch checked out: the merge queue pushes to main here, as to a code host.
+    _git(path, "checkout", "-q", "--detach", "main")
+    return DemoRepository(path, main, honest, false_claim, rename, fairness)

@@ -2,7 +2,10 @@
 
 RD-1 is an honest change the runner verified (in review, with the runner's evidence);
 RD-2 is a false claim: the agent attached a passing JUnit report for code whose test
-fails, the runner ran the tests itself and the task went back to ready.
+fails, the runner ran the tests itself and the task went back to ready. Then landing is
+turned on (docs/landing.md): RD-3 renames the claim and lands on main; RD-4's new test,
+which passed at its own commit, calls the old name, so it comes back from the merge queue
+with the failing test (a semantic conflict).
 """
 
 import contextlib
@@ -19,10 +22,12 @@ from projects import services as project_services
 from projects.errors import ServiceError
 from projects.models import Project
 from projects.policy import declares
-from projects.queue import foreground
+from projects.queue import enqueue, foreground
 from runner.sandbox import SandboxUnavailable, sandbox
-from tasks import attempts, services
+from tasks import attempts, review, services
 from tasks.demo.repository import VERIFY, build
+from tasks.landing import LAND_JOB
+from tasks.models import AttemptState
 
 SLUG = "RD"
 POLICY = {"runner": {"required": True}, "required-evidence": {}, "tests-pass": {}, "diff-scope": {}}
@@ -100,12 +105,61 @@ def seed_runner_demo(demo, out) -> bool:
                 idempotency_key=f"demo-{attempt.task.key}",
             )
         _check(attempt)
+    _seed_landing(project, demo, spec, repository)
     return True
 
 
-def _task(project, demo, spec, title, agent):
+def _seed_landing(project, demo, spec, repository) -> None:
+    project_services.project_update(
+        project=project, actor=demo.maria, landing={"mode": "push", "batch_max": 4}
+    )
+    project.refresh_from_db()
+    pairs = [
+        (
+            _task(project, demo, spec, "Name the claim for what it does", demo.ada, priority=1),
+            repository.rename,
+        ),
+        (
+            _task(
+                project, demo, spec, "Test that equal claims go oldest first", demo.alan, priority=1
+            ),
+            repository.fairness,
+        ),
+    ]
+    for attempt, commit in pairs:
+        with foreground():
+            attempts.attempt_submit(
+                attempt=attempt,
+                actor=attempt.agent,
+                summary=f"{attempt.task.title}; the tests pass.",
+                change={"commit": commit, "branch": f"agent/{attempt.task.key.lower()}"},
+                idempotency_key=f"demo-{attempt.task.key}",
+            )
+        _check(attempt)
+    for attempt, _ in pairs:
+        attempt.refresh_from_db()
+        if attempt.state != AttemptState.PASSED:
+            continue  # no sandbox after all: nothing to land
+        review.task_approve(
+            task=attempt.task,
+            actor=demo.rita,
+            reason="Small and clear.",
+            criteria=[{"key": "AC-2", "verdict": "met", "note": "small and readable"}],
+        )
+    # The lander, by its job's name (it lives above tasks), run here before the command
+    # exits: RD-3 lands; RD-4 comes back with the test that fails once merged.
+    with foreground():
+        enqueue(LAND_JOB, project.pk)
+
+
+def _task(project, demo, spec, title, agent, priority=0):
     task = services.task_create(
-        project=project, actor=demo.maria, title=title, spec=spec, allowed_paths=["**"]
+        project=project,
+        actor=demo.maria,
+        title=title,
+        spec=spec,
+        allowed_paths=["**"],
+        priority=priority,
     )
     services.task_publish(task=task, actor=demo.maria)
     return attempts.task_claim(agent=agent, project=project, lease_seconds=3600)

@@ -96,7 +96,7 @@ def test_seed_demo_leaves_the_history_real_use_leaves(seeded):
 
 
 def test_seed_demo_shows_one_attempt_the_runner_verified_and_one_false_claim_it_caught(seeded):
-    honest, false_claim = Task.objects.filter(project__slug="RD").order_by("key")
+    honest, false_claim = Task.objects.filter(project__slug="RD").order_by("number")[:2]
     assert (honest.state, false_claim.state) == ("in_review", "ready")
     verified = GateRun.objects.get(attempt__task=honest, gate="runner")
     assert verified.summary.startswith("verified at ")
@@ -110,6 +110,18 @@ def test_seed_demo_shows_one_attempt_the_runner_verified_and_one_false_claim_it_
             "pk", flat=True
         )
     )
+
+
+def test_seed_demo_lands_one_change_and_shows_one_that_came_back_from_the_merge_queue(seeded):
+    renamed, fairness = Task.objects.filter(project__slug="RD").order_by("number")[2:]
+    assert (renamed.state, fairness.state) == ("done", "ready")
+    assert len(renamed.landed_commit) == 40
+    came_back = fairness.attempts.get()
+    assert came_back.landing["state"] == "failed"
+    assert came_back.landing["with"] == [renamed.key]
+    assert came_back.landing["failing"] == [
+        "tests/test_fairness.py::FairnessTest::test_equal_priorities_go_oldest_first"
+    ]
 
 
 def test_seed_demo_stores_real_evidence_once_and_a_second_run_adds_nothing(seeded):
