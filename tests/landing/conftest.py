@@ -188,8 +188,16 @@ def queue(flow, origin):
             flow.project.refresh_from_db()
             return flow.project
 
-        def in_review(self, files: dict, *, branch: str, title: str = "", on: str | None = None):
-            commit = origin.change(branch, files, on=on)
+        def in_review(
+            self,
+            files: dict,
+            *,
+            branch: str,
+            title: str = "",
+            on: str | None = None,
+            commit: str = "",
+        ):
+            commit = commit or origin.change(branch, files, on=on)
             policy = flow.project.gate_policy
             flow.gates({})
             task, attempt = flow.claimed(title=title or f"Add {branch}")

@@ -197,3 +197,37 @@ def test_a_target_that_fails_on_its_own_lands_nothing_and_blames_nobody(queue, o
         f"nothing landed: the target itself fails its tests at {red[:12]}"
     )
     assert origin.tip() == red
+
+
+def test_the_merge_method_lands_a_merge_commit_of_the_tip_and_the_approved_commit(
+    queue, origin, flow
+):
+    queue.on(method="merge")
+    task, attempt = queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
+
+    land(flow.project)
+
+    tip = origin.tip()
+    parents = origin._git(origin.bare, "rev-list", "--parents", "-n", "1", tip).split()[1:]
+    assert parents == [origin.base, attempt.landing["commit"]]
+    assert origin.message(tip).startswith(f"{task.key}: Add alpha\n\nFactory-Task: {task.key}")
+
+
+def test_a_forged_trailer_in_an_agents_history_marks_nothing_else_landed(queue, origin, flow):
+    queue.on(method="merge", batch_max=1)
+    victim, victim_attempt = queue.in_review(feature("beta"), branch="beta")
+    # The agent's own commit claims, in its message, to carry the other change.
+    origin.change("forger", feature("alpha"))
+    origin.git("commit", "-q", "--amend", "-m", f"x\n\nFactory-Attempt: {victim_attempt.pk}")
+    origin.git("push", "-q", "-f", "origin", "forger")
+    forged = origin.git("rev-parse", "HEAD")
+    queue.approve(*queue.in_review({}, branch="forger", commit=forged))
+    queue.approve(victim, victim_attempt)
+
+    land(flow.project)
+
+    victim.refresh_from_db()
+    assert victim.state == "done"
+    assert "beta.py" in origin.files(victim.landed_commit)
+    assert "beta.py" not in origin.files(f"{victim.landed_commit}^1")
+    assert Event.objects.filter(task=victim, transition="land").count() == 1
