@@ -3,7 +3,9 @@ instead of running them eagerly, the database URL a worker process needs to reac
 test database, and waiting for something a worker does."""
 
 import contextlib
+import sqlite3
 import time
+from pathlib import Path
 
 import redis
 from django.db import connection
@@ -44,6 +46,35 @@ def database_url() -> str:
     """The test database, as a worker process's ``DATABASE_URL``."""
     db = connection.settings_dict
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+@contextlib.contextmanager
+def database_for_workers(folder: Path):
+    """Yield a ``DATABASE_URL`` by which worker processes reach the test database, which
+    this process keeps using (a transactional test: both sides commit).
+
+    PostgreSQL: the test database itself. SQLite: pytest-django's test database lives in
+    this process's memory, where no other process reaches, so it is copied to a file in
+    ``folder`` and this process works on the file until the end; then on its memory
+    database again, as it was before the copy (the test's flush empties it as usual).
+    """
+    if connection.vendor == "postgresql":
+        yield database_url()
+        return
+    path = folder / "workers.sqlite3"
+    connection.ensure_connection()
+    with contextlib.closing(sqlite3.connect(path)) as copy:
+        connection.connection.backup(copy)
+    # Set aside, not closed: an in-memory database lives only as long as a connection to it.
+    memory, name = connection.connection, connection.settings_dict["NAME"]
+    connection.connection = None
+    connection.settings_dict["NAME"] = str(path)
+    try:
+        yield f"sqlite:///{path}"
+    finally:
+        connection.close()
+        connection.settings_dict["NAME"] = name
+        connection.connection = memory
 
 
 def wait_for(condition, seconds: float, what: str, every: float = 0.2) -> None:
