@@ -21,7 +21,12 @@ TESTS = Path(__file__).parent
 KINDS = {
     "browser": ("ui/",),
     "sandbox": ("runner/", "landing/", "client/test_work.py", "tasks/test_seed_demo.py"),
-    "workers": ("runner/test_worker.py", "evidence/test_worker.py", "events/test_worker.py"),
+    "workers": (
+        "runner/test_worker.py",
+        "evidence/test_worker.py",
+        "events/test_worker.py",
+        "landing/test_killed.py",
+    ),
     "slow": (
         "test_schemathesis.py",
         "test_numbers.py",
