@@ -157,7 +157,7 @@ def settle_dead_batches(project: Project) -> int:
                     seconds=(timezone.now() - batch.started_at).total_seconds(),
                 )
                 change["outcome"] = "landed"
-            elif change["outcome"] in ("queued", "landing"):
+            elif change.get("outcome", "queued") in ("queued", "landing"):
                 attempt_landing_note(attempt=attempt, state="queued", batch=None)
                 change["outcome"] = "queued"
         batch.state = BatchState.LANDED if pushed else BatchState.ABANDONED
@@ -179,7 +179,12 @@ def land_batch(project: Project, queue: list[Attempt]) -> Batch:
         target=project.landing_target,
         method=project.landing["method"],
         changes=[
-            {"attempt": a.pk, "task": a.task.key, "commit": a.landing.get("commit", "")}
+            {
+                "attempt": a.pk,
+                "task": a.task.key,
+                "commit": a.landing.get("commit", ""),
+                "outcome": "queued",
+            }
             for a in queue
         ],
     )
@@ -195,6 +200,11 @@ def land_batch(project: Project, queue: list[Attempt]) -> Batch:
             if change.outcome in ("queued", "landing"):
                 attempt_landing_note(attempt=change.attempt, state="error", reason=batch.reason)
         logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+    if batch.state != BatchState.ERROR:
+        # Those behind a culprit wait for the next batch: no longer "landing" in this one.
+        for change in changes:
+            if change.outcome == "queued":
+                attempt_landing_note(attempt=change.attempt, state="queued", batch=None)
     batch.changes = [_record(change) for change in changes]
     batch.seconds = round(time.monotonic() - started, 3)
     batch.ended_at = timezone.now()

@@ -39,12 +39,6 @@ RESULT = re.compile(rb"landing\.jobs\.land_job\[[^\]]+\] succeeded in [0-9.]+s: 
 ENDED = re.compile(rb"landing\.jobs\.land_job\[[^\]]+\] (?:succeeded|raised)")
 STOPPED_BEFORE = "its lander stopped before pushing; its changes stay queued"
 STOPPED_AFTER = "its lander stopped after pushing; settled from the target"
-# A bug in landing/lander.py for its owner: every later lander raises, the queue never lands.
-UNSETTLED = pytest.mark.xfail(
-    strict=True,
-    reason="settle_dead_batches raises KeyError('outcome') on a batch killed before its "
-    "push lands: Batch.changes has no outcome until land_batch ends",
-)
 
 
 @pytest.fixture(autouse=True)
@@ -208,7 +202,6 @@ def assert_landed_once(origin, tasks) -> None:
     assert not Batch.objects.filter(state__in=ACTIVE_BATCH_STATES).exists()
 
 
-@UNSETTLED
 def test_a_lander_killed_mid_verify_leaves_its_changes_queued_and_the_next_lands_each_once(
     queued, flow, origin, start_workers, settings
 ):
@@ -231,7 +224,6 @@ def test_a_lander_killed_mid_verify_leaves_its_changes_queued_and_the_next_lands
     assert len(origin.reflog_moves()) == 1
 
 
-@UNSETTLED
 def test_a_lander_killed_before_its_push_reached_the_origin_lands_on_the_next_run(
     queued, flow, origin, start_workers, tmp_path
 ):

@@ -5,9 +5,10 @@ runs the lander in the test's thread; what reached ``main`` is read back with gi
 """
 
 from evidence.models import Evidence
-from landing.lander import land
+from landing.lander import land, land_batch
 from landing.models import Batch
 from projects.models import Event
+from tasks.landing import landing_queue, task_dequeue
 from tests.landing.conftest import CALC, CALC_TESTS, broken, feature
 
 
@@ -231,3 +232,19 @@ def test_a_forged_trailer_in_an_agents_history_marks_nothing_else_landed(queue, 
     assert "beta.py" in origin.files(victim.landed_commit)
     assert "beta.py" not in origin.files(f"{victim.landed_commit}^1")
     assert Event.objects.filter(task=victim, transition="land").count() == 1
+
+
+def test_changes_behind_a_culprit_wait_queued_not_landing(queue, origin, flow):
+    project = queue.on(batch_max=8)
+    queue.approved(feature("alpha"), branch="alpha")
+    queue.approved(broken("beta"), branch="beta")
+    after, after_attempt = queue.approved(feature("gamma"), branch="gamma")
+
+    batch = land_batch(project, list(landing_queue(project.pk)[:8]))
+
+    after_attempt.refresh_from_db()
+    assert [c["outcome"] for c in batch.changes] == ["landed", "failed", "queued"]
+    assert after_attempt.landing["state"] == "queued" and after_attempt.landing["batch"] is None
+    task_dequeue(task=after, actor=flow.manager, to="ready", reason="not now")
+    after.refresh_from_db()
+    assert after.state == "ready"
