@@ -1,0 +1,405 @@
+"""The merge queue's throughput: the same approved changes landed one at a time and in batches.
+
+    uv run python bench/landing.py [--suite-seconds 5] [--changes 32] [--quick]
+
+One real bare origin repository is built in a temporary directory: ``main`` with the
+runner demo's ``run_tests.py`` (``tasks.demo.repository.RUN_TESTS``, which writes
+``reports/junit.xml``) and one test that sleeps ``--suite-seconds`` (a sleep, not work:
+the suite's length does not depend on how busy the machine is), then ``--changes``
+independent changes, each on its own branch off ``main`` adding a module and its test.
+
+For ``batch_max`` 1 (one change per verify run, as Gas Town's Refinery lands), 4 and 8,
+a fresh project on a fresh copy of the origin (a local repository serves one project)
+queues every change through the real services (submitted with no gates, then approved
+under the policy with the runner, as tests/landing/conftest.py does), with landing
+``{"mode": "push"}`` on. The
+approvals' own land jobs run in this thread and find the lander lock held by the bench
+(``landing.locks.lander_lock``), so nothing lands while the queue fills; then
+``landing.lander.land`` works the whole queue and is timed: wall time, landed changes
+per minute, verify runs (``landing.models.Batch.verify_runs`` summed) next to the limits
+no queue can beat with this suite: ``ceil(changes / batch_max)`` runs of the suite
+(``changes`` runs one at a time). The suite's time is measured first, in the sandbox, on
+``main`` (three runs of ``runner.verify.verify_tree``, the median). Target: batch 8 at
+least 4 times as fast as batch 1.
+
+Then the same with one culprit among the changes, batch 8: a change whose own test is a
+snapshot of the repository's modules taken at its own commit, so it passes there and
+fails once merged with any other change. Its extra verify runs over the clean batch-8 run
+are counted, and the runs of the batch that found it are set beside
+``landing.lander.bisect_bound(8)`` (2·log2(8)+1 = 7).
+
+Needs bubblewrap (the runner's sandbox); the database is a temporary SQLite file.
+``--quick`` is a 1 s suite and 8 changes. Prints JSON.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import common  # noqa: F401  (the project on sys.path, a SECRET_KEY)
+from verify import git
+
+BATCHES = (1, 4, 8)
+TARGET_SPEEDUP = 4.0
+
+SUITE_TEST = """\
+import time
+import unittest
+
+
+class SuiteTest(unittest.TestCase):
+    def test_suite(self):
+        time.sleep({seconds})
+"""
+
+# The culprit's module and its snapshot test, right at its own commit only.
+INVENTORY = """\
+from pathlib import Path
+
+
+def modules():
+    return sorted(path.stem for path in Path(__file__).resolve().parent.glob("*.py"))
+"""
+
+INVENTORY_TEST = """\
+import unittest
+
+from inventory import modules
+
+
+class InventoryTest(unittest.TestCase):
+    def test_modules(self):
+        self.assertEqual(modules(), ["inventory", "run_tests"])
+"""
+
+
+def feature(name: str) -> dict:
+    """An independent change: a module of its own and its test."""
+    return {
+        f"{name}.py": f"def {name}():\n    return {name!r}\n",
+        f"tests/test_{name}.py": (
+            f"import unittest\n\nfrom {name} import {name}\n\n\n"
+            f"class {name.title()}Test(unittest.TestCase):\n"
+            f"    def test_{name}(self):\n        self.assertEqual({name}(), {name!r})\n"
+        ),
+    }
+
+
+class Origin:
+    """A bare repository: ``main`` (the suite) and one branch per change, all pushed."""
+
+    def __init__(self, folder: Path, *, suite_seconds: float, names: list[str]):
+        from tasks.demo.repository import RUN_TESTS
+
+        self.bare = folder / "origin.git"
+        self.url = f"file://{self.bare}"
+        work = folder / "work"
+        git("init", "--quiet", "--bare", "--initial-branch=main", str(self.bare), cwd=folder)
+        git("clone", "--quiet", str(self.bare), str(work), cwd=folder)
+        git("checkout", "--quiet", "-b", "main", cwd=work)
+        self._commit(
+            work,
+            {
+                ".gitignore": "reports/\n__pycache__/\n",
+                "run_tests.py": RUN_TESTS,
+                "tests/__init__.py": "",
+                "tests/test_suite.py": SUITE_TEST.format(seconds=suite_seconds),
+            },
+            "a suite",
+        )
+        self.base = git("rev-parse", "HEAD", cwd=work)
+        self.commits = {}
+        changes = {name: feature(name) for name in names}
+        changes["inventory"] = {
+            "inventory.py": INVENTORY,
+            "tests/test_inventory.py": INVENTORY_TEST,
+        }
+        for name, files in changes.items():
+            git("checkout", "--quiet", "-B", name, self.base, cwd=work)
+            self.commits[name] = self._commit(work, files, f"add {name}")
+        git("push", "--quiet", "origin", "main", *changes, cwd=work)
+
+    @staticmethod
+    def _commit(work: Path, files: dict, message: str) -> str:
+        for name, text in files.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text)
+        git("add", "--all", cwd=work)
+        git("commit", "--quiet", "-m", message, cwd=work)
+        return git("rev-parse", "HEAD", cwd=work)
+
+    def copy(self, name: str) -> "Origin":
+        """A copy of this origin (same commits) for one project: a local repository serves
+        one project only."""
+        other = object.__new__(Origin)
+        other.bare = self.bare.with_name(f"{name}.git")
+        other.url = f"file://{other.bare}"
+        other.base, other.commits = self.base, self.commits
+        shutil.copytree(self.bare, other.bare)
+        return other
+
+    def landed(self) -> list[str]:
+        """The commits ``main`` moved through since its first, oldest first."""
+        listed = git("rev-list", "--first-parent", "--reverse", f"{self.base}..main", cwd=self.bare)
+        return listed.split()
+
+
+def new_project(slug: str, origin: Origin, verify: dict):
+    """A project on ``origin`` with the runner in its gate policy, and its members."""
+    from projects import services as project_services
+    from tests.factories import Flow
+
+    project = project_services.project_create(
+        slug=slug,
+        name=f"{slug} bench",
+        repository_url=origin.url,
+        verify=verify,
+        gate_policy={"runner": {}},
+    )
+    return Flow(project, prefix=slug.lower())
+
+
+def measure_suite(origin: Origin, verify: dict) -> dict:
+    """The suite on ``main`` in the sandbox, three times: the test command's seconds (what
+    the limits use) and the wall time of the whole ``verify_tree`` run (checkout, sandbox,
+    reports)."""
+    from runner import mirror
+    from runner.verify import verify_tree
+
+    project = new_project("CAL", origin.copy("calibration"), verify).project
+    path, _ = mirror.mirror(project)
+    inside, wall = [], []
+    for _ in range(3):
+        started = time.perf_counter()
+        result = verify_tree(project=project, path=path, sha=origin.base)
+        wall.append(time.perf_counter() - started)
+        inside.append(result.seconds)
+        if not result.passed:
+            raise SystemExit(f"the suite fails on main: {result.problems}")
+    return {
+        "suite_seconds": round(statistics.median(inside), 3),
+        "verify_run_wall_seconds": round(statistics.median(wall), 3),
+        "samples_s": [round(s, 3) for s in inside],
+    }
+
+
+def run(origin: Origin, verify: dict, *, slug: str, batch_max: int, names: list[str]) -> dict:
+    """Queue ``names`` (approved, in this order) on a fresh project and land them all."""
+    from landing.lander import land
+    from landing.locks import lander_lock
+    from landing.models import Batch
+    from projects import services as project_services
+    from tasks import attempts, review
+    from tasks.models import Attempt, Task
+    from tests.factories import all_met
+
+    origin = origin.copy(slug.lower())
+    flow = new_project(slug, origin, verify)
+    project_services.project_update(
+        project=flow.project,
+        actor=flow.manager,
+        landing={"mode": "push", "method": "squash", "batch_max": batch_max},
+    )
+    flow.project.refresh_from_db()
+    started = time.perf_counter()
+    tasks = {}
+    with lander_lock(flow.project.pk) as held:
+        assert held, "the bench could not take its own project's lander lock"
+        flow.gates({})  # straight to review: the lander's own verification is what counts
+        for name in names:
+            task, attempt = flow.claimed(title=f"Add {name}")
+            attempts.attempt_submit(
+                attempt=attempt,
+                actor=attempt.agent,
+                summary="done",
+                change={"commit": origin.commits[name]},
+            )
+            attempt.refresh_from_db()
+            if attempt.state == "checking":
+                attempts.attempt_gates_passed(attempt=attempt)
+            tasks[name] = task
+        flow.gates({"runner": {}})
+        for name in names:
+            task = Task.objects.get(pk=tasks[name].pk)
+            attempt = Attempt.objects.get(pk=task.current_attempt_id)
+            # Its land job runs now, in this thread, and finds the lock held.
+            review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+    queued = time.perf_counter() - started
+
+    started = time.perf_counter()
+    counts = land(flow.project)
+    wall = time.perf_counter() - started
+
+    batches = list(Batch.objects.filter(project=flow.project).order_by("pk"))
+    tasks = {name: Task.objects.get(pk=task.pk) for name, task in tasks.items()}
+    return {
+        "batch_max": batch_max,
+        "changes": len(names),
+        "queue_seconds": round(queued, 3),
+        "wall_seconds": round(wall, 3),
+        "landed": counts["landed"],
+        "returned": counts["returned"],
+        "landed_per_minute": round(counts["landed"] / wall * 60, 2),
+        "batches": len(batches),
+        "verify_runs": sum(b.verify_runs for b in batches),
+        "bisect_steps": sum(b.bisect_steps for b in batches),
+        "pushes": sum(b.pushes for b in batches),
+        "commits_on_main": len(origin.landed()),
+        "_batches": batches,
+        "_states": {name: task.state for name, task in tasks.items()},
+        "_attempts": {name: task.attempts.order_by("-pk").first() for name, task in tasks.items()},
+    }
+
+
+def public(result: dict) -> dict:
+    return {k: v for k, v in result.items() if not k.startswith("_")}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite-seconds", type=float, help="the suite's length (5; --quick 1)")
+    parser.add_argument("--changes", type=int, help="approved changes to land (32; --quick 8)")
+    parser.add_argument(
+        "--culprit-at", type=int, help="the culprit's place in the queue, from 0 (min(12, n/2))"
+    )
+    parser.add_argument("--quick", action="store_true", help="a 1 s suite and 8 changes")
+    args = parser.parse_args()
+    defaults = (1.0, 8) if args.quick else (5.0, 32)
+    args.suite_seconds = args.suite_seconds or defaults[0]
+    args.changes = args.changes or defaults[1]
+    if args.culprit_at is None:
+        args.culprit_at = min(12, args.changes // 2)
+
+    work = Path(tempfile.mkdtemp(prefix="factory-bench-landing-"))
+    # The sandbox's user (FACTORY_RUNNER_UID when this runs as root) must pass through to
+    # its workspace and the mirror under FACTORY_RUNNER_ROOT.
+    work.chmod(0o711)
+    os.environ.update(
+        DATABASE_URL=f"sqlite:///{work}/db.sqlite3",
+        MEDIA_ROOT=f"{work}/media",
+        FACTORY_RUNNER_ROOT=f"{work}/runner",
+        # The bench's origin is a local repository, under its own folder (docs/runner.md).
+        FACTORY_LOCAL_REPOSITORY_ROOTS=str(work),
+        LOG_LEVEL="WARNING",
+        # An approval's land job runs in the approving thread (and finds the lock held),
+        # never in a thread beside the lander the bench times.
+        FACTORY_EAGER_BACKGROUND_QUEUES="",
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from landing.lander import bisect_bound
+
+    call_command("migrate", verbosity=0)
+    verify = {
+        "test": "python3 run_tests.py",
+        "junit": "reports/junit.xml",
+        "timeout_seconds": max(60, int(args.suite_seconds * 4)),
+    }
+    names = [f"change{n:02d}" for n in range(args.changes)]
+    try:
+        origin = Origin(work, suite_seconds=args.suite_seconds, names=names)
+        suite = measure_suite(origin, verify)
+        runs = {}
+        for batch_max in BATCHES:
+            runs[batch_max] = run(
+                origin, verify, slug=f"B{batch_max}", batch_max=batch_max, names=names
+            )
+            sys.stderr.write(f"batch_max {batch_max}: {json.dumps(public(runs[batch_max]))}\n")
+        with_culprit = list(names)
+        with_culprit[args.culprit_at] = "inventory"
+        culprit_run = run(origin, verify, slug="CUL", batch_max=8, names=with_culprit)
+        sys.stderr.write(f"culprit: {json.dumps(public(culprit_run))}\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    seconds = suite["suite_seconds"]
+    problems = []
+    configurations = []
+    for batch_max, result in runs.items():
+        limit = seconds * math.ceil(args.changes / batch_max)
+        if result["landed"] != args.changes or result["commits_on_main"] != args.changes:
+            problems.append({"batch_max": batch_max, "landed": result["landed"]})
+        configurations.append(
+            public(result)
+            | {
+                "limit_verify_runs": math.ceil(args.changes / batch_max),
+                "limit_seconds": round(limit, 3),
+                "wall_over_limit": round(result["wall_seconds"] / limit, 3),
+                "seconds_per_verify_run": round(result["wall_seconds"] / result["verify_runs"], 3),
+            }
+        )
+    speedup = round(runs[1]["wall_seconds"] / runs[8]["wall_seconds"], 2)
+
+    # The batch that met the culprit: its runs against the bound, and what it said.
+    found = next(
+        (b for b in culprit_run["_batches"] if any(c["outcome"] == "failed" for c in b.changes)),
+        None,
+    )
+    attempt = culprit_run["_attempts"]["inventory"]
+    culprit_ok = (
+        culprit_run["_states"]["inventory"] == "ready"
+        and attempt.landing.get("state") == "failed"
+        and culprit_run["landed"] == args.changes - 1
+        and all(s == "done" for n, s in culprit_run["_states"].items() if n != "inventory")
+    )
+    if not culprit_ok:
+        problems.append({"culprit": culprit_run["_states"], "landing": attempt.landing})
+    extra = culprit_run["verify_runs"] - runs[8]["verify_runs"]
+    culprit = public(culprit_run) | {
+        "culprit_at": args.culprit_at,
+        "culprit_test": "a snapshot of the repository's modules: passes at its own commit, "
+        "fails once merged with any other change",
+        "culprit_returned_as": attempt.landing.get("state"),
+        "culprit_failing": attempt.landing.get("failing"),
+        "culprit_reason": attempt.landing.get("reason", "")[:300],
+        "extra_verify_runs": extra,
+        "extra_batches": culprit_run["batches"] - runs[8]["batches"],
+        "finding_batch": {
+            "changes": len(found.changes),
+            "verify_runs": found.verify_runs,
+            "bisect_steps": found.bisect_steps,
+        }
+        if found
+        else None,
+        "bisect_bound": bisect_bound(8),
+        "met": found is not None and found.verify_runs <= bisect_bound(8),
+    }
+    result = {
+        "suite": suite,
+        "serial_limit_seconds": round(args.changes * seconds, 3),
+        "configurations": configurations,
+        "speedup_batch8_over_batch1": speedup,
+        "target_speedup": TARGET_SPEEDUP,
+        "culprit": culprit,
+        "all_landed": not problems,
+        "problems": problems,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": subprocess.run(
+                ["python3", "--version"], capture_output=True, text=True, check=True
+            ).stdout.strip(),
+            "sandbox": settings.FACTORY_RUNNER_SANDBOX,
+            "as_root": os.geteuid() == 0,
+            "database": "sqlite",
+        },
+        "config": vars(args),
+    }
+    result["meets_target"] = speedup >= TARGET_SPEEDUP and culprit["met"] and not problems
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
