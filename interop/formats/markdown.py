@@ -20,6 +20,8 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 LIST_MARKER = re.compile(r"^(\s*)(?:[-*+]|\d{1,9}[.)])(?:\s+|$)")
 CHECKBOX = re.compile(r"^(?P<indent>\s*)[-*+]\s+\[(?P<mark>[ xX~/-])\]\s+(?P<rest>.*)$")
+# The colon or dash between an item's key and its text (`FR-001: …`, `T001 - …`).
+SEPARATOR = re.compile(r"^\s*[:\uff1a\-\u2013\u2014]\s*")
 BLOCK_START = re.compile(r"^\s*(?:>|\||-{3,}\s*$|\*{3,}\s*$|_{3,}\s*$)")
 TITLE_LENGTH = 200
 
