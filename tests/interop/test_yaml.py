@@ -19,7 +19,7 @@ from projects.models import Event
 from tasks.models import Task
 from tests.interop.test_import import archive
 
-INTEROP = Path(madr.__file__).parents[1]
+INTEROP = Path(services.__file__).parent
 YAML_READ = re.compile(r"\byaml\.(?:safe_|full_|unsafe_)?load(?:_all)?\(")
 BODY = "# Use a bomb\n\n## Context and Problem Statement\n\nWhy.\n"
 

@@ -1,40 +1,4 @@
-"""MADR architecture decision records: a folder of `NNNN-title.md` files.
-
-Reading (`parse`):
-- an ADR is a `.md` file named with a number (`0005-use-postgres.md`, `adr-0005-…`, `adr005-…`,
-  `ADR-0013-…`) at the root of the upload or in a folder named `decisions`, `adr`, `adrs`,
-  `architecture-decisions` (and the like). Other `.md` files there (README, index, templates,
-  dated notes) and numbered files that are not `.md` get a Notice; files elsewhere are ignored.
-  The number is kept in `number`; the external id is the file's folder and the number as
-  the file name writes it (`docs/adr/0005`; `0005` for a file at the upload's root), so two
-  logs in one upload or one project (`docs/adr/`, `services/x/adr/`) never take each other's
-  records. A second file with a number already seen in its folder is a Skip naming both files.
-- metadata comes from YAML front matter (MADR 4: `status`, `date`, `decision-makers`,
-  `consulted`, `informed`), from `* Status:`/`- Deciders:`/`Date:` lines under the title
-  (MADR 2 and 3), or from a `## Status` section (Nygard). Other front-matter keys go in
-  `extra["front_matter"]`, other metadata lines (`Technical Story:`, …) in `extra["metadata"]`,
-  and a `factory-memory:` front-matter key (what `write` puts there) back into `extra`.
-  Front matter is read by `safe_yaml`: one with an alias (`*a`) refuses the whole upload.
-- the title is the H1, or the front matter's `title`, less a number prefix (`1.`, `ADR-0001:`,
-  `ADR013:`) and a `[Superseded by …]` prefix, which also marks the record superseded.
-- `## Context and Problem Statement` is the context; `## Decision Outcome` the decision, less
-  its `### Consequences` / `### Positive Consequences` / `### Negative Consequences`, which
-  are the consequences. `## Considered Options` less the chosen option (`Chosen option: "…"`)
-  are the alternatives, each with its `Bad, because …` arguments from `## Pros and Cons of
-  the Options` as the reason. Other `##` sections go in `extra["sections"]`. Headings inside
-  fenced code are text.
-- statuses: proposed, draft, on hold, in progress → proposed; accepted, approved → accepted;
-  rejected, declined → rejected; `superseded by ADR-0005` → superseded, and 0005 (of the same
-  folder) gets this
-  record in its `supersedes`; deprecated → superseded with no successor. `supersedes ADR-0045`
-  in a status is recorded on the record itself. No status (or template text only) → proposed,
-  an unknown one → the nearest state; both with a Notice. A successor or predecessor number
-  not in the folder gets a Notice and is kept in `extra["superseded_by"]`/`extra["supersedes"]`.
-- the date is read from `YYYY-MM-DD` (also in a link or quoted); anything else is kept in
-  `extra["date"]`, with a Notice.
-
-Writing (`write`) gives a MADR 4 folder that `parse` reads back to the same decisions.
-"""
+"""Reading a MADR folder (`parse`): the package's docstring says what is read from where."""
 
 from __future__ import annotations
 
@@ -47,16 +11,13 @@ from pathlib import PurePosixPath
 import yaml
 
 from interop.documents import DecisionDoc, Notice, Parsed, Skip, Source
-from interop.formats.markdown import (
-    LIST_MARKER,
-    Document,
-    Heading,
-    indentation,
-    item_continuation,
-    join_block,
-    read,
-    short_title,
+from interop.formats.madr.options import (
+    OPTIONS_HEADINGS,
+    drop_derivable_pros_and_cons,
+    read_alternatives,
 )
+from interop.formats.madr.text import COMMENT, FM_KEY, LINK, as_key, find_section, own_number, plain
+from interop.formats.markdown import Document, Heading, join_block, read
 from interop.formats.safe_yaml import load as load_yaml
 
 ADR_FOLDERS = {
@@ -73,9 +34,6 @@ ADR_FOLDERS = {
 ADR_NAME = re.compile(r"^(?:adr[-_ ]?)?(?P<number>\d+)(?=[-_. ]|$)", re.IGNORECASE)
 DATED_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[-_. ]|$)")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
-
-FM_KEY = "factory-memory"
-ALL_ALTERNATIVES = "alternatives-listed"
 STATUS_KEYS = {"status"}
 DECIDER_KEYS = {"deciders", "decision-makers", "decision makers", "decision_makers", "decider"}
 DATE_KEYS = {"date", "decision date", "date of decision"}
@@ -88,8 +46,6 @@ METADATA_LINE = re.compile(
     r"^\s*(?P<bullet>[-*+]\s+)?(?:\*\*|__)?(?P<key>[A-Za-z][A-Za-z _-]{0,30}?)(?:\*\*|__)?"
     r"\s*:\s*(?:\*\*|__)?\s*(?P<value>.*?)\s*$"
 )
-COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-LINK = re.compile(r"\[(?P<text>[^\]]*)\]\((?P<target>[^)]*)\)")
 NUMBER_PREFIX = re.compile(
     r"^\[?(?:ADR[-_ ]*)?\d+\]?\s*(?:[.:)]\s+|[-\u2013\u2014]\s+|:)", re.IGNORECASE
 )
@@ -98,19 +54,10 @@ BARE_NUMBER = re.compile(r"^\W*(?P<number>\d+)\b")
 SUCCESSOR_CLAUSE = re.compile(r"\bsuperseded\s+by\b:?(?P<rest>.*?)(?=\bsupersedes\b|$)", re.I)
 PREDECESSOR_CLAUSE = re.compile(r"\bsupersedes\b:?(?P<rest>.*?)(?=\bsuperseded\s+by\b|$)", re.I)
 ISO_DATE = re.compile(r"(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})")
-CHOSEN = re.compile(r"chosen\s+options?\b\s*:?(?P<rest>.*)$", re.IGNORECASE)
-CHOSEN_NUMBERS = re.compile(
-    r"^(?:options?\s*)?#?\d+(?:\s*(?:&|,|\+|and)\s*(?:options?\s*)?#?\d+)*\b(?![.,]\d)", re.I
-)
-QUOTED = re.compile(r"\s*(?:\"([^\"]+)\"|“([^”]+)”|`([^`]+)`)")
-QUOTES = {'"': '"', "“": "”", "„": "“", "'": "'", "«": "»", "\u2018": "\u2019"}
-AGAINST = re.compile(r"^(?:bad|cons?)\b\s*[,:]?\s*(?:because\s+)?(?P<text>.*)$", re.IGNORECASE)
 
 CONTEXT_HEADINGS = {"context and problem statement", "context", "problem statement"}
 DECISION_HEADINGS = {"decision outcome", "decision"}
 CONSEQUENCES_HEADINGS = {"consequences", "positive consequences", "negative consequences"}
-OPTIONS_HEADINGS = {"considered options", "options considered", "options"}
-PROS_CONS_HEADINGS = {"pros and cons of the options", "pros and cons of the options considered"}
 STATUS_HEADINGS = {"status"}
 
 # A leading status word and the state it means; `exact` words are MADR's own or plain synonyms,
@@ -169,9 +116,6 @@ class _Status:
     notice: str | None
 
 
-# Reading
-
-
 def parse(files: Mapping[str, bytes]) -> Parsed:
     """Every ADR in the upload as a DecisionDoc, supersede links resolved; nothing raises."""
     parsed = Parsed()
@@ -206,11 +150,6 @@ def _folder(path: str) -> str:
 def external_id(folder: str, number_text: str) -> str:
     """An ADR's id: its folder and its number as its file name writes it (``docs/adr/0005``)."""
     return f"{folder}/{number_text}" if folder else number_text
-
-
-def _own_number(external: str) -> str:
-    """The number part of an external id: ``0005`` of ``docs/adr/0005``."""
-    return external.rsplit("/", 1)[-1]
 
 
 def _adr_number(path: str, parsed: Parsed) -> str | None:
@@ -259,8 +198,8 @@ def _read_record(path: str, data: bytes, number_text: str, parsed: Parsed) -> _R
     if isinstance(own_extra, dict):
         decision.extra.update(own_extra)
     _apply_status(record, status_text, heading_successors, meta, parsed)
-    _read_alternatives(doc, decision, parsed)
-    _drop_derivable_pros_and_cons(decision)
+    read_alternatives(doc, decision, parsed)
+    drop_derivable_pros_and_cons(decision)
     return record
 
 
@@ -293,15 +232,13 @@ def _read_title(
         raw = front["title"]
     else:
         raw = ""
-    title, successor_text = _split_superseded_prefix(_plain(raw))
+    title, successor_text = _split_superseded_prefix(plain(raw))
     title = NUMBER_PREFIX.sub("", title, count=1).strip()
     if title.startswith("[") and title.endswith("]") and "[" not in title[1:-1]:
         title = title[1:-1].strip()
     if not title:
         slug = ADR_NAME.sub("", PurePosixPath(doc.path).stem).strip("-_. ")
-        title = slug.replace("-", " ").replace("_", " ").strip() or _own_number(
-            decision.external_id
-        )
+        title = slug.replace("-", " ").replace("_", " ").strip() or own_number(decision.external_id)
         parsed.notices.append(Notice(decision.source, f"no title: named {title!r} from the file"))
     decision.title = title
     return _references(successor_text) if successor_text is not None else []
@@ -334,15 +271,15 @@ def _metadata(doc: Document, h1: Heading | None, front: dict, decision: Decision
     for index in range(start, end):
         line = doc.lines[index]
         match = None if doc.fenced[index] else METADATA_LINE.match(line)
-        key = _key(match["key"]) if match else ""
+        key = as_key(match["key"]) if match else ""
         if match and (match["bullet"] or key in PLAIN_KEYS) and key:
-            value = _plain(match["value"])
+            value = plain(match["value"])
             target = meta if _our_key(key) else other
             target.setdefault(_our_key(key) or match["key"].strip(), (value, index))
         else:
             preamble.append(line)
     for key, value in front.items():
-        ours = _our_key(_key(key))
+        ours = _our_key(as_key(key))
         if ours:
             meta[ours] = (value, None)
         else:
@@ -352,10 +289,6 @@ def _metadata(doc: Document, h1: Heading | None, front: dict, decision: Decision
     if join_block(preamble):
         decision.extra["preamble"] = join_block(preamble)
     return meta
-
-
-def _key(text: str) -> str:
-    return " ".join(text.replace("*", "").replace("_", " ").lower().split())
 
 
 def _our_key(key: str) -> str | None:
@@ -380,7 +313,7 @@ def _status_text(doc: Document, meta: dict, decision: DecisionDoc) -> tuple[str 
 
     Lines of that section after its first are kept in `extra["status_note"]`.
     """
-    section = _find_section(doc, STATUS_HEADINGS)
+    section = find_section(doc, STATUS_HEADINGS)
     if "status" in meta:
         value, index = meta["status"]
         if section is not None and doc.section_text(section):
@@ -456,7 +389,7 @@ def _meta_references(meta: dict, key: str) -> list[tuple[int, str]]:
 
 def _interpret(text: str | None) -> _Status:
     """The state a status text means, the ADR numbers it names, and what the report must say."""
-    clean = _plain(text or "")
+    clean = plain(text or "")
     if not clean or _is_placeholder(clean):
         return _Status("proposed", [], [], "no status: imported as proposed")
     lower = clean.lower()
@@ -551,7 +484,7 @@ def _names(value: object) -> list[str]:
     if value is None:
         return []
     items = [str(item) for item in value] if isinstance(value, list) else _split(str(value))
-    names = [_plain(item) for item in items]
+    names = [plain(item) for item in items]
     return [name for name in names if name and not _is_placeholder(name)]
 
 
@@ -580,7 +513,7 @@ def _read_date(value: object, decision: DecisionDoc, where: Source, parsed: Pars
     if isinstance(value, date):
         decision.date = value
         return
-    text = _plain(str(value))
+    text = plain(str(value))
     match = ISO_DATE.search(LINK.sub(r"\g<text>", text))
     if match:
         try:
@@ -601,7 +534,7 @@ def _read_sections(doc: Document, decision: DecisionDoc, parsed: Parsed) -> None
     for heading in doc.headings:
         if heading.level != 2:
             continue
-        name = _key(_plain(heading.text)).rstrip(":")
+        name = as_key(plain(heading.text)).rstrip(":")
         if name in CONTEXT_HEADINGS and not decision.context:
             decision.context = doc.section_text(heading)
         elif name in DECISION_HEADINGS and not decision.decision:
@@ -612,7 +545,7 @@ def _read_sections(doc: Document, decision: DecisionDoc, parsed: Parsed) -> None
         elif name in OPTIONS_HEADINGS | STATUS_HEADINGS:
             continue
         else:
-            title = _plain(heading.text)
+            title = plain(heading.text)
             text = doc.section_text(heading)
             sections[title] = f"{sections[title]}\n\n{text}" if title in sections else text
     decision.consequences = "\n\n".join(part for part in consequences if part)
@@ -631,7 +564,7 @@ def _outcome(doc: Document, heading: Heading) -> tuple[str, list[str]]:
         for h in doc.headings
         if heading.index < h.index < end
         and h.level > 2
-        and _key(_plain(h.text)).rstrip(":") in CONSEQUENCES_HEADINGS
+        and as_key(plain(h.text)).rstrip(":") in CONSEQUENCES_HEADINGS
     ]
     kept: list[str] = []
     cursor = heading.index + 1
@@ -640,235 +573,15 @@ def _outcome(doc: Document, heading: Heading) -> tuple[str, list[str]]:
         kept.append(join_block(doc.lines[cursor : sub.index]))
         cursor = min(doc.section_end(sub), end)
         text = join_block(doc.lines[sub.index + 1 : cursor])
-        label = _plain(sub.text)
-        plain_label = _key(label).rstrip(":") == "consequences"
+        label = plain(sub.text)
+        plain_label = as_key(label).rstrip(":") == "consequences"
         found.append(text if plain_label else f"**{label}**\n\n{text}")
     kept.append(join_block(doc.lines[cursor:end]))
     return "\n\n".join(part for part in kept if part), found
 
 
-def _find_section(doc: Document, names: set[str], level: int = 2) -> Heading | None:
-    return next(
-        (h for h in doc.headings if h.level == level and _key(_plain(h.text)).rstrip(":") in names),
-        None,
-    )
-
-
 def _section_lines(doc: Document, heading: Heading) -> list[str]:
     return doc.lines[heading.index + 1 : doc.section_end(heading)]
-
-
-def _read_alternatives(doc: Document, decision: DecisionDoc, parsed: Parsed) -> None:
-    """The considered options that were not chosen, each with its case against."""
-    listed_all = bool(decision.extra.pop(ALL_ALTERNATIVES, False))
-    reasons = _pros_and_cons(doc)
-    options = _options(doc) or list(reasons)
-    if not options:
-        return
-    chosen: list[str | None] = []
-    if not listed_all:
-        names = _chosen_names(decision.decision) or []
-        chosen = [_match(name, options) for name in names]
-        missing = next(
-            (name for name, option in zip(names, chosen, strict=True) if option is None), None
-        )
-        if not names or missing:
-            decision.extra["considered_options"] = options
-            why = f"chosen option {missing!r} is none of" if missing else "no `Chosen option:` in"
-            parsed.notices.append(
-                Notice(decision.source, f"{why} the considered options: alternatives not imported")
-            )
-            return
-    decision.alternatives = [
-        {"option": option, "reason": _reason(option, reasons)}
-        for option in options
-        if option not in chosen
-    ]
-
-
-def _drop_derivable_pros_and_cons(decision: DecisionDoc) -> None:
-    """Forget the Pros and Cons section when `write` would give it back from the alternatives."""
-    sections = decision.extra.get("sections", {})
-    heading = next((h for h in sections if _is_pros_and_cons(h)), None)
-    if heading and _pros_and_cons_section(decision) == f"## {heading}\n\n{sections[heading]}":
-        del sections[heading]
-        if not sections:
-            del decision.extra["sections"]
-
-
-def _options(doc: Document) -> list[str]:
-    """The top-level items of `## Considered Options`, each on one line."""
-    section = _find_section(doc, OPTIONS_HEADINGS)
-    if section is None:
-        return []
-    end = doc.section_end(section)
-    items = [
-        index
-        for index in range(section.index + 1, end)
-        if not doc.fenced[index] and LIST_MARKER.match(doc.lines[index])
-    ]
-    if not items:
-        return []
-    top = min(indentation(doc.lines[index]) for index in items)
-    options = []
-    for index in items:
-        line = doc.lines[index]
-        if indentation(line) != top:
-            continue
-        continuation, _ = item_continuation(doc, index, top)
-        text = _one_line(" ".join([LIST_MARKER.sub("", line, count=1), *continuation]))
-        if text and text not in ("…", "..."):
-            options.append(text)
-    return options
-
-
-def _pros_and_cons(doc: Document) -> dict[str, str]:
-    """Each `###` option under Pros and Cons, with the text of its section."""
-    section = _find_section(doc, PROS_CONS_HEADINGS)
-    if section is None:
-        return {}
-    end = doc.section_end(section)
-    return {
-        _one_line(h.text): doc.section_text(h)
-        for h in doc.headings
-        if section.index < h.index < end and h.level == 3
-    }
-
-
-def _reason(option: str, reasons: dict[str, str]) -> str:
-    """The case against `option`: its `Bad, because …` arguments, else its pros and cons text."""
-    text = next((body for title, body in reasons.items() if _same(title, option)), "")
-    against = []
-    for line in text.split("\n"):
-        item = LIST_MARKER.match(line)
-        match = AGAINST.match(line[item.end() :]) if item else None
-        if match and match["text"]:
-            against.append(match["text"].strip())
-    summary = "; ".join(against) if against else text
-    return short_title(_plain(summary))[0] if summary else ""
-
-
-def _chosen_names(decision: str) -> list[str] | None:
-    """What a `Chosen option(s): …` line names, or None when the decision has no such line.
-
-    Options may be named by number (`Chosen options: 1 & 3`, `option 2`), in quotes or
-    backticks, plainly up to `, because`, or, with nothing after the colon, by the list that
-    follows.
-    """
-    lines = decision.split("\n")
-    for index, line in enumerate(lines):
-        match = CHOSEN.search(line.replace("**", "").replace("__", ""))
-        if match is None:
-            continue
-        rest = match["rest"].strip(" *_\t")
-        if not rest:
-            items = _following_items(lines[index + 1 :])
-            return [_one_line(LIST_MARKER.sub("", item, count=1)) for item in items]
-        numbers = CHOSEN_NUMBERS.match(rest)
-        if numbers:
-            return re.findall(r"\d+", numbers.group(0))
-        if rest[:1] in '"“`':
-            return _quoted_names(rest)
-        rest = re.split(r",?\s+because\b", rest, maxsplit=1)[0]
-        return [name for name in (_option_name(part) for part in rest.split(" & ")) if name]
-    return None
-
-
-def _quoted_names(text: str) -> list[str]:
-    """The quoted names at the head of `text`: `"A"`, or `` `A` & `B` `` and the like."""
-    names = []
-    while True:
-        match = QUOTED.match(text)
-        if match is None:
-            return names
-        names.append(_one_line(next(g for g in match.groups() if g)))
-        text = re.sub(r"^\s*(?:&|,|\+|and)\s*", "", text[match.end() :], count=1)
-
-
-def _match(name: str, options: list[str]) -> str | None:
-    """The considered option `name` names: by number, by name, or as the one whose words
-    include all of its words."""
-    if name.isdigit():
-        number = int(name)
-        return options[number - 1] if 1 <= number <= len(options) else None
-    exact = [option for option in options if _normal(option) == _normal(name)]
-    same = exact or [option for option in options if _same(option, name)]
-    if len(same) == 1:
-        return same[0]
-    words = _words(name)
-    holding = [option for option in options if words and words <= _words(option)]
-    return holding[0] if len(holding) == 1 else None
-
-
-def _words(text: str) -> set[str]:
-    """The words of `text`, lower case, a plural `s` dropped."""
-    words = re.findall(r"\w+", _normal(text))
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words}
-
-
-def _following_items(lines: list[str]) -> list[str]:
-    """The top-level list items at the head of `lines` (blank lines before them skipped)."""
-    items: list[str] = []
-    for line in lines:
-        if not line.strip():
-            if items:
-                break
-            continue
-        if not LIST_MARKER.match(line):
-            if not items or not line.startswith((" ", "\t")):
-                break
-            continue
-        if indentation(line) == 0:
-            items.append(line.strip())
-    return items
-
-
-def _chosen_option(decision: str) -> str | None:
-    """The one option a decision names by name, which `write` lists first."""
-    names = _chosen_names(decision)
-    if not names or len(names) != 1 or names[0].isdigit():
-        return None
-    return names[0]
-
-
-def _option_name(rest: str) -> str | None:
-    if rest[:1] in QUOTES:
-        close = rest.find(QUOTES[rest[0]], 1)
-        name = rest[1:close] if close > 0 else rest[1:]
-    else:
-        name = re.split(r",|\s+because\b|\.\s|\.$", rest, maxsplit=1)[0]
-    name = _one_line(name)
-    return name or None
-
-
-def _same(one: str, other: str) -> bool:
-    """Whether two option names name the same option (links, emphasis and case aside)."""
-    a, b = _normal(one), _normal(other)
-    if a == b:
-        return True
-    short, long = sorted((a, b), key=len)
-    return len(short) >= 6 and long.startswith(short)
-
-
-def _normal(text: str) -> str:
-    text = LINK.sub(r"\g<text>", text)
-    text = re.sub("[*_`\"'“”\u2018\u2019]", "", text).lower()
-    return " ".join(text.split()).strip(" .,:;")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(COMMENT.sub("", text).split())
-
-
-def _plain(text: str) -> str:
-    """`text` without HTML comments and surrounding emphasis or quotes, on trimmed lines."""
-    text = COMMENT.sub("", text).strip()
-    for mark in ("**", "__"):
-        if text.startswith(mark) and text.endswith(mark) and len(text) > 4:
-            text = text[2:-2].strip()
-    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":
-        text = text[1:-1].strip()
-    return text
 
 
 def _link(records: list[_Record], parsed: Parsed) -> None:
@@ -901,173 +614,3 @@ def _missing(record: _Record, key: str, written: str, verb: str, parsed: Parsed)
     parsed.notices.append(
         Notice(record.status_source, f"{verb} ADR {written}, which is not in the folder")
     )
-
-
-# Writing
-
-RESERVED_EXTRA = {
-    "front_matter",
-    "sections",
-    "preamble",
-    "considered_options",
-    "superseded_by",
-    "supersedes",
-    "date",
-}
-
-
-def write(decisions: list[DecisionDoc]) -> dict[str, bytes]:
-    """A MADR 4 folder: `NNNN-slug.md` for each decision, keyed by file name.
-
-    A decision without a number gets the next free one. Supersede links are written as MADR
-    writes them, on the predecessor (`superseded by [ADR-0005](0005-slug.md)`); one whose
-    predecessor is not superseded says `supersedes …` in its own status.
-    """
-    numbers = _numbers(decisions)
-    names = {
-        id(decision): f"{numbers[id(decision)][1]}-{_slug(decision.title)}.md"
-        for decision in decisions
-    }
-    by_id = {decision.external_id: decision for decision in decisions}
-    successors: dict[str, list[DecisionDoc]] = {}
-    for decision in decisions:
-        for predecessor in decision.supersedes:
-            successors.setdefault(predecessor, []).append(decision)
-    folder = {}
-    for decision in decisions:
-        status = _status_line(decision, successors, by_id, names, numbers)
-        text = _render(decision, status, numbers[id(decision)][1])
-        folder[names[id(decision)]] = text.encode("utf-8")
-    return folder
-
-
-def _numbers(decisions: list[DecisionDoc]) -> dict[int, tuple[int, str]]:
-    """Each decision's number and its digits as the file name writes them."""
-    used = {d.number for d in decisions if d.number is not None}
-    next_free = max(used, default=0) + 1
-    numbers = {}
-    for decision in decisions:
-        if decision.number is None:
-            numbers[id(decision)] = (next_free, f"{next_free:04d}")
-            next_free += 1
-        elif (own := _own_number(decision.external_id)).isdigit() and int(own) == decision.number:
-            numbers[id(decision)] = (decision.number, own)
-        else:
-            numbers[id(decision)] = (decision.number, f"{decision.number:04d}")
-    return numbers
-
-
-def _slug(title: str) -> str:
-    slug = re.sub(r"[\W_]+", "-", title.lower()).strip("-")
-    return slug[:60].rstrip("-") or "decision"
-
-
-def _status_line(
-    decision: DecisionDoc,
-    successors: dict[str, list[DecisionDoc]],
-    by_id: dict[str, DecisionDoc],
-    names: dict[int, str],
-    numbers: dict[int, tuple[int, str]],
-) -> str:
-    """The decision's status as MADR writes it, supersede links included."""
-    after = successors.get(decision.external_id, [])
-    missing = decision.extra.get("superseded_by") or []
-    if decision.state == "superseded":
-        refs = [_ref(s, names, numbers) for s in after] + [f"ADR-{n}" for n in missing]
-        status = f"superseded by {', '.join(refs)}" if refs else "deprecated"
-    else:
-        status = decision.state
-    own = [
-        _ref(by_id[p], names, numbers)
-        for p in decision.supersedes
-        if p in by_id and by_id[p].state != "superseded"
-    ]
-    own += [f"ADR-{p}" for p in decision.supersedes if p not in by_id]
-    own += [f"ADR-{n}" for n in decision.extra.get("supersedes") or []]
-    if own:
-        status += f"; supersedes {', '.join(own)}"
-    return status
-
-
-def _ref(decision: DecisionDoc, names: dict[int, str], numbers: dict) -> str:
-    return f"[ADR-{numbers[id(decision)][1]}]({names[id(decision)]})"
-
-
-def _render(decision: DecisionDoc, status: str, digits: str) -> str:
-    """The Markdown of one ADR: front matter, title, sections."""
-    parts = [f"# {decision.title}"]
-    preamble = decision.extra.get("preamble")
-    if preamble:
-        parts.append(preamble)
-    if decision.context:
-        parts.append(f"## Context and Problem Statement\n\n{decision.context}")
-    options = _written_options(decision)
-    if options:
-        parts.append("## Considered Options\n\n" + "\n".join(f"* {o}" for o in options))
-    outcome = decision.decision
-    if decision.consequences:
-        outcome = f"{outcome}\n\n### Consequences\n\n{decision.consequences}".strip("\n")
-    if outcome:
-        parts.append(f"## Decision Outcome\n\n{outcome}")
-    sections = dict(decision.extra.get("sections") or {})
-    if not _keeps_pros_and_cons(decision, sections):
-        sections = {h: t for h, t in sections.items() if not _is_pros_and_cons(h)}
-        parts.append(_pros_and_cons_section(decision))
-    for heading, text in sections.items():
-        parts.append(f"## {heading}\n\n{text}".rstrip("\n"))
-    body = "\n\n".join(part for part in parts if part)
-    return f"{_front(decision, status, digits)}\n{body}\n"
-
-
-def _is_pros_and_cons(heading: str) -> bool:
-    return _key(heading).rstrip(":") in PROS_CONS_HEADINGS
-
-
-def _keeps_pros_and_cons(decision: DecisionDoc, sections: dict[str, str]) -> bool:
-    """Whether the file's own Pros and Cons section still gives every alternative its reason."""
-    heading = next((h for h in sections if _is_pros_and_cons(h)), None)
-    if heading is None:
-        return False
-    doc = read("", f"## {heading}\n\n{sections[heading]}\n".encode())
-    assert isinstance(doc, Document)  # our own text is UTF-8
-    reasons = _pros_and_cons(doc)
-    return all(_reason(a["option"], reasons) == a.get("reason", "") for a in decision.alternatives)
-
-
-def _pros_and_cons_section(decision: DecisionDoc) -> str:
-    cases = [a for a in decision.alternatives if a.get("reason")]
-    body = "\n\n".join(f"### {a['option']}\n\n* Bad, because {a['reason']}" for a in cases)
-    return f"## Pros and Cons of the Options\n\n{body}" if cases else ""
-
-
-def _written_options(decision: DecisionDoc) -> list[str]:
-    chosen = _chosen_option(decision.decision)
-    alternatives = [a["option"] for a in decision.alternatives]
-    if alternatives:
-        return ([chosen] if chosen else []) + alternatives
-    return list(decision.extra.get("considered_options") or [])
-
-
-def _front(decision: DecisionDoc, status: str, digits: str) -> str:
-    front: dict = {"status": status}
-    if decision.date is not None:
-        front["date"] = decision.date
-    elif decision.extra.get("date"):
-        front["date"] = decision.extra["date"]
-    for key, names in (
-        ("decision-makers", decision.deciders),
-        ("consulted", decision.consulted),
-        ("informed", decision.informed),
-    ):
-        if names:
-            front[key] = list(names)
-    front.update(decision.extra.get("front_matter") or {})
-    own = {k: v for k, v in decision.extra.items() if k not in RESERVED_EXTRA}
-    if decision.alternatives and not _chosen_option(decision.decision):
-        own[ALL_ALTERNATIVES] = True
-    if _own_number(decision.external_id) != digits:
-        own["external-id"] = decision.external_id
-    if own:
-        front[FM_KEY] = own
-    text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    return f"---\n{text}---"
