@@ -13,6 +13,8 @@ from evidence.urls import api_patterns as evidence_api
 from evidence.urls import ui_patterns as evidence_ui
 from interop.urls import api_patterns as interop_api
 from interop.urls import ui_patterns as interop_ui
+from landing.urls import api_patterns as landing_api
+from landing.urls import ui_patterns as landing_ui
 from projects.urls import api_patterns as project_api
 from projects.urls import ui_patterns as project_ui
 from tasks.urls import api_patterns as task_api
@@ -24,7 +26,15 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "api/v1/",
-        include(project_api + task_api + decision_api + evidence_api + events_api + interop_api),
+        include(
+            project_api
+            + task_api
+            + landing_api
+            + decision_api
+            + evidence_api
+            + events_api
+            + interop_api
+        ),
     ),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file of its own (?script) and
@@ -35,6 +45,7 @@ urlpatterns = [
         name="api-docs",
     ),
     *task_ui,
+    *landing_ui,
     *evidence_ui,
     *project_ui,
     *decision_ui,

@@ -1,0 +1,126 @@
+"""The merge queue's API: a project's landing queue and batches (members), and a manager
+taking a task out of the queue (``tasks.landing.task_dequeue``; docs/landing.md)."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from landing import selectors
+from landing.models import BatchState
+from projects.api import LandingField
+from projects.rest import JSONInputSerializer, errors
+from projects.selectors import visible_project
+from tasks.api import TaskSerializer
+from tasks.landing import LANDING_STATES, task_dequeue
+from tasks.models import Task, TaskState
+
+# --- Output ---------------------------------------------------------------------------------
+
+
+class QueueRowSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="1: the next to land.")
+    task = serializers.CharField(source="task.key")
+    title = serializers.CharField(source="task.title")
+    attempt = serializers.IntegerField(source="attempt.pk")
+    commit = serializers.CharField(help_text="The approved commit: what lands, never a branch.")
+    queued_at = serializers.DateTimeField(allow_null=True)
+    state = serializers.ChoiceField(
+        choices=LANDING_STATES, help_text="queued, landing (in a batch now) or error."
+    )
+    batch = serializers.IntegerField(allow_null=True, help_text="The batch it is or was in.")
+    reason = serializers.CharField(help_text="Why it is still waiting, after an error.")
+
+
+CHANGE_DEFAULTS = {"built": "", "outcome": "queued", "reason": ""}
+
+
+class BatchChangeSerializer(serializers.Serializer):
+    attempt = serializers.IntegerField()
+    task = serializers.CharField()
+    commit = serializers.CharField(help_text="The approved commit.")
+    built = serializers.CharField(help_text="The commit on the chain that carries it.")
+    outcome = serializers.CharField(
+        help_text="landed, conflict, failed, or queued (still waiting)."
+    )
+    reason = serializers.CharField()
+
+    def to_representation(self, instance):
+        # A batch's changes are written as they happen: one cut short has no outcome yet.
+        return super().to_representation({**CHANGE_DEFAULTS, **instance})
+
+
+class BatchSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=BatchState.choices)
+    target = serializers.CharField()
+    base = serializers.CharField(help_text="The target's tip it was built on.")
+    result = serializers.CharField(help_text="The commit pushed (empty if none was).")
+    changes = BatchChangeSerializer(many=True, help_text="In approval order.")
+    verify_runs = serializers.IntegerField()
+    bisect_steps = serializers.IntegerField()
+    pushes = serializers.IntegerField()
+    seconds = serializers.FloatField()
+    started_at = serializers.DateTimeField()
+    ended_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class LandingSerializer(serializers.Serializer):
+    landing = LandingField(help_text="The project's landing settings, defaults filled in.")
+    target = serializers.CharField(help_text="The branch changes land on.")
+    queue = QueueRowSerializer(
+        many=True, help_text=f"In landing order; the first {selectors.QUEUE_SHOWN}."
+    )
+    queued = serializers.IntegerField(help_text="How many changes are queued in all.")
+    batches = BatchSerializer(
+        many=True, help_text=f"The last {selectors.BATCHES_SHOWN}, newest first."
+    )
+    landed_per_hour = serializers.IntegerField(help_text="Changes landed in the last hour.")
+
+
+# --- Views ----------------------------------------------------------------------------------
+
+
+class LandingApi(APIView):
+    """A project's landing queue in landing order, its recent batches and its pace (members)."""
+
+    @extend_schema(responses={200: LandingSerializer, **errors(404)})
+    def get(self, request, slug):
+        project = visible_project(request.user, slug)
+        return Response(LandingSerializer(selectors.landing_overview(project)).data)
+
+
+class LandingDequeueApi(APIView):
+    """Take a task out of the landing queue (managers), with a reason: back to ``in_review``
+    (its approval withdrawn) or to ``ready`` (a new attempt does the work again).
+
+    409 ``invalid_state`` when the task is not queued, ``landing_in_progress`` while a
+    batch is landing it."""
+
+    # What the call takes. It is read leniently (ReadSerializer) so that a refusal for
+    # role or state comes before what the body says (the service checks in that order).
+    class InputSerializer(JSONInputSerializer):
+        to = serializers.ChoiceField(
+            choices=[TaskState.IN_REVIEW, TaskState.READY],
+            help_text="in_review: reviewed again; ready: worked again by a new attempt.",
+        )
+        reason = serializers.CharField(max_length=10_000, help_text="Why it leaves the queue.")
+
+    class ReadSerializer(JSONInputSerializer):
+        to = serializers.CharField(required=False, allow_blank=True, default="")
+        reason = serializers.CharField(
+            max_length=10_000, required=False, allow_blank=True, default=""
+        )
+
+    @extend_schema(
+        request=InputSerializer, responses={200: TaskSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, slug, key):
+        project = visible_project(request.user, slug)
+        task = selectors.task_in(project, key)
+        data = self.ReadSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        task_dequeue(task=task, actor=request.user, **data.validated_data)
+        task = Task.objects.select_related("project", "spec").get(pk=task.pk)
+        return Response(TaskSerializer(task).data)

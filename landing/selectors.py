@@ -1,0 +1,71 @@
+"""Reads for the landing faces: a project's queue, its recent batches, its pace.
+
+The API and the page show the same picture (``landing_overview``), each in a bounded
+number of queries whatever the length of the queue: the queue, the batches, one count.
+"""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from landing.models import Batch
+from projects.models import Event, Project
+from projects.verify import default_landing
+from tasks.landing import landing_queue
+from tasks.models import Task
+
+QUEUE_SHOWN = 200  # a queue longer than this is shown from its head; ``queued`` counts it all
+BATCHES_SHOWN = 20
+
+
+def queue_rows(project: Project, *, limit: int = QUEUE_SHOWN) -> list[dict]:
+    """The project's queued changes in the order they land, each with its position (1 first)."""
+    return [
+        {
+            "position": position,
+            "task": attempt.task,
+            "attempt": attempt,
+            "commit": attempt.landing.get("commit", ""),
+            "queued_at": attempt.queued_at,
+            "state": attempt.landing.get("state", "queued"),
+            "batch": attempt.landing.get("batch"),
+            "reason": attempt.landing.get("reason", ""),
+        }
+        for position, attempt in enumerate(landing_queue(project.pk)[:limit], start=1)
+    ]
+
+
+def recent_batches(project: Project, *, limit: int = BATCHES_SHOWN) -> list[Batch]:
+    """The project's last ``limit`` batches, newest first."""
+    return list(Batch.objects.filter(project=project).order_by("-pk")[:limit])
+
+
+def landed_in_last_hour(project: Project, *, now=None) -> int:
+    """How many changes reached the target in the last hour (their ``land`` events)."""
+    since = (now or timezone.now()) - timedelta(hours=1)
+    return Event.objects.filter(project=project, transition="land", created_at__gte=since).count()
+
+
+def landing_block(project: Project) -> dict:
+    """The project's landing settings, with the defaults of any field it does not set."""
+    return {**default_landing(), **(project.landing or {})}
+
+
+def landing_overview(project: Project) -> dict:
+    """Everything the landing faces show of ``project``."""
+    queue = queue_rows(project)
+    queued = len(queue) if len(queue) < QUEUE_SHOWN else landing_queue(project.pk).count()
+    return {
+        "landing": landing_block(project),
+        "target": project.landing_target,
+        "queue": queue,
+        "queued": queued,
+        "batches": recent_batches(project),
+        "landed_per_hour": landed_in_last_hour(project),
+    }
+
+
+def task_in(project: Project, key: str) -> Task:
+    """The task ``key`` of ``project``; ``Task.DoesNotExist`` (a 404) when there is none
+    (another project's task among them: it is reached through its own project)."""
+    return Task.objects.select_related("project").get(project=project, key=key)

@@ -1,0 +1,16 @@
+"""Addresses of the merge queue: the API's (api_patterns) and the pages' (ui_patterns)."""
+
+from django.urls import path
+
+from landing import api
+
+api_patterns = [
+    path("projects/<key:slug>/landing/", api.LandingApi.as_view(), name="api-landing"),
+    path(
+        "projects/<key:slug>/landing/<key:key>/dequeue/",
+        api.LandingDequeueApi.as_view(),
+        name="api-landing-dequeue",
+    ),
+]
+
+ui_patterns = []
