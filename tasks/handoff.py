@@ -19,6 +19,7 @@ NEXT_STEP = {
     TaskState.CLAIMED: "the agent holding it submits or releases it",
     TaskState.CHECKING: "the gates finish checking the submission",
     TaskState.IN_REVIEW: "a reviewer approves or rejects it",
+    TaskState.APPROVED: "the merge queue lands its approved change, or sends it back with why",
     TaskState.DONE: "nothing: it is done",
     TaskState.BLOCKED: "a manager clears the blocker and unblocks it",
     TaskState.FAILED: "a manager reopens it with a fresh attempt budget",

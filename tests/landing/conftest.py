@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from projects import services as project_services
+from projects.models import Event, Project
 from tasks import attempts, review
 from tasks.demo.repository import RUN_TESTS
+from tasks.models import Attempt, Task
 from tests.conftest import open_to_the_sandbox
 from tests.factories import all_met
 from tests.runner.conftest import GIT_ENV, SANDBOX_UID
@@ -222,3 +224,39 @@ def queue(flow, origin):
             return self.approve(*self.in_review(files, branch=branch, title=title))
 
     return Queue()
+
+
+# --- Queued changes without a repository (the faces' tests) ---------------------------------
+
+LANDING = {"mode": "push", "method": "squash", "batch_max": 4, "target_branch": ""}
+
+
+@pytest.fixture
+def lands(flow):
+    """``flow`` with landing on (set directly: no repository is pushed to in these tests)."""
+    Project.objects.filter(pk=flow.project.pk).update(landing=LANDING)
+    flow.project.refresh_from_db()
+    flow.gates({})
+    return flow
+
+
+def queued(flow, title="A change"):
+    """A task approved with landing on: queued, its approved commit ``abc123``."""
+    task, attempt = flow.done(title=title)
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+    assert (task.state, attempt.landing["state"]) == ("approved", "queued")
+    return task, attempt
+
+
+def snapshot(task):
+    task = Task.objects.get(pk=task.pk)
+    attempt = Attempt.objects.filter(task=task).order_by("-pk").first()
+    return (
+        task.state,
+        task.current_attempt_id,
+        attempt.state,
+        attempt.landing,
+        attempt.queued_at,
+        Event.objects.count(),
+    )

@@ -13,43 +13,10 @@ from landing.models import Batch, BatchState
 from landing.selectors import landed_in_last_hour
 from projects.models import Event, Project
 from tasks.landing import attempt_landing_note, task_land, task_landing_return
-from tasks.models import Attempt, Task
 from tests.factories import member
+from tests.landing.conftest import LANDING, queued, snapshot
 
 pytestmark = pytest.mark.django_db
-
-LANDING = {"mode": "push", "method": "squash", "batch_max": 4, "target_branch": ""}
-
-
-@pytest.fixture
-def lands(flow):
-    """``flow`` with landing on (set directly: no repository is pushed to in these tests)."""
-    Project.objects.filter(pk=flow.project.pk).update(landing=LANDING)
-    flow.project.refresh_from_db()
-    flow.gates({})
-    return flow
-
-
-def queued(flow, title="A change"):
-    """A task approved with landing on: queued, its approved commit ``abc123``."""
-    task, attempt = flow.done(title=title)
-    task.refresh_from_db()
-    attempt.refresh_from_db()
-    assert (task.state, attempt.landing["state"]) == ("approved", "queued")
-    return task, attempt
-
-
-def snapshot(task):
-    task = Task.objects.get(pk=task.pk)
-    attempt = Attempt.objects.filter(task=task).order_by("-pk").first()
-    return (
-        task.state,
-        task.current_attempt_id,
-        attempt.state,
-        attempt.landing,
-        attempt.queued_at,
-        Event.objects.count(),
-    )
 
 
 def url(slug, key=None):
@@ -324,3 +291,14 @@ def test_a_task_in_a_batch_being_landed_is_a_conflict(api, lands):
     assert answer.status_code == 409
     assert answer.json()["code"] == "landing_in_progress"
     assert snapshot(task) == before
+
+
+def test_the_handoff_of_a_queued_task_says_what_comes_next(api, lands):
+    task, _ = queued(lands)
+
+    answer = api(lands.agent).get(f"/api/v1/tasks/{task.key}/handoff/")
+
+    assert answer.status_code == 200
+    assert answer.json()["what_remains_open"]["next"] == (
+        "the merge queue lands its approved change, or sends it back with why"
+    )
