@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from landing import api
+from landing import api, views
 
 api_patterns = [
     path("projects/<key:slug>/landing/", api.LandingApi.as_view(), name="api-landing"),
@@ -13,4 +13,12 @@ api_patterns = [
     ),
 ]
 
-ui_patterns = []
+ui_patterns = [
+    path("landing/", views.landing_index, name="landing-index"),
+    path("projects/<key:slug>/landing/", views.landing, name="landing"),
+    path(
+        "projects/<key:slug>/landing/<key:key>/dequeue/",
+        views.landing_dequeue,
+        name="landing-dequeue",
+    ),
+]

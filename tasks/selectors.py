@@ -3,11 +3,12 @@
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from evidence.models import decisive
 from projects.kinds import Kind
 from projects.selectors import project_ids_for
+from tasks.landing import landing_queue
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
 
@@ -67,3 +68,40 @@ def commented_diff(evidence: Iterable):
     the newest of those; None without a diff."""
     rows = decisive([e for e in evidence if e.kind == Kind.DIFF])
     return rows[-1] if rows else None
+
+
+# A batch holds at most projects.verify.LANDING_BATCH_MAX changes; the partners shown are bounded.
+PARTNERS_SHOWN = 16
+
+
+def landing_of(task: Task, attempt: Attempt | None) -> dict | None:
+    """What the task page's Landing panel shows of ``attempt``'s change in the merge queue:
+    its landing block, its position while queued, the other changes of its last batch and
+    where it landed; None when the attempt never joined the queue. At most two queries."""
+    if attempt is None or not attempt.landing:
+        return None
+    landing = attempt.landing
+    queued = task.state == TaskState.APPROVED and task.current_attempt_id == attempt.pk
+    position = None
+    if queued and attempt.queued_at is not None:
+        ahead = landing_queue(task.project_id).filter(
+            Q(queued_at__lt=attempt.queued_at) | Q(queued_at=attempt.queued_at, pk__lt=attempt.pk)
+        )
+        position = ahead.count() + 1
+    partners = []
+    if landing.get("batch") is not None:
+        partners = list(
+            Attempt.objects.filter(
+                task__project_id=task.project_id, landing__batch=landing["batch"]
+            )
+            .exclude(pk=attempt.pk)
+            .select_related("task")
+            .order_by("queued_at", "pk")[:PARTNERS_SHOWN]
+        )
+    return {
+        **landing,
+        "queued": queued,
+        "position": position,
+        "partners": partners,
+        "landed_commit": task.landed_commit if landing.get("state") == "landed" else "",
+    }

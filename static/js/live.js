@@ -12,10 +12,12 @@
   source.addEventListener("open", function () { live.setAttribute("data-open", "1"); });
   var TASK_TYPES = ["task.claimed", "attempt.submitted", "attempt.gates_failed", "task.in_review",
     "task.approved", "task.rejected", "task.failed", "task.blocked", "task.released", "task.unblocked",
-    "task.reopened", "task.cancelled", "lease.expired"];
+    "task.reopened", "task.cancelled", "lease.expired", "task.landed", "landing.failed",
+    "task.dequeued"];
   var GATE_TYPES = ["gate.finished", "runner.finished"];
   var QUEUE_TYPES = ["task.in_review", "task.approved", "task.rejected", "task.failed",
     "task.cancelled"];
+  var LANDING_TYPES = ["task.approved", "task.landed", "landing.failed", "task.dequeued"];
 
   // A reviewer halfway through a reason or a verdict per criterion must not lose it to a refresh.
   var marked = false;
@@ -57,10 +59,19 @@
     window.htmx.ajax("GET", window.location.href, { target: "#queue", select: "#queue", swap: "outerHTML" });
   }
 
+  // The landing page swaps its queue and batches in place, unless a manager is typing a reason.
+  function onLanding(event) {
+    if (editing()) { notice(JSON.parse(event.data)); return; }
+    if (!window.htmx) return;
+    window.htmx.ajax("GET", window.location.href, { target: "#landing", select: "#landing", swap: "outerHTML" });
+  }
+
   if (kind === "task") {
     TASK_TYPES.concat(GATE_TYPES).forEach(function (t) { source.addEventListener(t, onTask); });
   } else if (kind === "queue") {
     QUEUE_TYPES.forEach(function (t) { source.addEventListener(t, onQueue); });
+  } else if (kind === "landing") {
+    LANDING_TYPES.forEach(function (t) { source.addEventListener(t, onLanding); });
   }
   window.addEventListener("beforeunload", function () { source.close(); });
 })();

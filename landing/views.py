@@ -1,0 +1,89 @@
+"""The landing page of a project: its queue, recent batches and pace (members), and the
+form a manager takes a task out of the queue with (``tasks.landing.task_dequeue``)."""
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from landing import selectors
+from projects.errors import ServiceError, refusal_text
+from projects.models import Project
+from projects.pages import is_htmx, may
+from projects.selectors import project_ids_for, visible_project
+from tasks.landing import task_dequeue
+from tasks.models import Task, TaskState
+
+
+class DequeueForm(forms.Form):
+    """Parses only: the service refuses a missing reason or a wrong destination."""
+
+    to = forms.CharField(required=False, max_length=20)
+    reason = forms.CharField(required=False, max_length=10_000)
+
+
+DESTINATIONS = [(TaskState.IN_REVIEW, "back to review"), (TaskState.READY, "back to ready")]
+
+
+def _project_or_404(user, slug: str) -> Project:
+    try:
+        return visible_project(user, slug)
+    except Project.DoesNotExist:
+        raise Http404("no such project among yours") from None
+
+
+@login_required
+def landing_index(request):
+    """The user's projects, each with its landing page; one project goes straight there."""
+    projects = list(Project.objects.filter(pk__in=project_ids_for(request.user)).order_by("slug"))
+    if len(projects) == 1:
+        return redirect("landing", slug=projects[0].slug)
+    return render(request, "landing/index.html", {"projects": projects, "nav": "landing"})
+
+
+@login_required
+def landing(request, slug):
+    """The queue in landing order, the last batches and how many changes landed in the hour."""
+    project = _project_or_404(request.user, slug)
+    overview = selectors.landing_overview(project)
+    for row in overview["queue"]:
+        row["may_dequeue"] = may(row["task"], "dequeue", request.user)
+    context = {
+        **overview,
+        "project": project,
+        "destinations": DESTINATIONS,
+        "nav": "landing",
+    }
+    template = "landing/partials/landing.html" if is_htmx(request) else "landing/page.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def landing_dequeue(request, slug, key):
+    """Take a queued task out (managers); a refusal comes back as a message on the page."""
+    project = _project_or_404(request.user, slug)
+    try:
+        task = selectors.task_in(project, key)
+    except Task.DoesNotExist:
+        raise Http404(f"no task {key} in {project.slug}") from None
+    form = DequeueForm(request.POST)
+    if not form.is_valid():
+        problems = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
+        messages.error(request, f"{key} not taken out of the queue: {problems}")
+        return redirect("landing", slug=project.slug)
+    try:
+        task = task_dequeue(
+            task=task,
+            actor=request.user,
+            to=form.cleaned_data["to"],
+            reason=form.cleaned_data["reason"],
+        )
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"{key} not taken out of the queue: {refusal_text(exc)}")
+    else:
+        messages.success(request, f"{key} taken out of the landing queue: it is {task.state} now.")
+    return redirect("landing", slug=project.slug)
