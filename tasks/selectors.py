@@ -8,6 +8,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from evidence.models import decisive
 from projects.kinds import Kind
 from projects.selectors import project_ids_for
+from projects.verify import LANDING_BATCH_MAX
 from tasks.landing import landing_queue
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
@@ -70,8 +71,8 @@ def commented_diff(evidence: Iterable):
     return rows[-1] if rows else None
 
 
-# A batch holds at most projects.verify.LANDING_BATCH_MAX changes; the partners shown are bounded.
-PARTNERS_SHOWN = 16
+# A batch holds at most this many changes: the partners a task page shows are bounded.
+PARTNERS_SHOWN = LANDING_BATCH_MAX
 
 
 def landing_of(task: Task, attempt: Attempt | None) -> dict | None:
