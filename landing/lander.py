@@ -230,6 +230,8 @@ def _record(change: Change) -> dict:
 
 
 def _work(project: Project, batch: Batch, changes: list[Change], started: float) -> None:
+    if not project.repository_url:
+        raise LandingError("the project has no repository to land on (repository_url)")
     path, _ = mirror.mirror(project)
     for change in changes:
         full = git.resolve(path, change.commit) if change.commit else None

@@ -220,6 +220,35 @@ def cmd_decisions(client, args):
     return None
 
 
+def cmd_landing(client, args):
+    if args.dequeue:
+        if not args.reason:
+            raise FactoryError(
+                0, "invalid", "--dequeue needs --reason: say why it leaves the queue"
+            )
+        result = client.dequeue(args.project, args.dequeue, args.to, args.reason)
+        return _print_json(result) if args.json else print(f"{result['key']} is {result['state']}")
+    result = client.landing(args.project)
+    if args.json:
+        return _print_json(result)
+    setting = result["landing"]
+    print(
+        f"Landing {setting['mode']} ({setting['method']}, batches of up to "
+        f"{setting['batch_max']}); {result['landed_per_hour']} landed in the last hour"
+    )
+    if not result["queue"]:
+        print("Nothing queued.")
+    for item in result["queue"]:
+        print(
+            f"{item['position']:>3}. {item['task']:<10} {item['state']:<8} "
+            f"{(item.get('commit') or '')[:12]}  {item['title']}"
+        )
+    for batch in result["batches"][:5]:
+        outcomes = ", ".join(f"{c['task']} {c['outcome']}" for c in batch["changes"])
+        print(f"batch {batch['id']}: {batch['state']}, {batch['verify_runs']} runs — {outcomes}")
+    return None
+
+
 def cmd_wait(client, args):
     try:
         task = client.wait_for_task(args.key, args.until, args.timeout)
@@ -402,6 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label")
     p.set_defaults(run=cmd_tasks)
 
+    p = sub.add_parser("landing", help="a project's landing queue, or --dequeue a task from it")
+    p.add_argument("--project", required=True)
+    p.add_argument("--dequeue", metavar="KEY", help="take this task out of the queue (managers)")
+    p.add_argument("--to", choices=["in_review", "ready"], default="ready")
+    p.add_argument("--reason")
+    p.set_defaults(run=cmd_landing)
+
     p = sub.add_parser("decisions", help="search decisions")
     p.add_argument("q", nargs="?")
     p.add_argument("--state")
@@ -440,7 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "dequeue", None) and not (args.reason or "").strip():
+        parser.error("landing --dequeue needs --reason: say why it leaves the queue")
     if getattr(args, "local", False):  # needs no server, nor a token
         return args.run(None, args) or 0
     try:

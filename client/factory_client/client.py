@@ -39,6 +39,7 @@ TASK_STATES = (
     "claimed",
     "checking",
     "in_review",
+    "approved",
     "done",
     "blocked",
     "failed",
@@ -314,6 +315,17 @@ class FactoryClient:
 
     def decision(self, key: str) -> dict:
         return self._json("GET", f"/decisions/{key}/", retry=True)
+
+    def landing(self, project: str) -> dict:
+        """A project's landing queue: its setting, the queued changes in order, recent
+        batches and how many changes landed in the last hour (docs/landing.md)."""
+        return self._json("GET", f"/projects/{project}/landing/", retry=True)
+
+    def dequeue(self, project: str, key: str, to: str, reason: str) -> dict:
+        """Take a queued task out of the landing queue (managers): to in_review or ready."""
+        return self._json(
+            "POST", f"/projects/{project}/landing/{key}/dequeue/", json={"to": to, "reason": reason}
+        )
 
     def project(self, slug: str) -> dict:
         """A project: its repository, default branch, verify block and gate policy."""

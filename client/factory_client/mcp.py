@@ -258,6 +258,8 @@ def get_task(ctx: Context, task: str) -> dict:
         "title": found["title"],
         "state": found["state"],
         "attempt": found["current_attempt"],
+        "landed_commit": found.get("landed_commit", ""),
+        "landing": attempt.get("landing"),
         "what_changed": answers["what_changed"],
         "why": answers["why"],
         "what_remains_open": answers["what_remains_open"],

@@ -293,6 +293,16 @@ class TaskRun:
                 f"resuming from the checkpoint of attempt #{checkpoint.get('attempt')}",
                 attempt=checkpoint.get("attempt"),
             )
+        for earlier in context.get("attempts") or []:
+            landing = earlier.get("landing") or {}
+            if landing.get("state") in ("conflict", "failed"):
+                self.steps(
+                    "landing",
+                    f"attempt #{earlier['number']} was approved but came back from landing: "
+                    f"{landing.get('reason', '')}",
+                    attempt=earlier["number"],
+                    landing=landing.get("state"),
+                )
         self.checkpoint_digest = self._digest(self._read("checkpoint.json"))
         self.tests_criteria = [
             c["key"]

@@ -11,11 +11,13 @@ import tomllib
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from knox.models import AuthToken
 
 from decisions.models import Decision
+from tasks import review
 from tasks.models import Attempt, Task
 from tests.factories import expire_lease
 
@@ -514,3 +516,42 @@ def test_export_is_not_written_through_a_link(live_server, flow, tmp_path):
         f"invalid: {tmp_path / 'd.zip'} is a link; links are not followed\n",
     )
     assert kept.read_text() == "ssh-ed25519 AAAA owner\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_landing_shows_the_queue_and_a_manager_dequeues_from_it(live_server, flow):
+    flow.project.landing = {"mode": "push", "method": "merge", "batch_max": 2, "target_branch": ""}
+    flow.project.save(update_fields=["landing"])
+    flow.gates({})
+    task, attempt = flow.in_review(title="Land me")
+    with mock.patch("projects.queue.enqueue"):  # no lander: the change stays queued
+        review.task_approve(task=task, actor=flow.reviewer)
+
+    shown = factory(live_server, flow.agent, "landing", "--project", "FM")
+    refused = factory(live_server, flow.agent, "landing", "--project", "FM", "--dequeue", task.key)
+    taken = factory(
+        live_server,
+        flow.manager,
+        "landing",
+        "--project",
+        "FM",
+        "--dequeue",
+        task.key,
+        "--to",
+        "in_review",
+        "--reason",
+        "review it again",
+    )
+
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "Landing push (merge, batches of up to 2); 0 landed in the last hour",
+        f"  1. {task.key:<10} queued   abc123  Land me",
+    ]
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[-1] == (
+        "factory: error: landing --dequeue needs --reason: say why it leaves the queue"
+    )
+    assert (taken.returncode, taken.stdout) == (0, f"{task.key} is in_review\n")
+    attempt.refresh_from_db()
+    assert attempt.state == "passed"

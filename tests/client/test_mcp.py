@@ -26,6 +26,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from decisions.models import Decision
 from evidence.models import Evidence
 from factory_site.mcp import http_app
+from tasks import review
 from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
 from tests.factories import expire_lease
@@ -576,3 +577,28 @@ def test_an_attachment_past_a_quota_is_a_quota_exceeded_tool_error(flow, setting
         == f"quota_exceeded: with this file, the agent evidence of {attempt} would reach 2 files, past its quota of 1"
     )
     assert Evidence.objects.count() == 1
+
+
+def test_get_task_carries_where_its_approved_change_is_in_landing(flow):
+    flow.project.landing = {"mode": "push", "method": "squash", "batch_max": 4, "target_branch": ""}
+    flow.project.save(update_fields=["landing"])
+    flow.gates({})
+    task, _ = flow.in_review()
+    review.task_approve(task=task, actor=flow.reviewer)
+
+    async def steps(client):
+        return {"task": await call(client, "get_task", task=task.key)}
+
+    out = run(flow.agent, steps)
+
+    failed, found = out["task"]
+    assert not failed, found
+    assert (found["state"], found["landed_commit"]) == ("approved", "")
+    # The lander ran when the approval committed, and could not work without a repository.
+    assert found["landing"] == {
+        "state": "error",
+        "commit": "abc123",
+        "patch_id": "",
+        "batch": found["landing"]["batch"],
+        "reason": "nothing landed: the project has no repository to land on (repository_url)",
+    }

@@ -21,7 +21,7 @@ from knox.models import AuthToken
 from evidence.models import GateRun
 from projects import services as project_services
 from projects.models import Project
-from tasks import attempts
+from tasks import attempts, review
 from tasks.demo.repository import VERIFY, build
 from tasks.models import Attempt, Task
 from tests.factories import expire_lease
@@ -105,6 +105,36 @@ def test_a_scripted_agent_that_fixes_the_failing_test_reaches_review(live_server
         sh(clone.parent / "origin.git", "git", "rev-parse", branch).strip()
         == attempt.change["commit"]
     )
+
+
+def test_an_agent_is_told_when_its_earlier_change_came_back_from_landing(
+    live_server, project, clone
+):
+    policy = project.project.gate_policy
+    project.gates({})  # straight to review: the lander itself finds what is wrong
+    project.project.landing = {
+        "mode": "push",
+        "method": "squash",
+        "batch_max": 4,
+        "target_branch": "",
+    }
+    project.project.save(update_fields=["landing"])
+    task, attempt = project.in_review(title="Claims respect dependencies", allowed_paths=["**"])
+    review.task_approve(task=task, actor=project.reviewer)  # the lander runs on commit
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+    assert (task.state, attempt.landing["state"]) == ("ready", "failed")
+    project.gates(policy)
+
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = [line for line in run.stdout.splitlines() if "came back from landing" in line]
+    assert said == [
+        "factory work: attempt #1 was approved but came back from landing: landing failed: "
+        "the approved commit abc123 is not in the repository any more; push it again and "
+        "submit a new attempt"
+    ]
 
 
 def test_every_step_is_one_json_object_with_json(live_server, project, clone):
