@@ -43,6 +43,7 @@ STATE_ORDER = [
     TaskState.CLAIMED,
     TaskState.CHECKING,
     TaskState.IN_REVIEW,
+    TaskState.APPROVED,  # queued to land
     TaskState.BLOCKED,
     TaskState.FAILED,
     TaskState.DONE,

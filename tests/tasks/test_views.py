@@ -18,7 +18,7 @@ from projects.models import Event
 from tasks import attempts
 from tasks.demo.artifacts import git_diff, screenshot
 from tasks.filters import TaskFilter
-from tasks.models import Attempt, Task
+from tasks.models import Attempt, Task, TaskState
 from tests.factories import member
 
 HANDOFF_HEADINGS = ["What changed?", "Why?", "What remains open?", "Authoritative evidence"]
@@ -251,6 +251,7 @@ def test_board_puts_each_task_in_the_column_of_its_state(client, flow):
         "claimed": ["FM-2"],
         "checking": [],
         "in_review": ["FM-1"],
+        "approved": [],
         "blocked": [],
         "failed": [],
         "done": [],
@@ -934,3 +935,11 @@ def test_task_page_query_count_does_not_grow(client, flow, django_assert_max_num
     many = queries_for(client, f"/tasks/{task.key}/", django_assert_max_num_queries)
 
     assert many == one
+
+
+def test_the_board_has_a_column_for_every_state(client, flow):
+    client.force_login(flow.agent)
+
+    response = client.get("/tasks/")
+
+    assert sorted(c["state"] for c in response.context["columns"]) == sorted(TaskState.values)
