@@ -19,9 +19,9 @@ from interop import services as interop
 from projects.models import Event
 from projects.roles import Role
 from projects.services import membership_grant
-from tasks import attempts, comments
+from tasks import attempts, comments, review
 from tests.conftest import world_for_the_module
-from tests.factories import CRITERIA, Flow, ProjectFactory, member
+from tests.factories import CRITERIA, Flow, ProjectFactory, all_met, member
 from tests.test_hostile_inputs import BEADS_LINE
 
 MATRIX = Path(__file__).with_name("authz_matrix.tsv")
@@ -282,6 +282,13 @@ ENDPOINTS = {
         "json",
     ),
     "exports.madr": lambda f: ("get", "/api/v1/projects/FM/exports/madr/", None, None),
+    "landing.queue": lambda f: ("get", "/api/v1/projects/FM/landing/", None, None),
+    "landing.dequeue": lambda f: (
+        "post",
+        f"/api/v1/projects/FM/landing/{f.queued().key}/dequeue/",
+        {"to": "ready", "reason": "not now"},
+        "json",
+    ),
     "webhooks.redeliver": lambda f: (
         "post",
         "/api/v1/projects/FM/webhooks/{}/deliveries/{}/redeliver/".format(*f.delivery()),
@@ -345,6 +352,14 @@ class World(Flow):
             name="i.jsonl",
             data=BEADS_LINE,
         )
+
+    def queued(self):
+        """A task approved with landing on: queued to land (no lander runs here)."""
+        self.project.landing = {**self.project.landing, "mode": "push"}
+        self.project.save(update_fields=["landing"])
+        task, attempt = self.in_review(agent=self.agent, title="queued")
+        review.task_approve(task=task, actor=self.reviewer, criteria=all_met(attempt))
+        return task
 
     def draft_version(self):
         spec = self.spec()

@@ -27,10 +27,10 @@ from events import services as events_services
 from evidence.models import Evidence, blob_name
 from interop import services as interop_services
 from projects.models import Event
-from tasks import attempts, comments
+from tasks import attempts, comments, review
 from tasks.models import Attempt, Task
 from tests.conftest import module_media, world_for_the_module
-from tests.factories import CRITERIA, Flow, ProjectFactory
+from tests.factories import CRITERIA, Flow, ProjectFactory, all_met
 
 JSON = "application/json"
 DIFF_SAMPLE = b"--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -127,6 +127,13 @@ class World:
         self.comment = comments.comment_add(
             attempt=self.commented, actor=flow.reviewer, path="x.py", line=1, body="why?"
         )
+        # Queued to land: landing is on while it is approved, then off, so nothing else queues.
+        flow.project.landing = {**flow.project.landing, "mode": "push"}
+        flow.project.save(update_fields=["landing"])
+        self.queued, queued_attempt = flow.in_review(agent=flow.agent2, title="Queued")
+        review.task_approve(task=self.queued, actor=flow.reviewer, criteria=all_met(queued_attempt))
+        flow.project.landing = {**flow.project.landing, "mode": "off"}
+        flow.project.save(update_fields=["landing"])
         self.draft = flow.draft(title="Draft")
         # Claimable: a hostile claim that slipped through would take it.
         self.ready = flow.ready(title="Ready")

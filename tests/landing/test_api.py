@@ -171,6 +171,7 @@ def test_a_manager_sends_a_queued_task_back_to_ready(api, lands):
     assert attempt.landing == {
         "state": "dequeued",
         "commit": "abc123",
+        "patch_id": "",
         "reason": "redo it on the new API",
     }
 
