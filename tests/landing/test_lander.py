@@ -6,9 +6,9 @@ runs the lander in the test's thread; what reached ``main`` is read back with gi
 
 from evidence.models import Evidence
 from landing.lander import land, land_batch
-from landing.models import Batch
+from landing.models import Batch, BatchState
 from projects.models import Event
-from tasks.landing import landing_queue, task_dequeue
+from tasks.landing import attempt_landing_note, landing_queue, task_dequeue
 from tests.landing.conftest import CALC, CALC_TESTS, broken, feature
 
 
@@ -248,3 +248,27 @@ def test_changes_behind_a_culprit_wait_queued_not_landing(queue, origin, flow):
     task_dequeue(task=after, actor=flow.manager, to="ready", reason="not now")
     after.refresh_from_db()
     assert after.state == "ready"
+
+
+def test_a_batch_whose_lander_died_mid_verify_is_abandoned_and_its_change_lands(
+    queue, origin, flow
+):
+    """A lander SIGKILLed while verifying leaves its batch as ``land_batch`` wrote it at
+    the start (changes without an outcome yet): the next lander settles it and lands."""
+    task, attempt = queue.approved(feature("alpha"), branch="alpha")
+    dead = Batch.objects.create(
+        project=flow.project,
+        state=BatchState.VERIFYING,
+        target="main",
+        method="squash",
+        changes=[{"attempt": attempt.pk, "task": task.key, "commit": attempt.landing["commit"]}],
+    )
+    attempt_landing_note(attempt=attempt, state="landing", batch=dead.pk, reason="")
+
+    counts = land(flow.project)
+
+    dead.refresh_from_db()
+    task.refresh_from_db()
+    assert (counts["settled"], counts["landed"]) == (1, 1)
+    assert dead.state == BatchState.ABANDONED
+    assert task.state == "done"
