@@ -14,6 +14,7 @@ sensible retry from a blind one.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -125,11 +126,43 @@ class Coder(Agent):
             )
 
     def contains(self, commit: str, older: str) -> bool:
+        if not older:
+            return False
         try:
             git(self.clone, "merge-base", "--is-ancestor", older, commit)
         except subprocess.CalledProcessError:
             return False
-        return bool(older)
+        return True
+
+    def wait_for(self, commit: str, seconds: float = 15) -> float:
+        """A change comes back while its batch is still being landed: what it clashed with
+        (``landing.base``) may reach main a moment later, or never (its batch fails). Wait
+        a little for it, fetching, so the retry does not clash with the same thing again."""
+        began = time.monotonic()
+        while commit and time.monotonic() - began < seconds:
+            with contextlib.suppress(subprocess.CalledProcessError):
+                if self.contains(git(self.clone, "rev-parse", "origin/main"), commit):
+                    break
+            time.sleep(0.5)
+            git(self.clone, "fetch", "-q", "--prune", "origin")
+        return round(time.monotonic() - began, 2)
+
+    def rebased(self, landing: dict, base: str, waited: float) -> dict:
+        """What the retry of a returned change was made on. Sensible: on a newer main than
+        the returned attempt was made on (the approved commit's parent)."""
+        try:
+            before = git(self.clone, "rev-parse", f"{landing.get('commit', '')}^")
+        except subprocess.CalledProcessError:
+            before = ""
+        return {
+            "after": landing.get("state"),
+            "reason": (landing.get("reason") or "")[:300],
+            "failing": landing.get("failing", []),
+            "paths": landing.get("paths", []),
+            "waited": waited,
+            "clashed_with_on_main": self.contains(base, landing.get("base", "")),
+            "sensible": before != base and self.contains(base, before),
+        }
 
     def work_one(self) -> str:
         claim = self.call("POST", "/tasks/claim/", json={"lease_seconds": self.lease})
@@ -153,6 +186,7 @@ class Coder(Agent):
         try:
             # Start from main as it is now: after a conflict this is the rebase.
             git(self.clone, "fetch", "-q", "--prune", "origin")
+            waited = self.wait_for(returned[0].get("base", "")) if returned else 0.0
             git(self.clone, "checkout", "-q", "-f", "-B", "work", "origin/main")
             git(self.clone, "clean", "-q", "-fdx")
             base = git(self.clone, "rev-parse", "HEAD")
@@ -161,15 +195,7 @@ class Coder(Agent):
             git(self.clone, "commit", "-q", "-m", f"{task}: {spec['kind']} (attempt {number})")
             commit = git(self.clone, "rev-parse", "HEAD")
             if returned:
-                # Sensible: made again on a main that has what it came back against.
-                self.journal.write(
-                    retry=task,
-                    after=returned[-1].get("state"),
-                    reason=(returned[-1].get("reason") or "")[:300],
-                    failing=returned[-1].get("failing", []),
-                    paths=returned[-1].get("paths", []),
-                    sensible=all(self.contains(base, r.get("base", "")) for r in returned),
-                )
+                self.journal.write(retry=task, **self.rebased(returned[0], base, waited))
             branch = f"agent/{task}-{number}"
             git(self.clone, "push", "-q", "-f", "origin", f"HEAD:refs/heads/{branch}")
         except subprocess.CalledProcessError as exc:

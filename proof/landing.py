@@ -579,6 +579,12 @@ def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list
         "retries_journaled": len(retries),
         "retries_after": dict(Counter(fact["after"] for fact in retries)),
         "retried_sensibly": sum(fact.get("sensible", False) for fact in retries),
+        # Made again on a main that already had what it came back against (the agent waits
+        # up to 15 s for it: a change comes back while its batch is still being landed).
+        "retried_on_what_it_clashed_with": sum(
+            fact.get("clashed_with_on_main", False) for fact in retries
+        ),
+        "retry_waits_seconds": sum(fact.get("waited", 0) for fact in retries),
         "batches": len(batches),
         "batch_states": dict(states),
         "verify_runs": sum(b[2] for b in batches),
@@ -606,7 +612,7 @@ def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list
             f"{returns['conflict'] + returns['failed']} changes came back"
         )
     blind = [
-        f"{fact['retry']} made again on a main without what it came back against"
+        f"{fact['retry']} made again on the main its returned attempt was made on"
         for fact in retries
         if not fact.get("sensible")
     ]
