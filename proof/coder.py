@@ -56,12 +56,13 @@ def edit(tree: Path, spec: dict) -> None:
     """Make the task's edit on the work tree ``tree``."""
     kind, n = spec["kind"], spec["n"]
     if kind == "shared":
-        # Every one of these adds its line at the same place: two made on one main clash.
+        # A group's changes add their line at the same place: two made on one main clash.
         path = tree / "registry.py"
         lines = path.read_text().splitlines()
         entry = f'    "E{n}",'
         if entry not in lines:
-            lines.insert(lines.index("]"), entry)
+            start = lines.index(f"SECTION_{spec['section']} = [")
+            lines.insert(lines.index("]", start), entry)
         path.write_text("\n".join(lines) + "\n")
     elif kind == "rename":
         # A rename renames every use in the tree as it is now, as a refactoring tool would.

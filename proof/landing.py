@@ -6,8 +6,10 @@ verifies every submission at its commit, a reviewer approves everything, and lan
 on (``push``, ``batch_max`` 4), so every approved change goes through the lander, which
 runs in real Celery workers on the queue ``verify``. The plan (``plan``) puts in:
 
-- textual conflicts: a fifth of the tasks add a line at the same place of
-  ``registry.py``, in groups claimed together (so made on the same ``main``);
+- textual conflicts: a fifth of the tasks add a line to ``registry.py``, in groups
+  claimed together (so made on the same ``main``), each group at the same place (the end
+  of its own list in the file): a group's changes clash with each other, not with other
+  groups' (one place for all of them makes every retry clash with every other: below);
 - semantic conflicts: pairs claimed together, one renaming ``old_k`` to ``new_k``
   everywhere, the other adding a test that calls the function by the name it sees; each
   passes alone, together they fail;
@@ -45,18 +47,25 @@ from proof.workers import celery_worker
 from tasks.demo.repository import RUN_TESTS
 
 ACTIVE = ("building", "verifying", "pushing")
-REGISTRY = 'ENTRIES = [\n    "base",\n]\n'
 REGISTRY_TEST = """\
 import unittest
 
-from registry import ENTRIES
+import registry
 
 
 class RegistryTest(unittest.TestCase):
     def test_base_first_and_no_entry_twice(self):
-        self.assertEqual(ENTRIES[0], "base")
-        self.assertEqual(len(ENTRIES), len(set(ENTRIES)))
+        for name in dir(registry):
+            if name.startswith("SECTION_"):
+                entries = getattr(registry, name)
+                self.assertEqual(entries[0], "base")
+                self.assertEqual(len(entries), len(set(entries)))
 """
+
+
+def registry(sections: int) -> str:
+    """The shared file: one list per group of shared tasks; a group adds to its own list."""
+    return "\n".join(f'SECTION_{g} = [\n    "base",\n]\n' for g in range(sections))
 
 
 @dataclass
@@ -92,16 +101,20 @@ def plan(run: LandingRun) -> list[dict]:
     """The tasks in claim order: ``{title, paths, spec}``; units claimed together stay together."""
     shared = run.tasks // 5
     units = [[("rename", k), ("call", k)] for k in range(run.pairs)]
-    left = shared
+    left, section = shared, 0
     while left > 0:
-        units.append([("shared", None)] * min(run.group, left))
-        left -= run.group
+        units.append([("shared", section)] * min(run.group, left))
+        left, section = left - run.group, section + 1
     units += [[("feature", None)] for _ in range(run.tasks - shared - 2 * run.pairs)]
     random.Random(run.seed).shuffle(units)
     items = []
     for kind, pair in (item for unit in units for item in unit):
         n = len(items)
-        spec = {"kind": kind, "n": n, **({"pair": pair} if pair is not None else {})}
+        spec = {"kind": kind, "n": n}
+        if kind == "shared":
+            spec["section"] = pair
+        elif pair is not None:
+            spec["pair"] = pair
         if kind == "shared":
             title, paths = f"Register E{n} in registry.py", ["registry.py"]
         elif kind == "rename":
@@ -119,7 +132,7 @@ def plan(run: LandingRun) -> list[dict]:
 class Origin:
     """The project's bare repository, and a clone where a person commits to main."""
 
-    def __init__(self, folder: Path, pairs: int):
+    def __init__(self, folder: Path, pairs: int, sections: int):
         folder.mkdir(parents=True)
         self.bare = folder / "origin.git"
         self.person = folder / "person"
@@ -130,7 +143,7 @@ class Origin:
         git(folder, "clone", "-q", str(self.bare), str(self.person))
         files = {
             "run_tests.py": RUN_TESTS,
-            "registry.py": REGISTRY,
+            "registry.py": registry(sections),
             "tests/__init__.py": "",
             "tests/test_registry.py": REGISTRY_TEST,
         }
@@ -310,14 +323,15 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
     }
     stack = Stack(run.name, web_workers=2, gate_workers=1, env=env)
     _open_to_the_sandbox(stack.work)
-    origin = Origin(stack.work / "repositories", run.pairs)
+    items = plan(run)
+    sections = 1 + max((i["spec"].get("section", 0) for i in items), default=0)
+    origin = Origin(stack.work / "repositories", run.pairs, sections)
     stack.env.update(
         FACTORY_RUNNER_ROOT=str(stack.work / "runner"),
         FACTORY_LOCAL_REPOSITORY_ROOTS=str(stack.work / "repositories"),
     )
     _redis_del("verify")
     stack.create_database()
-    items = plan(run)
     (stack.work / "plan.json").write_text(json.dumps(items))
     seeded = subprocess.run(
         [
