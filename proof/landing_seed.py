@@ -22,6 +22,7 @@ def main() -> None:
     parser.add_argument("--agents", type=int, required=True)
     parser.add_argument("--repository", required=True)
     parser.add_argument("--batch-max", type=int, default=4)
+    parser.add_argument("--avoid-overlap", choices=["on", "off"], default="off")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     import django
@@ -51,6 +52,7 @@ def main() -> None:
         project=project,
         actor=manager,
         landing={"mode": "push", "method": "squash", "batch_max": args.batch_max},
+        claim_avoid_overlap=args.avoid_overlap == "on",
     )
     agents = []
     for n in range(args.agents):
