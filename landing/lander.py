@@ -5,8 +5,9 @@ project, anywhere) and works the queue until it is empty, a batch at a time:
 
 1. fetch the mirror; the target's tip is the base;
 2. take up to ``batch_max`` queued changes in approval order and build each approved
-   commit onto the last (``landing.git.apply``); a change that does not apply goes back
-   at once with its paths and hunks, and the batch goes on without it;
+   commit onto the last (``landing.git.apply``); the batch goes on without a change that
+   does not apply, which goes back with its paths and hunks once the batch has landed
+   (or stays queued, if what it clashed with did not land);
 3. verify the last commit's tree in the sandbox (``runner.verify.verify_tree``); if it
    fails, bisect the chain to the first commit that fails, land the passing prefix and
    send the culprit back with its failing tests (the rest stay queued for the next batch);
@@ -252,8 +253,9 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float)
         batch.base, batch.state = base, BatchState.BUILDING
         batch.save(update_fields=["base", "state"])
         pending = [c for c in changes if c.outcome in ("queued", "landing")]
-        chain = _build(path, batch, base, pending)
+        chain, clashes = _build(path, batch, base, pending)
         if not chain:
+            _return_conflicts(batch, clashes, landed=0, tip=base)
             return
         batch.state = BatchState.VERIFYING
         batch.save(update_fields=["state"])
@@ -264,6 +266,7 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float)
             _return_culprit(runs, batch, base, chain, culprit)
         if not landing:
             batch.save(update_fields=["verify_runs", "bisect_steps"])
+            _return_conflicts(batch, clashes, landed=0, tip=base)
             return
         head = landing[-1].built
         with transaction.atomic():
@@ -288,16 +291,27 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float)
             change.outcome = "landed"
         batch.state = BatchState.LANDED
         _store_runs(runs, chain, good, culprit)
+        _return_conflicts(batch, clashes, landed=good, tip=head)
         return
     raise LandingError(
         f"the target moved under every one of {settings.FACTORY_LANDING_PUSH_TRIES} pushes"
     )
 
 
-def _build(path, batch: Batch, base: str, pending: list[Change]) -> list[Change]:
+@dataclass
+class Clash:
+    """A change that did not apply onto the chain after ``ahead`` changes of it."""
+
+    change: Change
+    conflict: git.Conflicted
+    ahead: int
+    parent: str
+
+
+def _build(path, batch: Batch, base: str, pending: list[Change]) -> tuple[list[Change], list]:
     """Build ``pending`` onto ``base`` in order; return the changes that applied, each with
-    the commit that carries it. A change that does not apply goes back now."""
-    chain, parent = [], base
+    the commit that carries it, and the clashes of those that did not (``Clash``)."""
+    chain, clashes, parent = [], [], base
     for change in pending:
         task = change.attempt.task
         version = change.attempt.spec_version
@@ -311,24 +325,34 @@ def _build(path, batch: Batch, base: str, pending: list[Change]) -> list[Change]
         )
         built = git.apply(path, parent, change.commit, message=message, method=batch.method)
         if isinstance(built, git.Conflicted):
-            _return(
-                change,
-                "conflict",
-                f"landing failed: {built.text()}: rebase onto {batch.target} "
-                f"(at {parent[:12]}) and submit again",
-                {
-                    "paths": built.paths,
-                    "hunks": built.hunks,
-                    "against": built.against,
-                    "base": parent,
-                },
-            )
+            clashes.append(Clash(change, built, len(chain), parent))
             continue
         # A change already on the target adds nothing: it lands as the commit it sits on.
         change.built = parent if built.empty else built.commit
         parent = change.built
         chain.append(change)
-    return chain
+    return chain, clashes
+
+
+def _return_conflicts(batch: Batch, clashes: list[Clash], *, landed: int, tip: str) -> None:
+    """Send back the changes that clash with what is now on the target: those built on no
+    more of the chain than landed. A change that clashed only with changes that did not
+    land (a culprit, or those behind it) stays queued, to be built again on the new tip."""
+    for clash in clashes:
+        if clash.ahead > landed:
+            continue
+        _return(
+            clash.change,
+            "conflict",
+            f"landing failed: {clash.conflict.text()}: rebase onto {batch.target} "
+            f"(at {tip[:12]}) and submit again",
+            {
+                "paths": clash.conflict.paths,
+                "hunks": clash.conflict.hunks,
+                "against": clash.conflict.against,
+                "base": tip,
+            },
+        )
 
 
 def _verified_prefix(runs: Runs, base: str, chain: list[Change]) -> tuple[int, int | None]:

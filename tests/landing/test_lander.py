@@ -272,3 +272,41 @@ def test_a_batch_whose_lander_died_mid_verify_is_abandoned_and_its_change_lands(
     assert (counts["settled"], counts["landed"]) == (1, 1)
     assert dead.state == BatchState.ABANDONED
     assert task.state == "done"
+
+
+def test_a_change_that_clashed_only_with_a_culprit_stays_queued_and_lands_after_it(
+    queue, origin, flow
+):
+    queue.on(batch_max=8)
+    first, _ = queue.approved(feature("alpha"), branch="alpha")
+    culprit_files = {
+        "calc.py": CALC.replace("return a + b", "return a + b + 0"),
+        **broken("beta"),
+    }
+    culprit, _ = queue.approved(culprit_files, branch="beta")
+    later, later_attempt = queue.approved(
+        {"calc.py": CALC.replace("return a + b", "return b + a")}, branch="gamma"
+    )
+
+    land(flow.project)
+
+    first.refresh_from_db(), culprit.refresh_from_db(), later.refresh_from_db()
+    later_attempt.refresh_from_db()
+    assert (first.state, culprit.state, later.state) == ("done", "ready", "done")
+    assert later_attempt.landing["state"] == "landed"
+    assert "return b + a" in origin._git(origin.bare, "show", "main:calc.py")
+
+
+def test_a_conflict_names_the_tip_the_next_attempt_should_rebase_onto(queue, origin, flow):
+    queue.approved({"calc.py": CALC.replace("return a + b", "return b + a")}, branch="one")
+    _, clash = queue.approved(
+        {"calc.py": CALC.replace("return a + b", "return sum((a, b))")}, branch="two"
+    )
+
+    land(flow.project)
+
+    clash.refresh_from_db()
+    assert clash.landing["reason"].endswith(
+        f"rebase onto main (at {origin.tip()[:12]}) and submit again"
+    )
+    assert clash.landing["base"] == origin.tip()
