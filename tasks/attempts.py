@@ -99,6 +99,7 @@ def task_claim(
         if claimed is None:
             return None
         if claimed is not claim_sql.OVERDUE:
+            claimed.skipped_for_overlap = []
             return claimed
     for attempt_id in selectors.overdue_attempt_ids(project_ids=project_ids, now=now):
         _expire_quietly(attempt_id)

@@ -202,16 +202,18 @@ def test_with_prepared_statements_off_the_statement_still_claims(flow, monkeypat
     assert prepared_claims() == prepared_before
 
 
-def test_a_claim_over_the_api_is_three_queries_the_token_the_statement_and_the_outbox(
+def test_a_claim_over_the_api_is_four_queries_the_token_the_setting_the_statement_the_outbox(
     flow, api, django_assert_num_queries
 ):
     flow.ready()
     client = api(flow.agent)
     ContentType.objects.get_for_model(Attempt)  # cached for the life of the process
 
-    # The outbox's one query wakes the live stream and reads the webhook subscriptions;
-    # in a test the claim's transaction is a savepoint (SAVEPOINT, RELEASE: two more).
-    with django_assert_num_queries(3 + 2):
+    # Whether the projects avoid overlap (claim_avoid_overlap) is one indexed read before
+    # the statement; the outbox's one query wakes the live stream and reads the webhook
+    # subscriptions; in a test the claim's transaction is a savepoint (SAVEPOINT, RELEASE:
+    # two more).
+    with django_assert_num_queries(4 + 2):
         response = client.post("/api/v1/tasks/claim/", {"project": "FM"}, format="json")
 
     assert (response.status_code, response.json()["task"]["project"]) == (201, "FM")
