@@ -140,12 +140,15 @@ def _seed_landing(project, demo, spec, repository) -> None:
         attempt.refresh_from_db()
         if attempt.state != AttemptState.PASSED:
             continue  # no sandbox after all: nothing to land
-        review.task_approve(
-            task=attempt.task,
-            actor=demo.rita,
-            reason="Small and clear.",
-            criteria=[{"key": "AC-2", "verdict": "met", "note": "small and readable"}],
-        )
+        # In the foreground: the lander an approval starts on commit must finish before
+        # the command exits, not in a background thread that dies with it.
+        with foreground():
+            review.task_approve(
+                task=attempt.task,
+                actor=demo.rita,
+                reason="Small and clear.",
+                criteria=[{"key": "AC-2", "verdict": "met", "note": "small and readable"}],
+            )
     # The lander, by its job's name (it lives above tasks), run here before the command
     # exits: RD-3 lands; RD-4 comes back with the test that fails once merged.
     with foreground():
