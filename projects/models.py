@@ -109,6 +109,14 @@ class Project(models.Model):
         help_text="Claims prefer tasks whose allowed_paths overlap no task in progress, in "
         "review or queued to land. Empty: on when landing is on.",
     )
+    budget_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="What its attempts may cost per calendar month (UTC), by their agents' "
+        "self-reported usage; past it a claim is refused. Empty: no limit.",
+    )
     max_attempts = models.PositiveSmallIntegerField(
         default=3, help_text="Default for new tasks: failed attempts allowed before a task fails."
     )

@@ -123,6 +123,13 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
         editable=False,
         help_text="The commit on the landing target that carries this task's change.",
     )
+    budget_usd = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="What one attempt at it may cost (its agents' self-reported usage); empty: no limit.",
+    )
     current_attempt = models.ForeignKey(
         "Attempt",
         null=True,
@@ -400,6 +407,13 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         blank=True,
         editable=False,
         help_text="Where its change is in landing: {state, commit, batch, landed, reason, seconds}.",
+    )
+    usage = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What the attempt used, as its agent reported it (self-reported): {model,"
+        " input_tokens, output_tokens, cost_usd, wall_seconds}, summed over heartbeats and the submit.",
     )
     started_at = models.DateTimeField(default=timezone.now, editable=False)
 
