@@ -163,8 +163,9 @@ def evidence_attach(
     ``human`` evidence, both only to a live attempt (409 ``invalid_state``). The file is
     validated and summarised by its kind (400 for a malformed or hostile file), refused
     past the size limit (413 ``too_large``) and past the attempt's and the project's
-    quotas (413 ``quota_exceeded``; see ``_check_quotas``). A refused file leaves no row
-    and no blob.
+    quotas (413 ``quota_exceeded``; see ``_check_quotas``). A refused file leaves no row;
+    it leaves no bytes either unless the refusal came while it was stored (a lease or a
+    quota lost meanwhile), when the bytes stay, unreferenced and uncounted (ADR 0017).
     """
     if kind not in Kind.values:
         raise ValidationError({"kind": f"choose one of {', '.join(Kind.values)}"})
@@ -197,33 +198,30 @@ def evidence_attach(
         or mimetypes.guess_type(name)[0]
         or "application/octet-stream"
     )
-    blob, sha256, size, created = storage.store_blob(file, sha256=sha256, size=size)
-    try:
-        with transaction.atomic():
-            if provenance == Provenance.AGENT:
-                attempt.fence(actor)  # the lease may have run out while we stored
-            _lock_quotas(attempt)
-            _check_quotas(attempt, provenance, size)
-            evidence = Evidence.objects.create(
-                attempt=attempt,
-                project_id=attempt.task.project_id,
-                kind=kind,
-                file=blob,
-                sha256=sha256,
-                size=size,
-                media_type=media_type[:100],
-                name=name,
-                provenance=provenance,
-                uploaded_by=actor,
-                summary=summary,
-            )
-            evidence._criteria_open = True  # the one moment the criteria may be written
-            evidence.criteria.set(found_criteria)
-            del evidence._criteria_open
-    except Exception:
-        if created and not Evidence.objects.filter(sha256=sha256).exists():
-            storage.delete_blob(blob)
-        raise
+    # Stored outside the transaction (slow I/O); bytes whose row is then refused stay
+    # unreferenced, never deleted (ADR 0017).
+    blob, sha256, size, _ = storage.store_blob(file, sha256=sha256, size=size)
+    with transaction.atomic():
+        if provenance == Provenance.AGENT:
+            attempt.fence(actor)  # the lease may have run out while we stored
+        _lock_quotas(attempt)
+        _check_quotas(attempt, provenance, size)
+        evidence = Evidence.objects.create(
+            attempt=attempt,
+            project_id=attempt.task.project_id,
+            kind=kind,
+            file=blob,
+            sha256=sha256,
+            size=size,
+            media_type=media_type[:100],
+            name=name,
+            provenance=provenance,
+            uploaded_by=actor,
+            summary=summary,
+        )
+        evidence._criteria_open = True  # the one moment the criteria may be written
+        evidence.criteria.set(found_criteria)
+        del evidence._criteria_open
     return evidence
 
 
@@ -238,25 +236,21 @@ def evidence_measured(*, attempt, files: Iterable[tuple[str, bytes, str, str]]) 
             summary = summarize(kind, ContentFile(content, name=name))
         except ValidationError as exc:
             kind, media_type, summary = Kind.LOG, "text/plain", {"unreadable": exc.messages}
-        blob, sha256, size, created = storage.store_blob(ContentFile(content, name=name))
-        try:
-            rows.append(
-                Evidence.objects.create(
-                    attempt_id=attempt.pk,
-                    project_id=attempt.task.project_id,
-                    kind=kind,
-                    file=blob,
-                    sha256=sha256,
-                    size=size,
-                    media_type=media_type,
-                    name=name,
-                    provenance=Provenance.RUNNER,
-                    summary=summary,
-                )
+        blob, sha256, size, _ = storage.store_blob(ContentFile(content, name=name))
+        rows.append(
+            Evidence.objects.create(
+                attempt_id=attempt.pk,
+                project_id=attempt.task.project_id,
+                kind=kind,
+                file=blob,
+                sha256=sha256,
+                size=size,
+                media_type=media_type,
+                name=name,
+                provenance=Provenance.RUNNER,
+                summary=summary,
             )
-        except Exception:
-            _forget_blob(((blob, sha256, size),), created)
-            raise
+        )
     return rows
 
 
@@ -391,57 +385,50 @@ def gate_run_finish(
     its evidence are there together or not at all. A run that already finished is
     returned as it is, so a re-delivered job changes nothing; a run that is not
     running is refused (409) before anything is stored. The bytes are written outside
-    the transaction and removed again if the transaction does not commit.
+    the transaction; if it does not commit they stay, unreferenced (ADR 0017).
     """
     name = OUTCOME_TRANSITIONS[outcome]
     current = GateRun.objects.select_related("attempt__task").get(pk=run.pk)
     if current.state in FINISHED_GATE_STATES:
         return current
     check(current, name, actor=None)
-    stored, created = None, False
+    stored = None
     if report is not None:
         content, kind, report_name, media_type = report
         file = ContentFile(content, name=report_name)
         # The system's own output: stored as it is, never refused like an upload.
         report_summary = {"lines": content.count(b"\n")}
-        blob_name_, sha256, size, created = storage.store_blob(file)
+        blob_name_, sha256, size, _ = storage.store_blob(file)
         stored = ((blob_name_, sha256, size), kind, report_name, media_type, report_summary)
     measured = [
         (attachment, *storage.store_blob(ContentFile(attachment.content, name=attachment.name)))
         for attachment in attachments
     ]
-    try:
-        with transaction.atomic():
-            run = _lock_run(run.pk)
-            if run.state in FINISHED_GATE_STATES:
-                _forget_blob(stored, created)
-                _forget_measured(measured)
-                return run
-            _measured_rows(run, measured, provenance)
-            evidence = None
-            if stored is not None:
-                blob, kind, report_name, media_type, report_summary = stored
-                evidence = _gate_evidence_row(
-                    run=run,
-                    blob=blob,
-                    kind=kind,
-                    name=report_name,
-                    media_type=media_type,
-                    summary=report_summary,
-                )
-            fire(
-                run,
-                name,
-                actor=None,
-                reason=summary,
-                verdict=verdict,
-                summary=summary,
-                report=evidence,
+    with transaction.atomic():
+        run = _lock_run(run.pk)
+        if run.state in FINISHED_GATE_STATES:
+            return run  # what this delivery stored stays unreferenced (ADR 0017)
+        _measured_rows(run, measured, provenance)
+        evidence = None
+        if stored is not None:
+            blob, kind, report_name, media_type, report_summary = stored
+            evidence = _gate_evidence_row(
+                run=run,
+                blob=blob,
+                kind=kind,
+                name=report_name,
+                media_type=media_type,
+                summary=report_summary,
             )
-    except Exception:
-        _forget_blob(stored, created)
-        _forget_measured(measured)
-        raise
+        fire(
+            run,
+            name,
+            actor=None,
+            reason=summary,
+            verdict=verdict,
+            summary=summary,
+            report=evidence,
+        )
     return run
 
 
@@ -463,20 +450,6 @@ def _measured_rows(run: GateRun, measured, provenance: str) -> None:
             row._criteria_open = True  # the one moment the criteria may be written
             row.criteria.set(claimed)
             del row._criteria_open
-
-
-def _forget_measured(measured) -> None:
-    for _, name, sha256, size, created in measured:
-        _forget_blob(((name, sha256, size),), created)
-
-
-def _forget_blob(stored, created: bool) -> None:
-    """Remove a blob this call wrote if no evidence row refers to it."""
-    if stored is None or not created:
-        return
-    (name, sha256, _), *_ = stored
-    if not Evidence.objects.filter(sha256=sha256).exists():
-        storage.delete_blob(name)
 
 
 # --- Running gates --------------------------------------------------------------------------

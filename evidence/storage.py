@@ -23,20 +23,18 @@ def sha256_of(fileobj: File) -> tuple[str, int]:
 def store_blob(fileobj: File, *, sha256: str | None = None, size: int | None = None):
     """Store bytes under their SHA-256 unless they are there already.
 
-    Returns ``(name, sha256, size, created)``; ``created`` says whether this call wrote
-    the blob (so a caller whose transaction then fails can remove what it added).
+    Returns ``(name, sha256, size, created)``; ``created`` says whether the bytes were new
+    here. A name that exists is reused and never rewritten, and nothing stored is ever
+    deleted (evidence.backends): bytes whose row was then refused stay, unreferenced and
+    uncounted, because another request may already rely on them (ADR 0017).
     """
     if sha256 is None or size is None:
         sha256, size = sha256_of(fileobj)
     name = blob_name(sha256)
     if default_storage.exists(name):
         return name, sha256, size, False
-    saved = default_storage.save(name, fileobj)
-    if saved != name:
-        # Another request stored the same bytes a moment earlier; keep one copy.
-        default_storage.delete(saved)
-        return name, sha256, size, False
-    return name, sha256, size, True
+    # The evidence stores return the same name when a racing request stored it first.
+    return default_storage.save(name, fileobj), sha256, size, True
 
 
 def store_bytes(content: bytes):
@@ -44,8 +42,5 @@ def store_bytes(content: bytes):
 
 
 def open_blob(name: str):
+    """The blob, open for reading: streamed from disk or in ranged GETs from a bucket."""
     return default_storage.open(name, "rb")
-
-
-def delete_blob(name: str) -> None:
-    default_storage.delete(name)

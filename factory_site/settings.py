@@ -149,11 +149,49 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", str(BASE_DIR / "var" / "static")))
 MEDIA_ROOT = Path(env("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
 MEDIA_URL = "/media/"
+# Evidence lives in STORAGES["default"]: files under MEDIA_ROOT, or any S3-compatible bucket
+# (FACTORY_EVIDENCE_STORAGE=s3). Either store writes a file once and never deletes it
+# (evidence/backends.py, ADR 0017). FILE_STORAGE_BACKEND names another class instead.
+FACTORY_EVIDENCE_STORAGE = env("FACTORY_EVIDENCE_STORAGE", "filesystem")
+if FACTORY_EVIDENCE_STORAGE == "filesystem":
+    EVIDENCE_STORAGE = {
+        "BACKEND": env("FILE_STORAGE_BACKEND", "evidence.backends.EvidenceFileSystemStorage")
+    }
+elif FACTORY_EVIDENCE_STORAGE == "s3":
+    if not env("FACTORY_S3_BUCKET"):
+        raise ImproperlyConfigured(
+            "FACTORY_EVIDENCE_STORAGE=s3 needs FACTORY_S3_BUCKET (and FACTORY_S3_ENDPOINT_URL "
+            "for a store other than AWS). See docs/deploy.md, 'Evidence on object storage'."
+        )
+    _endpoint = env("FACTORY_S3_ENDPOINT_URL") or None
+    EVIDENCE_STORAGE = {
+        "BACKEND": "evidence.backends.EvidenceS3Storage",
+        "OPTIONS": {
+            "bucket_name": env("FACTORY_S3_BUCKET"),
+            "endpoint_url": _endpoint,
+            "region_name": env("FACTORY_S3_REGION") or None,
+            # MinIO and most other stores behind one host name want path-style addresses.
+            "addressing_style": env("FACTORY_S3_ADDRESSING_STYLE")
+            or ("path" if _endpoint else None),
+            "location": env("FACTORY_S3_PREFIX").strip("/"),
+            "file_overwrite": False,
+            "default_acl": None,  # the bucket's own policy: private
+            # Unset keys fall back to AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, then to boto3's
+            # own chain (instance profile, web identity).
+            **(
+                {"access_key": env("FACTORY_S3_ACCESS_KEY")} if env("FACTORY_S3_ACCESS_KEY") else {}
+            ),
+            **(
+                {"secret_key": env("FACTORY_S3_SECRET_KEY")} if env("FACTORY_S3_SECRET_KEY") else {}
+            ),
+        },
+    }
+else:
+    raise ImproperlyConfigured(
+        f"FACTORY_EVIDENCE_STORAGE={FACTORY_EVIDENCE_STORAGE!r}: choose filesystem or s3"
+    )
 STORAGES = {
-    # Evidence lives here; any Django storage backend works (set FILE_STORAGE_BACKEND).
-    "default": {
-        "BACKEND": env("FILE_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage")
-    },
+    "default": EVIDENCE_STORAGE,
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 FILE_UPLOAD_TEMP_DIR = env("FILE_UPLOAD_TEMP_DIR") or None

@@ -24,7 +24,8 @@ from factory_site.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # The store the site runs on: it refuses to delete, so no test passes by deleting.
+    "default": {"BACKEND": "evidence.backends.EvidenceFileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 STATIC_ROOT = None  # WhiteNoise serves nothing in tests; no collectstatic needed

@@ -138,15 +138,18 @@ def test_a_submitted_attempt_takes_no_more_agent_evidence(flow):
 
 
 @pytest.mark.django_db
-def test_a_lease_lost_while_storing_removes_the_new_blob(flow, monkeypatch):
+def test_a_lease_lost_while_storing_writes_no_row_and_deletes_nothing(flow, monkeypatch):
+    # Another request may already rely on the bytes (ADR 0017): they stay, uncounted.
     _, attempt = flow.claimed(lease_seconds=60)
     lose_the_lease_while_storing(monkeypatch, attempt)
+    events_before = Event.objects.count()
 
     with pytest.raises(Conflict) as refused:
         attach(attempt, flow.agent)
 
     assert refused.value.code == "lease_lost"
-    assert_nothing_stored()
+    assert (Evidence.objects.count(), Event.objects.count()) == (0, events_before)
+    assert blob_files() == [blob_name(hashlib.sha256(LOG).hexdigest())]
 
 
 @pytest.mark.django_db
