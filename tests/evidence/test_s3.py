@@ -14,6 +14,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -43,37 +44,42 @@ LOG = b"".join(b"line %03d of the run\n" % n for n in range(200))
 BUCKETS = itertools.count()
 
 
+def settings_from(environment: dict) -> dict:
+    """The globals factory_site/settings.py makes of the test's environment plus these."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in environment.items():
+            patch.setenv(name, value)
+        return runpy.run_path(str(SETTINGS))
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """moto's S3 API on a free loopback port, and the settings that point evidence at it."""
     from moto.server import ThreadedMotoServer
 
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in DUMMY_AWS.items():
-            patch.setenv(name, value)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        for name, value in {
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    storage = settings_from(
+        {
             "FACTORY_EVIDENCE_STORAGE": "s3",
             "FACTORY_S3_BUCKET": "placeholder",
             "FACTORY_S3_ENDPOINT_URL": endpoint,
             "FACTORY_S3_REGION": "us-east-1",
             "FACTORY_S3_ACCESS_KEY": "factory",
             "FACTORY_S3_SECRET_KEY": "factory-secret",
-        }.items():
-            patch.setenv(name, value)
-        storage = runpy.run_path(str(SETTINGS))["STORAGES"]["default"]
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="factory",
-            aws_secret_access_key="factory-secret",
-        )
-        yield endpoint, storage, client
-        server.stop()
+        }
+    )["STORAGES"]["default"]
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="factory",
+        aws_secret_access_key="factory-secret",
+    )
+    yield endpoint, storage, client
+    server.stop()
 
 
 class Bucket:
@@ -93,9 +99,11 @@ class Bucket:
 
 
 @pytest.fixture
-def bucket(s3_server, settings):
+def bucket(s3_server, settings, monkeypatch):
     """A new versioned bucket, the site's evidence store for this test; no delete reaches it."""
     endpoint, storage, client = s3_server
+    for name, value in DUMMY_AWS.items():
+        monkeypatch.setenv(name, value)
     name = f"evidence-{next(BUCKETS)}"
     client.create_bucket(Bucket=name)
     client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
@@ -116,9 +124,11 @@ def files_in(root) -> list[str]:
     return sorted(str(p) for p in Path(root).rglob("*") if p.is_file())
 
 
-@pytest.mark.django_db
 def test_settings_from_the_environment_make_the_s3_store(s3_server):
     _, storage, _ = s3_server
+
+    with pytest.raises(ImproperlyConfigured, match="needs FACTORY_S3_BUCKET"):
+        settings_from({"FACTORY_EVIDENCE_STORAGE": "s3", "FACTORY_S3_BUCKET": ""})
 
     assert storage["BACKEND"] == "evidence.backends.EvidenceS3Storage"
     assert {k: v for k, v in storage["OPTIONS"].items() if k != "endpoint_url"} == {
