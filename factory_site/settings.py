@@ -398,6 +398,13 @@ FACTORY_RUNNER_MAX_CHECKOUT_BYTES = env_int(
 )
 # Extra directories the sandbox sees read-only (a shared toolchain: /opt/venvs/ci).
 FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
+# Dependency caches of the setup step (docs/runner.md, "Caching dependencies"): one folder
+# per project and lock-file key under this root (FACTORY_RUNNER_ROOT/cache when empty);
+# the newest FACTORY_RUNNER_CACHE_KEEP keys of a project are kept, and a key's folder
+# that setup grows past FACTORY_RUNNER_CACHE_MAX_MB is dropped after its verification.
+FACTORY_RUNNER_CACHE_ROOT = env("FACTORY_RUNNER_CACHE_ROOT", "")
+FACTORY_RUNNER_CACHE_KEEP = env_int("FACTORY_RUNNER_CACHE_KEEP", 3)
+FACTORY_RUNNER_CACHE_MAX_MB = env_int("FACTORY_RUNNER_CACHE_MAX_MB", 4096)
 # A verification's whole job (fetch, setup, test, collect) stops after this long; the
 # reconciler re-queues a runner that has run longer than this plus the grace period.
 FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)

@@ -30,6 +30,11 @@ def _verify_schema() -> dict:
             "coverage": {**path, "nullable": True},
             **limits,
             "setup_network": {"type": "boolean"},
+            "cache_keys": {
+                "type": "array",
+                "items": {**path, "pattern": verify.CACHE_KEY_PATTERN},
+                "maxItems": verify.MAX_CACHE_KEYS,
+            },
         },
         "required": ["test", "junit"],
         "additionalProperties": False,
@@ -38,7 +43,8 @@ def _verify_schema() -> dict:
         "description": (
             "How the runner verifies each submission at its commit ({} for no runner): setup "
             "commands, the test command (sh -c, never with the network), where it writes "
-            "JUnit and Cobertura, and its limits. See docs/runner.md."
+            "JUnit and Cobertura, its limits, and the lock files that choose its dependency cache. "
+            "See docs/runner.md."
         ),
         "anyOf": [{"type": "object", "maxProperties": 0}, block],
     }

@@ -27,6 +27,11 @@ _FIRST = r"[^./\\\x00-\x1f\x7f]"
 # A path segment that is neither "." nor "..": the repository's own files only.
 _SEGMENT = rf"(?:{_FIRST}{_NAME}*|\.{_FIRST}{_NAME}*|\.\.{_NAME}+)"
 REPORT_PATH_PATTERN = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
+# The same, with wildcards (* ? [ ]) allowed in the last segment only.
+_PLAIN = r"[^/\\\x00-\x1f\x7f*?\[\]]"
+_PLAIN_FIRST = r"[^./\\\x00-\x1f\x7f*?\[\]]"
+_PLAIN_SEGMENT = rf"(?:{_PLAIN_FIRST}{_PLAIN}*|\.{_PLAIN_FIRST}{_PLAIN}*|\.\.{_PLAIN}+)"
+CACHE_KEY_PATTERN = rf"^(?:{_PLAIN_SEGMENT}/)*{_SEGMENT}$"
 REPOSITORY_PATTERN = (
     rf"^(?:(?:https?|ssh|git)://{_TEXT}+|file://(?:/{_SEGMENT})+|(?:/{_SEGMENT})+"
     rf"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:{_TEXT}+)$"
@@ -39,6 +44,9 @@ MAX_PATH = 1000
 MAX_URL = 2000
 MAX_BRANCH = 200
 MAX_SETUP = 20
+MAX_CACHE_KEYS = 20
+# The lock files whose contents choose a project's dependency cache (docs/runner.md).
+DEFAULT_CACHE_KEYS = ["uv.lock", "requirements*.txt", "package-lock.json", "go.sum"]
 
 
 def _matches(pattern: str, value, limit: int) -> bool:
@@ -176,11 +184,11 @@ def _check_local(url: str, path: Path) -> None:
 
 
 def _server_directories() -> list[Path]:
-    return [
-        Path(os.path.realpath(settings.BASE_DIR)),
-        Path(os.path.realpath(settings.MEDIA_ROOT)),
-        Path(os.path.realpath(settings.FACTORY_RUNNER_ROOT)),
-    ]
+    folders = [settings.BASE_DIR, settings.MEDIA_ROOT, settings.FACTORY_RUNNER_ROOT]
+    if settings.FACTORY_RUNNER_CACHE_ROOT:
+        # Setup commands write there: a repository in it would be a sandbox's making.
+        folders.append(settings.FACTORY_RUNNER_CACHE_ROOT)
+    return [Path(os.path.realpath(folder)) for folder in folders]
 
 
 def same_local_repository(first: str, second: str) -> bool:
@@ -206,6 +214,7 @@ VERIFY_DEFAULTS = {
     "memory_mb": 2048,
     "output_limit_bytes": 4 * 1024 * 1024,
     "setup_network": False,
+    "cache_keys": DEFAULT_CACHE_KEYS,
 }
 
 
@@ -232,6 +241,22 @@ def _report_path(value, field: str) -> str:
             {field: "a path relative to the repository root, with no '.', '..' or empty segment"}
         )
     return value
+
+
+def _cache_keys(value, field: str) -> list[str]:
+    """Lock-file patterns: paths relative to the repository root, wildcards (``* ? [ ]``)
+    in the last segment only, so that finding them never walks the tree; [] for no cache."""
+    if not isinstance(value, list) or len(value) > MAX_CACHE_KEYS:
+        raise ValidationError({field: f"a list of at most {MAX_CACHE_KEYS} lock-file paths"})
+    for pattern in value:
+        if not _matches(CACHE_KEY_PATTERN, pattern, MAX_PATH):
+            raise ValidationError(
+                {
+                    field: "paths relative to the repository root, with no '.', '..' or empty "
+                    "segment, wildcards (* ? [ ]) in the file name only, like requirements*.txt"
+                }
+            )
+    return list(value)
 
 
 def clean_verify(value) -> dict:
@@ -276,6 +301,7 @@ def clean_verify(value) -> dict:
             errors[f"verify.{name}"] = [f"a whole number from {low} to {high}"]
     if not isinstance(cleaned["setup_network"], bool):
         errors["verify.setup_network"] = ["true or false"]
+    field("cache_keys", _cache_keys)
     if errors:
         raise ValidationError(errors)
     return cleaned

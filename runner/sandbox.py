@@ -56,6 +56,27 @@ ETC = [
 ]
 
 
+# Where the sandbox sees a project's dependency cache (runner.cache), if it has one.
+SANDBOX_CACHE = "/cache"
+
+
+def cache_environment(*, writable: bool) -> dict[str, str]:
+    """The variables that point package tools at the cache inside the sandbox.
+
+    In the test step the cache is read-only, so Go's build cache (which ``go test`` must
+    write) is the sandbox's private /tmp then.
+    """
+    return {
+        "FACTORY_CACHE": SANDBOX_CACHE,
+        "XDG_CACHE_HOME": f"{SANDBOX_CACHE}/xdg",
+        "UV_CACHE_DIR": f"{SANDBOX_CACHE}/uv",
+        "PIP_CACHE_DIR": f"{SANDBOX_CACHE}/pip",
+        "npm_config_cache": f"{SANDBOX_CACHE}/npm",
+        "GOMODCACHE": f"{SANDBOX_CACHE}/go/mod",
+        "GOCACHE": f"{SANDBOX_CACHE}/go/build" if writable else "/tmp/go-build",
+    }
+
+
 class SandboxUnavailable(RuntimeError):
     """The sandbox cannot run on this machine (its message says what to install)."""
 
@@ -125,8 +146,13 @@ class Sandbox(abc.ABC):
         limits: Limits,
         log: BinaryIO,
         read_only: tuple[Path, ...] = (),
+        cache: Path | None = None,
+        cache_writable: bool = False,
     ) -> Outcome:
-        """Run ``command`` with ``sh -c`` in ``workspace``; its output goes to ``log``."""
+        """Run ``command`` with ``sh -c`` in ``workspace``; its output goes to ``log``.
+
+        ``cache``, if given, is seen at ``/cache`` (writable only if ``cache_writable``)
+        and named by the variables of ``cache_environment``."""
 
 
 def sandbox() -> Sandbox:
@@ -145,7 +171,18 @@ class Bubblewrap(Sandbox):
                 "(apt-get install bubblewrap util-linux)"
             )
 
-    def argv(self, command, *, workspace, network, limits, read_only=(), info_fd=None) -> list[str]:
+    def argv(
+        self,
+        command,
+        *,
+        workspace,
+        network,
+        limits,
+        read_only=(),
+        info_fd=None,
+        cache=None,
+        cache_writable=False,
+    ) -> list[str]:
         memory = limits.memory_mb * 1024 * 1024
         argv = [
             "prlimit",
@@ -186,6 +223,11 @@ class Bubblewrap(Sandbox):
         # After the private /tmp, which would otherwise hide a mirror that lives under /tmp.
         for path in [*read_only, *map(Path, settings.FACTORY_RUNNER_RO_BINDS)]:
             argv += ["--ro-bind", str(path), str(path)]
+        environment = {}
+        if cache is not None:
+            # A read-only bind is a read-only mount: not even the folder's owner writes.
+            argv += ["--bind" if cache_writable else "--ro-bind", str(cache), SANDBOX_CACHE]
+            environment = cache_environment(writable=cache_writable)
         argv += [
             "--bind",
             str(workspace),
@@ -210,14 +252,24 @@ class Bubblewrap(Sandbox):
             "--setenv",
             "CI",
             "1",
-            "--",
-            "/bin/sh",
-            "-c",
-            command,
         ]
+        for name, value in environment.items():
+            argv += ["--setenv", name, value]
+        argv += ["--", "/bin/sh", "-c", command]
         return argv
 
-    def run(self, command, *, workspace, network, limits, log, read_only=()) -> Outcome:
+    def run(
+        self,
+        command,
+        *,
+        workspace,
+        network,
+        limits,
+        log,
+        read_only=(),
+        cache=None,
+        cache_writable=False,
+    ) -> Outcome:
         self.check()
         info, info_write = os.pipe()
         argv = self.argv(
@@ -227,6 +279,8 @@ class Bubblewrap(Sandbox):
             limits=limits,
             read_only=read_only,
             info_fd=info_write,
+            cache=cache,
+            cache_writable=cache_writable,
         )
         started = time.monotonic()
         deadline = started + limits.seconds

@@ -17,11 +17,13 @@ import io
 import os
 import stat
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 
+from runner import cache
 from runner import mirror as git
 from runner.sandbox import Limits, SandboxUnavailable, sandbox
 
@@ -97,9 +99,12 @@ def verify(*, project, commit: str) -> Result:
     return run_checked_out(box, project, workspace, result, cut=cut)
 
 
-def run_checked_out(box, project, workspace: Path, result: Result, *, cut: bool = False) -> Result:
+def run_checked_out(
+    box, project, workspace: Path, result: Result, *, cut: bool = False, scope: str = "submission"
+) -> Result:
     """Run the verify block in ``workspace`` (a ``mirror.checkout``) and fill in ``result``;
-    the workspace is removed, however it ends."""
+    the workspace is removed, however it ends. ``scope`` separates the caches of runs
+    that may not share them (``runner.cache.key``)."""
     limit = settings.FACTORY_RUNNER_REPORT_MAX_BYTES
     if cut:
         # A cut diff could end on a file's boundary and parse: diff-scope would never see
@@ -112,7 +117,9 @@ def run_checked_out(box, project, workspace: Path, result: Result, *, cut: bool 
     started = time.monotonic()
     try:
         _forget_committed_reports(project.verify, workspace / "src")
-        _run_steps(box, project.verify, workspace / "src", result)
+        with _cache(project, workspace / "src", scope) as (folder, said):
+            result.log = said
+            _run_steps(box, project.verify, workspace / "src", result, folder)
         if not result.problems or result.steps[-1]["name"] == "test":
             _read_reports(project.verify, workspace / "src", result)
     finally:
@@ -139,7 +146,11 @@ def verify_tree(*, project, path: Path, sha: str) -> Result:
         raise CommitRefused(str(exc)) from exc
     except git.GitError as exc:
         raise RunnerUnavailable(str(exc)) from exc
-    return run_checked_out(box, project, workspace, Result(commit=sha, base="", mirror="built"))
+    # The lander's cache is its own: a submission's setup (any agent's code) never writes
+    # what a landing verification reads.
+    return run_checked_out(
+        box, project, workspace, Result(commit=sha, base="", mirror="built"), scope="landing"
+    )
 
 
 def _check_room(size: int) -> None:
@@ -184,8 +195,30 @@ def _check_reachable(root: Path) -> None:
             )
 
 
-def _run_steps(box, block: dict, src: Path, result: Result) -> None:
+@contextmanager
+def _cache(project, src: Path, scope: str):
+    """``(folder, log line)``: the project's dependency cache for this checkout's lock
+    files, held while the steps run; ``(None, b"")`` when there is no setup or no
+    ``cache_keys``."""
+    block = project.verify
+    if not block["setup"] or not cache.patterns(block):
+        yield None, b""
+        return
+    key = cache.key(block, src, scope=scope)
+    with cache.use(project, key, owner=_owner()) as path:
+        _check_reachable(path.parent)
+        held = cache.size(path)
+        said = f"[runner] cache {key[:12]} ({'reused, ' + _mb(held) if held else 'new'})\n"
+        yield path, said.encode()
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+def _run_steps(box, block: dict, src: Path, result: Result, cache_folder: Path | None) -> None:
     log = io.BytesIO()
+    log.write(result.log)
     deadline = time.monotonic() + block["timeout_seconds"]
     steps = [("setup", command, block["setup_network"]) for command in block["setup"]]
     steps.append(("test", block["test"], False))
@@ -213,6 +246,8 @@ def _run_steps(box, block: dict, src: Path, result: Result) -> None:
             network=network,
             limits=limits,
             log=log,
+            cache=cache_folder,
+            cache_writable=name == "setup",
         )
         said = outcome.describe()
         log.write(f"\n[runner] step {number} {said} after {outcome.seconds:.1f} s\n".encode())

@@ -43,6 +43,7 @@ def test_a_manager_sets_the_runner_and_it_is_on_record_with_its_defaults(flow, a
         "memory_mb": 2048,
         "output_limit_bytes": 4194304,
         "setup_network": False,
+        "cache_keys": ["uv.lock", "requirements*.txt", "package-lock.json", "go.sum"],
     }
     event = Event.objects.filter(transition="edit").latest("id")
     assert event.extra["fields"] == ["default_branch", "gate_policy", "repository_url", "verify"]
@@ -71,6 +72,11 @@ def test_a_manager_sets_the_runner_and_it_is_on_record_with_its_defaults(flow, a
         ({"verify": "make test"}, {"verify"}),
         ({"verify": {**VERIFY, "junit": "reports/./junit.xml"}}, {"verify.junit"}),
         ({"verify": {**VERIFY, "test": "   "}}, {"verify.test"}),
+        ({"verify": {**VERIFY, "cache_keys": "uv.lock"}}, {"verify.cache_keys"}),
+        ({"verify": {**VERIFY, "cache_keys": ["../uv.lock"]}}, {"verify.cache_keys"}),
+        ({"verify": {**VERIFY, "cache_keys": ["/etc/passwd"]}}, {"verify.cache_keys"}),
+        ({"verify": {**VERIFY, "cache_keys": ["*/go.sum"]}}, {"verify.cache_keys"}),
+        ({"verify": {**VERIFY, "cache_keys": ["go.sum"] * 21}}, {"verify.cache_keys"}),
     ],
 )
 def test_bad_runner_settings_are_400_naming_the_field_and_change_nothing(flow, api, body, errors):
