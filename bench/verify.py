@@ -1,6 +1,7 @@
 """The runner's cost: ``runner.verify.verify`` against the same test command run directly.
 
     uv run python bench/verify.py [--rounds 10] [--suite-seconds 30] [--suite-rounds 2] [--quick]
+    uv run python bench/verify.py --real [--real-rounds 2] [--real-recipe venv|wheelhouse]
 
 One real git repository is built in a temporary directory: a ``main`` branch, then a
 branch with a few unittest tests and a tiny stdlib JUnit writer (``run_tests.py``).
@@ -22,9 +23,22 @@ Every verification of the repository is counted by what the mirror did (``git cl
 --mirror`` or ``git fetch``, observed on ``runner.mirror.git``, checked against
 ``Result.mirror``): exactly one clone, the rest fetches. ``--quick`` is a 3 s suite and
 3 rounds of each. Needs bubblewrap (the runner's sandbox), no database. Prints JSON.
+
+``--real`` measures the dependency cache instead (docs/runner.md, "Caching dependencies")
+on a real project with its own test suite: more-itertools 11.2.1, its sdist as published on
+PyPI (``tests/fixtures/real_project/``, checked against its sha256), committed to a fresh
+repository with ``requirements/runner.txt`` pinning its test tools (pytest, coverage). The
+first verification fills the cache from PyPI (``setup_network``: this mode needs the
+network): with ``--real-recipe venv`` it builds the requirements' virtualenv in the cache,
+which later setups find complete and the test step uses read-only; with ``wheelhouse`` it
+keeps their wheels there, and every setup makes a virtualenv in the workspace and installs
+them offline. The test step runs the project's 765 tests with pytest. The first
+verification starts from an empty cache; then ``--real-rounds`` more verifications of the
+same commit follow. Target: the median later setup at most a fifth of the first.
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -32,19 +46,60 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import common  # noqa: F401  (the project on sys.path, a SECRET_KEY)
+import common  # the project on sys.path, a SECRET_KEY
 
 PYTHON = "/usr/bin/python3"
 TEST = f"{PYTHON} run_tests.py"
 JUNIT = "reports/junit.xml"
 TARGET_OVERHEAD_SECONDS = 1.5
 TARGET_RATIO = 1.1
+
+REAL_SDIST = common.ROOT / "tests/fixtures/real_project/more_itertools-11.2.1.tar.gz"
+REAL_SHA256 = "cbf08fd0af284dc69718b9b76a8e6203df624d70209ea511e4219d350c856f63"
+REAL_TARGET_RATIO = 0.2
+# The project's requirements/testing.txt names coverage, unpinned; pytest writes the JUnit.
+REAL_REQUIREMENTS = """\
+# The test tools, pinned: added by bench/verify.py --real (the cache's key).
+coverage==7.18.0
+iniconfig==2.3.1
+packaging==26.4
+pluggy==1.7.0
+pygments==2.21.0
+pytest==9.2.0
+"""
+# docs/runner.md, "Caching dependencies", the two pip recipes. "venv": the lock file's
+# environment is built once in the cache and used read-only by the test step. "wheelhouse":
+# a virtualenv in the workspace every time, installed offline from wheels the cache keeps.
+REAL_RECIPES = {
+    "venv": (
+        [
+            'test -e "$FACTORY_CACHE/venv/.complete" || { rm -rf "$FACTORY_CACHE/venv" '
+            '&& python3 -m venv --without-pip "$FACTORY_CACHE/venv" '
+            '&& python3 -m pip --python "$FACTORY_CACHE/venv/bin/python" install --quiet '
+            '-r requirements/runner.txt && touch "$FACTORY_CACHE/venv/.complete"; }'
+        ],
+        '"$FACTORY_CACHE/venv/bin/python" -m pytest -q -p no:cacheprovider '
+        "--junitxml=reports/junit.xml tests",
+    ),
+    "wheelhouse": (
+        [
+            "python3 -m venv --without-pip .venv",
+            'test -e "$FACTORY_CACHE/wheels/.complete" || { python3 -m pip download --quiet '
+            '--only-binary :all: --dest "$FACTORY_CACHE/wheels" -r requirements/runner.txt '
+            '&& touch "$FACTORY_CACHE/wheels/.complete"; }',
+            "python3 -m pip --python .venv/bin/python install --quiet --no-index "
+            '--find-links "$FACTORY_CACHE/wheels" -r requirements/runner.txt',
+        ],
+        ".venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=reports/junit.xml tests",
+    ),
+}
 
 RUN_TESTS = '''\
 """Run tests/ with unittest and write a JUnit report to reports/junit.xml."""
@@ -356,6 +411,120 @@ class Bench:
         }
 
 
+def build_real_repository(repo: Path) -> str:
+    """The real project's sdist, unpacked and committed on main with its pinned test
+    tools; returns the commit."""
+    data = REAL_SDIST.read_bytes()
+    if hashlib.sha256(data).hexdigest() != REAL_SHA256:
+        raise SystemExit(f"{REAL_SDIST} is not the sdist SOURCE.md names (sha256 differs)")
+    with tarfile.open(REAL_SDIST) as archive:
+        archive.extractall(repo.parent / "sdist", filter="data")
+    [unpacked] = (repo.parent / "sdist").iterdir()
+    unpacked.rename(repo)
+    (repo / "requirements" / "runner.txt").write_text(REAL_REQUIREMENTS)
+    (repo / ".gitignore").write_text(".venv/\nreports/\n__pycache__/\n")
+    git("init", "--quiet", "--initial-branch=main", cwd=repo)
+    git("add", "--all", cwd=repo)
+    git("commit", "--quiet", "-m", "more-itertools 11.2.1 from its sdist", cwd=repo)
+    return git("rev-parse", "HEAD", cwd=repo)
+
+
+def real(work: Path, rounds: int, recipe: str) -> dict:
+    """The first verification of the real project (an empty cache) and ``rounds`` more."""
+    from projects.verify import clean_verify
+    from runner.verify import verify
+
+    repo = work / "real"
+    sha = build_real_repository(repo)
+    setup, test = REAL_RECIPES[recipe]
+    project = SimpleNamespace(
+        pk=1,
+        repository_url=f"file://{repo}",
+        default_branch="main",
+        verify=clean_verify(
+            {
+                "setup": setup,
+                "setup_network": True,
+                "cache_keys": ["requirements/*.txt"],
+                "test": test,
+                "junit": "reports/junit.xml",
+                "timeout_seconds": 900,
+            }
+        ),
+    )
+    runs, problems = [], []
+    for _ in range(1 + rounds):
+        started = time.perf_counter()
+        result = verify(project=project, commit=sha)
+        wall = time.perf_counter() - started
+        seconds = {"setup": 0.0, "test": 0.0}
+        for step in result.steps:
+            seconds[step["name"]] += step.get("seconds", 0.0)
+        runs.append(
+            {
+                "setup_s": round(seconds["setup"], 3),
+                "test_s": round(seconds["test"], 3),
+                "wall_s": round(wall, 3),
+                "passed": result.passed,
+                "junit_testcases": (result.junit or b"").count(b"<testcase "),
+                "cache": next(
+                    (
+                        line.decode()
+                        for line in result.log.splitlines()
+                        if line.startswith(b"[runner] cache ")
+                    ),
+                    "",
+                ),
+            }
+        )
+        if not result.passed:
+            problems.append({"round": len(runs), "problems": result.problems})
+            sys.stderr.write(result.log.decode(errors="replace")[-3000:])
+    first, later = runs[0], runs[1:]
+    median_later = statistics.median(run["setup_s"] for run in later)
+    ratio = round(median_later / first["setup_s"], 3)
+    return {
+        "project": "more-itertools 11.2.1 (sdist from PyPI, MIT)",
+        "recipe": recipe,
+        "first": first,
+        "later": later,
+        "first_setup_s": first["setup_s"],
+        "later_setup_median_s": round(median_later, 3),
+        "ratio": ratio,
+        "target_ratio": REAL_TARGET_RATIO,
+        "met": ratio <= REAL_TARGET_RATIO and not problems,
+        "problems": problems,
+    }
+
+
+def main_real(rounds: int, recipe: str) -> None:
+    work = Path(tempfile.mkdtemp(prefix="factory-bench-verify-real-"))
+    work.chmod(0o711)
+    os.environ["FACTORY_RUNNER_ROOT"] = str(work / "runner")
+    os.environ["FACTORY_LOCAL_REPOSITORY_ROOTS"] = str(work)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    try:
+        measured = real(work, rounds, recipe)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result = {
+        "real": measured,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "sandbox": settings.FACTORY_RUNNER_SANDBOX,
+            "as_root": os.geteuid() == 0,
+        },
+        "config": {"real": True, "real_rounds": rounds, "real_recipe": recipe},
+        "meets_target": measured["met"],
+    }
+    print(json.dumps(result, indent=2))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, help="small repository rounds (10; --quick 3)")
@@ -364,7 +533,22 @@ def main():
     )
     parser.add_argument("--suite-rounds", type=int, help="long suite rounds (2; --quick 3)")
     parser.add_argument("--quick", action="store_true", help="a 3 s suite and 3 rounds of each")
+    parser.add_argument(
+        "--real", action="store_true", help="the dependency cache on a real project (network)"
+    )
+    parser.add_argument(
+        "--real-rounds", type=int, default=2, help="verifications after the first (2)"
+    )
+    parser.add_argument(
+        "--real-recipe",
+        choices=sorted(REAL_RECIPES),
+        default="venv",
+        help="how setup uses the cache (docs/runner.md): venv (default) or wheelhouse",
+    )
     args = parser.parse_args()
+    if args.real:
+        main_real(args.real_rounds, args.real_recipe)
+        return
     defaults = (3, 3.0, 3) if args.quick else (10, 30.0, 2)
     args.rounds = args.rounds or defaults[0]
     args.suite_seconds = args.suite_seconds or defaults[1]
