@@ -80,22 +80,22 @@ pytest==9.2.0
 REAL_RECIPES = {
     "venv": (
         [
-            'test -e "$FACTORY_CACHE/venv/.complete" || { rm -rf "$FACTORY_CACHE/venv" '
-            '&& python3 -m venv --without-pip "$FACTORY_CACHE/venv" '
-            '&& python3 -m pip --python "$FACTORY_CACHE/venv/bin/python" install --quiet '
-            '-r requirements/runner.txt && touch "$FACTORY_CACHE/venv/.complete"; }'
+            'test -e "$RUNNER_CACHE/venv/.complete" || { rm -rf "$RUNNER_CACHE/venv" '
+            '&& python3 -m venv --without-pip "$RUNNER_CACHE/venv" '
+            '&& python3 -m pip --python "$RUNNER_CACHE/venv/bin/python" install --quiet '
+            '-r requirements/runner.txt && touch "$RUNNER_CACHE/venv/.complete"; }'
         ],
-        '"$FACTORY_CACHE/venv/bin/python" -m pytest -q -p no:cacheprovider '
+        '"$RUNNER_CACHE/venv/bin/python" -m pytest -q -p no:cacheprovider '
         "--junitxml=reports/junit.xml tests",
     ),
     "wheelhouse": (
         [
             "python3 -m venv --without-pip .venv",
-            'test -e "$FACTORY_CACHE/wheels/.complete" || { python3 -m pip download --quiet '
-            '--only-binary :all: --dest "$FACTORY_CACHE/wheels" -r requirements/runner.txt '
-            '&& touch "$FACTORY_CACHE/wheels/.complete"; }',
+            'test -e "$RUNNER_CACHE/wheels/.complete" || { python3 -m pip download --quiet '
+            '--only-binary :all: --dest "$RUNNER_CACHE/wheels" -r requirements/runner.txt '
+            '&& touch "$RUNNER_CACHE/wheels/.complete"; }',
             "python3 -m pip --python .venv/bin/python install --quiet --no-index "
-            '--find-links "$FACTORY_CACHE/wheels" -r requirements/runner.txt',
+            '--find-links "$RUNNER_CACHE/wheels" -r requirements/runner.txt',
         ],
         ".venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=reports/junit.xml tests",
     ),

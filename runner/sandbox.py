@@ -67,7 +67,7 @@ def cache_environment(*, writable: bool) -> dict[str, str]:
     write) is the sandbox's private /tmp then.
     """
     return {
-        "FACTORY_CACHE": SANDBOX_CACHE,
+        "RUNNER_CACHE": SANDBOX_CACHE,
         "XDG_CACHE_HOME": f"{SANDBOX_CACHE}/xdg",
         "UV_CACHE_DIR": f"{SANDBOX_CACHE}/uv",
         "PIP_CACHE_DIR": f"{SANDBOX_CACHE}/pip",

@@ -22,11 +22,11 @@ WHEEL = "tinydep-1.0-py3-none-any.whl"
 # pip asks an index for its pages every time (max-age=0), so the recipe keeps a wheelhouse
 # in the cache, chosen by requirements.txt, and installs from it (docs/runner.md).
 SETUP = (
-    'test -e "$FACTORY_CACHE/wheels/.complete" || {{ python3 -m pip download --quiet '
+    'test -e "$RUNNER_CACHE/wheels/.complete" || {{ python3 -m pip download --quiet '
     "--disable-pip-version-check --only-binary :all: --index-url {index} "
-    '--dest "$FACTORY_CACHE/wheels" -r requirements.txt && touch "$FACTORY_CACHE/wheels/.complete"; }}'
+    '--dest "$RUNNER_CACHE/wheels" -r requirements.txt && touch "$RUNNER_CACHE/wheels/.complete"; }}'
     " && python3 -m pip install --quiet --disable-pip-version-check --no-index "
-    '--find-links "$FACTORY_CACHE/wheels" --target deps -r requirements.txt'
+    '--find-links "$RUNNER_CACHE/wheels" --target deps -r requirements.txt'
 )
 USES_TINYDEP = (
     """
