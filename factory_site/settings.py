@@ -12,6 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from projects.claims import parse_role_map
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -539,3 +541,61 @@ FACTORY_TOKEN_MAX_DAYS = {
 if min(FACTORY_TOKEN_MAX_DAYS.values()) < 1:
     raise ImproperlyConfigured("every FACTORY_TOKEN_MAX_DAYS_* must be 1 or more")
 FACTORY_TOKEN_MAX_PER_USER = env_int("FACTORY_TOKEN_MAX_PER_USER", 10)
+
+# --- Single sign-on (OpenID Connect, mozilla-django-oidc; docs/deploy.md) ------------------
+# Off unless FACTORY_OIDC_CLIENT_ID is set: then /oidc/authenticate/ and /oidc/callback/
+# exist and the login page offers "Sign in with FACTORY_OIDC_PROVIDER_NAME". A sign-in finds
+# its user by the provider's (issuer, subject) only (projects.Identity), and the role claim's
+# values, mapped by FACTORY_OIDC_ROLE_MAP, decide the roles the map names (projects.claims).
+FACTORY_OIDC_ENABLED = bool(env("FACTORY_OIDC_CLIENT_ID"))
+FACTORY_OIDC_PROVIDER_NAME = env("FACTORY_OIDC_PROVIDER_NAME", "single sign-on")
+# When set, an ID token from any other issuer is refused (set it: endpoints can be mistyped).
+FACTORY_OIDC_ISSUER = env("FACTORY_OIDC_ISSUER")
+FACTORY_OIDC_ROLE_CLAIM = env("FACTORY_OIDC_ROLE_CLAIM", "groups")
+FACTORY_OIDC_ROLE_MAP = parse_role_map(env("FACTORY_OIDC_ROLE_MAP"))
+# Off (0): no password signs in anywhere, the admin included; the login page shows only
+# the single sign-on button. API tokens are not passwords and keep working.
+FACTORY_PASSWORD_LOGIN = env_bool("FACTORY_PASSWORD_LOGIN", True)
+if FACTORY_OIDC_ENABLED:
+    OIDC_RP_CLIENT_ID = env("FACTORY_OIDC_CLIENT_ID")
+    OIDC_RP_CLIENT_SECRET = env("FACTORY_OIDC_CLIENT_SECRET")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = env("FACTORY_OIDC_AUTHORIZATION_ENDPOINT")
+    OIDC_OP_TOKEN_ENDPOINT = env("FACTORY_OIDC_TOKEN_ENDPOINT")
+    OIDC_OP_USER_ENDPOINT = env("FACTORY_OIDC_USERINFO_ENDPOINT")
+    OIDC_OP_JWKS_ENDPOINT = env("FACTORY_OIDC_JWKS_ENDPOINT")
+    OIDC_RP_SIGN_ALGO = env("FACTORY_OIDC_SIGN_ALGO", "RS256")
+    OIDC_RP_SCOPES = env("FACTORY_OIDC_SCOPES", "openid email profile")
+    OIDC_USE_PKCE = True
+    OIDC_TIMEOUT = env_int("FACTORY_OIDC_TIMEOUT", 10)
+    LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+    missing = [
+        name
+        for name in (
+            "FACTORY_OIDC_CLIENT_SECRET",
+            "FACTORY_OIDC_AUTHORIZATION_ENDPOINT",
+            "FACTORY_OIDC_TOKEN_ENDPOINT",
+            "FACTORY_OIDC_USERINFO_ENDPOINT",
+            "FACTORY_OIDC_JWKS_ENDPOINT",
+        )
+        if not env(name)
+    ]
+    if missing:
+        raise ImproperlyConfigured(
+            f"FACTORY_OIDC_CLIENT_ID is set, so single sign-on is on, but {', '.join(missing)} "
+            "not. The provider's endpoints are listed at ISSUER/.well-known/openid-configuration "
+            "(authorization_endpoint, token_endpoint, userinfo_endpoint, jwks_uri). "
+            "See docs/deploy.md, Single sign-on."
+        )
+    if not OIDC_RP_SIGN_ALGO.startswith(("RS", "ES")):
+        raise ImproperlyConfigured(
+            "FACTORY_OIDC_SIGN_ALGO must be an asymmetric algorithm checked against the "
+            f"provider's published keys (RS256, ES256…), not {OIDC_RP_SIGN_ALGO!r}"
+        )
+    AUTHENTICATION_BACKENDS += ["projects.sso.SignInBackend"]
+if not FACTORY_PASSWORD_LOGIN:
+    if not FACTORY_OIDC_ENABLED:
+        raise ImproperlyConfigured(
+            "FACTORY_PASSWORD_LOGIN=0 turns passwords off, but single sign-on is not configured "
+            "(FACTORY_OIDC_CLIENT_ID): nobody could sign in. See docs/deploy.md, Single sign-on."
+        )
+    AUTHENTICATION_BACKENDS.remove("django.contrib.auth.backends.ModelBackend")

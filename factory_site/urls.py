@@ -1,5 +1,6 @@
 """The site's addresses: each app's API under /api/v1/, its pages, the admin and the API docs."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -16,13 +17,15 @@ from interop.urls import ui_patterns as interop_ui
 from landing.urls import api_patterns as landing_api
 from landing.urls import ui_patterns as landing_ui
 from projects.urls import api_patterns as project_api
+from projects.urls import sso_patterns
 from projects.urls import ui_patterns as project_ui
+from projects.views import LoginView
 from tasks.urls import api_patterns as task_api
 from tasks.urls import ui_patterns as task_ui
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "api/v1/",
@@ -52,6 +55,9 @@ urlpatterns = [
     *events_ui,
     *interop_ui,
 ]
+
+if settings.FACTORY_OIDC_ENABLED:  # off: not one address of it resolves
+    urlpatterns += sso_patterns
 
 handler404 = "factory_site.views.not_found"
 handler500 = "factory_site.views.server_error"

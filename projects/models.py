@@ -1,7 +1,8 @@
 """Projects, who is in them with which role, and the record of everything that happens.
 
 This is the kernel every other app builds on: a ``Project`` (whose slug prefixes every
-key), its ``Membership`` rows (a user's roles in it), and the ``Event`` audit trail,
+key), its ``Membership`` rows (a user's roles in it), the ``Identity`` a single sign-on
+finds its user by, and the ``Event`` audit trail,
 append-only like everything that derives from ``AppendOnlyModel``. The tables keep the
 names they had when these models lived in ``tasks`` (migration projects 0001).
 """
@@ -217,6 +218,31 @@ class Membership(models.Model):
 
     def audit_scope(self) -> tuple[int, None]:
         return self.project_id, None
+
+
+class Identity(models.Model):
+    """The account at an identity provider (OpenID Connect) that signs in as ``user``.
+
+    Single sign-on finds its user by this pair only, never by a username or an email the
+    provider asserts, so nobody at the provider can sign in as an account made here with a
+    password. Each pair belongs to one user; a user made by a sign-in has no password.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        verbose_name_plural = "identities"
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="identity_unique_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
 
 
 # --- Audit trail ------------------------------------------------------------------------

@@ -2,15 +2,21 @@
 
 Creating a project, editing it (its gate policy included) and granting or revoking a
 role are each recorded as an ``Event``, so the audit trail says who could do what, and
-which gates applied, at any moment.
+which gates applied, at any moment. A single sign-on finds or makes its user here
+(``identity_sign_in``) and brings its mapped roles up to date (``memberships_sync``).
 """
 
-from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.db import transaction
+import logging
+import re
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from projects.claims import Grant
 from projects.errors import Conflict, PermissionDenied
-from projects.models import Event, Membership, Project
+from projects.models import Event, Identity, Membership, Project
 from projects.policy import clean_policy, declaring
 from projects.roles import Role, forget_roles, has_role
 from projects.verify import (
@@ -21,6 +27,9 @@ from projects.verify import (
     local_path,
     same_local_repository,
 )
+
+logger = logging.getLogger(__name__)
+User = get_user_model()
 
 
 def project_create(
@@ -193,7 +202,9 @@ def project_update(*, project: Project, actor, **changes) -> Project:
     return project
 
 
-def membership_grant(*, user, project: Project, role: str, actor=None) -> Membership:
+def membership_grant(
+    *, user, project: Project, role: str, actor=None, reason: str = ""
+) -> Membership:
     """Give ``user`` a role in ``project``, recorded as an Event; granting twice changes nothing."""
     if role not in Role.values:
         raise ValidationError({"role": f"choose one of {', '.join(Role.values)}"})
@@ -208,13 +219,14 @@ def membership_grant(*, user, project: Project, role: str, actor=None) -> Member
                 transition="grant",
                 from_state="",
                 to_state="",
+                reason=reason,
                 extra={"user": user.get_username(), "role": role},
             )
     forget_roles(user)
     return membership
 
 
-def membership_revoke(*, membership: Membership, actor=None) -> None:
+def membership_revoke(*, membership: Membership, actor=None, reason: str = "") -> None:
     """Take a role away, recorded as an Event (who held it stays in the trail)."""
     with transaction.atomic():
         Event.record(
@@ -223,10 +235,69 @@ def membership_revoke(*, membership: Membership, actor=None) -> None:
             transition="revoke",
             from_state="",
             to_state="",
+            reason=reason,
             extra={"user": membership.user.get_username(), "role": membership.role},
         )
         membership.delete()
     forget_roles(membership.user)
+
+
+def identity_sign_in(*, issuer: str, subject: str, username: str, email: str = ""):
+    """The user that ``(issuer, subject)`` signs in as, made at its first sign-in.
+
+    A new user has no password and no role, and the first free name among ``username``,
+    ``username-2``, ``username-3``… (compared without case, so an existing account is
+    never taken over by a provider asserting its name). Two first sign-ins at once make
+    one user: the loser of the race reads the winner's.
+    """
+    identity = Identity.objects.filter(issuer=issuer, subject=subject).select_related("user")
+    if found := identity.first():
+        return found.user
+    base = _username_base(username)
+    for suffix in range(1, 1000):
+        name = base if suffix == 1 else f"{base[: 150 - 1 - len(str(suffix))]}-{suffix}"
+        if User.objects.filter(username__iexact=name).exists():
+            continue
+        try:
+            with transaction.atomic():
+                user = User.objects.create_user(name, email=email)  # unusable password
+                Identity.objects.create(user=user, issuer=issuer, subject=subject)
+        except IntegrityError:
+            if found := identity.first():
+                return found.user  # the same person's other first sign-in won
+            continue  # someone took the name between the look and the write
+        return user
+    raise Conflict("no free username for this sign-in", code="username_taken")
+
+
+def _username_base(hint: str) -> str:
+    """``hint`` cut to what Django's usernames allow (letters, digits and ``@.+-_``)."""
+    cleaned = re.sub(r"[^\w.@+-]", "", hint, flags=re.ASCII)[:150]
+    return cleaned or "user"
+
+
+def memberships_sync(*, user, grants: set[Grant], managed: set[Grant], reason: str) -> None:
+    """Make ``user``'s roles among the ``managed`` (slug, role) pairs exactly ``grants``.
+
+    What is missing is granted and what is no longer granted is revoked, each recorded as
+    an Event by the system with ``reason``; roles outside ``managed`` are given in the site
+    and stay. A grant to a project that does not exist is skipped, with a warning.
+    """
+    slugs = {slug for slug, _ in managed | grants}
+    projects = {p.slug: p for p in Project.objects.filter(slug__in=slugs)}
+    with transaction.atomic():
+        held = Membership.objects.filter(user=user, project__slug__in=slugs).select_related(
+            "project"
+        )
+        for membership in held:
+            pair = (membership.project.slug, membership.role)
+            if pair in managed and pair not in grants:
+                membership_revoke(membership=membership, reason=reason)
+        for slug, role in sorted(grants):
+            if slug not in projects:
+                logger.warning("sign-in grants a role in project %s, which does not exist", slug)
+                continue
+            membership_grant(user=user, project=projects[slug], role=role, reason=reason)
 
 
 def check_storable(value, field: str) -> None:

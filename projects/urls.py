@@ -1,6 +1,11 @@
-"""Addresses of projects and tokens: the API's (api_patterns) and the pages' (ui_patterns)."""
+"""Addresses of projects and tokens: the API's (api_patterns) and the pages' (ui_patterns),
+and single sign-on's (sso_patterns: the site routes them only when it is configured)."""
 
 from django.urls import path
+from mozilla_django_oidc.views import (
+    OIDCAuthenticationCallbackView,
+    OIDCAuthenticationRequestView,
+)
 
 from projects import api, views
 
@@ -12,4 +17,19 @@ api_patterns = [
 ui_patterns = [
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/revoke/", views.token_revoke, name="token-revoke"),
+]
+
+# The names are the ones mozilla-django-oidc reverses; the callback is the redirect URI
+# registered at the identity provider (docs/deploy.md).
+sso_patterns = [
+    path(
+        "oidc/authenticate/",
+        OIDCAuthenticationRequestView.as_view(),
+        name="oidc_authentication_init",
+    ),
+    path(
+        "oidc/callback/",
+        OIDCAuthenticationCallbackView.as_view(),
+        name="oidc_authentication_callback",
+    ),
 ]

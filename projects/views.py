@@ -1,7 +1,9 @@
-"""The kernel's pages: a user's API tokens, and the answer to a locked-out login."""
+"""The kernel's pages: the login page, a user's API tokens, and the answer to a locked-out
+login."""
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
@@ -14,6 +16,28 @@ from knox.models import AuthToken
 from projects.forms import TokenForm
 from projects.tokens import token_default_days, token_issue, token_max_days
 from projects.tokens import token_revoke as token_revoke_service
+
+
+class LoginView(auth_views.LoginView):
+    """The password form, unless ``FACTORY_PASSWORD_LOGIN`` is off, and the single sign-on
+    button when it is configured. With passwords off a posted form is refused (403) before
+    any password is checked, so it neither signs in nor counts towards a lockout."""
+
+    redirect_authenticated_user = True
+
+    def post(self, request, *args, **kwargs):
+        if not settings.FACTORY_PASSWORD_LOGIN:
+            context = self.get_context_data(refused=True)
+            return self.render_to_response(context, status=403)
+        return super().post(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(
+            password_login=settings.FACTORY_PASSWORD_LOGIN,
+            sso_name=settings.FACTORY_OIDC_PROVIDER_NAME if settings.FACTORY_OIDC_ENABLED else "",
+            sso_failed=settings.FACTORY_OIDC_ENABLED and self.request.GET.get("sso") == "failed",
+            **kwargs,
+        )
 
 
 @login_required
