@@ -40,6 +40,11 @@ class SignInBackend(OIDCAuthenticationBackend):
             logger.warning("single sign-on failed: %s", exc)
             return None
 
+    def get_user(self, user_id):
+        """The session's user, unless deactivated since (the library's would return them)."""
+        user = super().get_user(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
+
     def verify_token(self, token, **kwargs):
         """The library's check of the signature and nonce, then the audience and issuer."""
         payload = super().verify_token(token, **kwargs)

@@ -388,3 +388,33 @@ def test_with_sign_on_on_passwords_and_the_lockout_work_as_before(settings):
     assert "_auth_user_id" not in client.session
     assert (other.status_code, other["Location"]) == (302, "/")
     assert elsewhere.session["_auth_user_backend"] == "django.contrib.auth.backends.ModelBackend"
+
+
+@pytest.mark.django_db
+def test_a_locked_address_cannot_sign_in_with_the_provider_either(client, settings):
+    configure(settings, CLOSED)
+    for n in range(5):
+        client.post("/login/", {"username": f"guess{n}", "password": "no"})
+    start = client.get("/oidc/authenticate/")
+    state = dict(p.split("=") for p in start["Location"].split("?")[1].split("&"))["state"]
+
+    response = client.get(f"/oidc/callback/?code=abc&state={state}")
+
+    assert response.status_code == 429
+    assert "Too many failed logins" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert User.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_user_deactivated_after_signing_in_is_signed_out_with_passwords_off(client, settings):
+    configure(settings, CLOSED, FACTORY_PASSWORD_LOGIN="0")
+    user = identity_sign_in(issuer=ISSUER, subject="s-9", username="leaver")
+    client.force_login(user, backend="projects.sso.SignInBackend")
+    before = client.get("/tokens/").status_code
+
+    User.objects.filter(pk=user.pk).update(is_active=False)
+    after = client.get("/tokens/")
+
+    assert before == 200
+    assert (after.status_code, after["Location"]) == (302, "/login/?next=/tokens/")
