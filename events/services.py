@@ -27,6 +27,7 @@ from events import commit_status, signing, targets
 from events.models import Delivery, DeliveryStatus, Format, Subscription
 from events.payloads import envelope
 from events.types import matches, type_of, unknown
+from projects import metrics
 from projects.addresses import AddressRefused
 from projects.errors import Conflict
 from projects.models import Event, Project
@@ -409,6 +410,9 @@ def delivery_try(*, delivery_id: int) -> Delivery | None:
             delivery.status = DeliveryStatus.DELIVERED
             delivery.delivered_at = now
             delivery.next_try_at = None
+            # Written in the event's own transaction: the delivery is as old as the event.
+            lag = (now - delivery.created_at).total_seconds()
+            metrics.webhook_tried(outcome="delivered", lag=lag)
         else:
             delay = retry_delay(delivery.tries)
             if delay is None:
@@ -416,6 +420,7 @@ def delivery_try(*, delivery_id: int) -> Delivery | None:
                 delivery.next_try_at = None
             else:
                 delivery.next_try_at = now + timedelta(seconds=delay)
+            metrics.webhook_tried(outcome="retry" if delay is not None else "failed")
         delivery.save(
             update_fields=[
                 "last_code",

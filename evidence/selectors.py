@@ -1,5 +1,7 @@
 """Reads for evidence: what proves each acceptance criterion of an attempt."""
 
+from django.db.models import Count, Min
+
 from decisions.models import Check
 from evidence.models import Evidence, GateRun, GateRunState, Kind, Provenance, decisive
 from projects.policy import measuring_gate
@@ -179,3 +181,21 @@ def runner_view(attempt, runs, evidence) -> dict | None:
         "junit": measured.get(Kind.JUNIT),
         "disagreements": [{"evidence": e, "said": said} for e, said in disagreements],
     }
+
+
+def gate_run_figures(*, now) -> dict:
+    """The unfinished gate runs' gauges for /metrics (``projects.metrics.GAUGES``), from
+    one grouped query: how many are queued and running per gate, and how long the oldest
+    has waited (a queued run since it was queued, a running one since it started)."""
+    rows = (
+        GateRun.objects.filter(state__in=[GateRunState.QUEUED, GateRunState.RUNNING])
+        .order_by()
+        .values_list("gate", "state")
+        .annotate(count=Count("pk"), queued=Min("queued_at"), started=Min("started_at"))
+    )
+    counts, oldest = {}, {}
+    for gate, state, count, queued, started in rows:
+        since = queued if state == GateRunState.QUEUED else started
+        counts[(gate, state)] = count
+        oldest[(gate, state)] = max(0.0, (now - since).total_seconds()) if since else 0.0
+    return {"factory_gate_runs_unfinished": counts, "factory_gate_run_oldest_seconds": oldest}

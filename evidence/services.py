@@ -33,6 +33,7 @@ from evidence.models import (
 )
 from evidence.parsers import summarize
 from evidence.signals import gate_run_finished
+from projects import metrics
 from projects.errors import Conflict, PermissionDenied, ServiceError, TooLarge
 from projects.fsm import check, fire
 from projects.models import Event, Project
@@ -429,6 +430,8 @@ def gate_run_finish(
             summary=summary,
             report=evidence,
         )
+        seconds = (run.finished_at - run.started_at).total_seconds()
+        metrics.gate_run_finished(gate=run.gate, verdict=run.state, seconds=seconds)
     return run
 
 

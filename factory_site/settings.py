@@ -80,6 +80,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After whitenoise, so static files are not counted; before the rest, so it times them.
+    "factory_site.metrics.RequestMetricsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -465,6 +467,11 @@ FACTORY_STREAM_MAX_PER_USER = env_int("FACTORY_STREAM_MAX_PER_USER", 5)
 # Set when a WSGI site's proxy sends /api/v1/events/stream to an ASGI process, so that
 # pages served by WSGI update live too (a site served through ASGI always does).
 FACTORY_STREAM_ROUTED = env_bool("FACTORY_STREAM_ROUTED", False)
+
+# Prometheus scrapes /metrics with `Authorization: Bearer <this>`; unset, /metrics is a 404.
+# PROMETHEUS_MULTIPROC_DIR (read by prometheus_client itself) adds up the processes'
+# figures (docs/operations.md).
+FACTORY_METRICS_TOKEN = env("FACTORY_METRICS_TOKEN")
 
 LOGGING = {
     "version": 1,

@@ -12,6 +12,7 @@ from events.urls import api_patterns as events_api
 from events.urls import ui_patterns as events_ui
 from evidence.urls import api_patterns as evidence_api
 from evidence.urls import ui_patterns as evidence_ui
+from factory_site.metrics import metrics
 from interop.urls import api_patterns as interop_api
 from interop.urls import ui_patterns as interop_ui
 from landing.urls import api_patterns as landing_api
@@ -27,6 +28,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("metrics", metrics, name="metrics"),
     path(
         "api/v1/",
         include(

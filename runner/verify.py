@@ -23,6 +23,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from projects import metrics
 from runner import cache
 from runner import mirror as git
 from runner.sandbox import Limits, SandboxUnavailable, sandbox
@@ -125,6 +126,7 @@ def run_checked_out(
     finally:
         git.remove(workspace)
     result.seconds = round(time.monotonic() - started, 3)
+    metrics.runner_finished(passed=result.passed, seconds=result.seconds)
     return result
 
 

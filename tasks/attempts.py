@@ -24,6 +24,7 @@ from django.utils import timezone
 from decisions.models import SpecVersion, SpecVersionState
 from evidence.models import FINISHED_GATE_STATES
 from evidence.services import gate_runs_create
+from projects import metrics
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import check, fire
 from projects.models import Event, Project
@@ -66,6 +67,7 @@ def _expire(task: Task, attempt: Attempt) -> None:
     fire(task, "expire", actor=None, reason=f"the lease of {attempt} expired")
 
 
+@metrics.claims_counted
 def task_claim(
     *, agent, project: Project | None = None, labels: Iterable[str] = (), lease_seconds=None
 ) -> Attempt | None:
@@ -307,6 +309,7 @@ def attempt_expire(*, attempt: Attempt) -> Attempt:
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt.pk)
         _expire(task, attempt)
+        metrics.lease_expired(project=task.project.slug)
     return attempt
 
 

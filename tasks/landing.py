@@ -12,8 +12,10 @@ attempt is left as it is, so a lander delivered twice moves nothing twice.
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
+from django.utils import timezone
 
 from evidence.selectors import measured_run
+from projects import metrics
 from projects.errors import Conflict
 from projects.fsm import check, fire
 from projects.queue import enqueue_on_commit
@@ -157,6 +159,8 @@ def task_land(*, attempt: Attempt, commit: str, batch: int | None, seconds: floa
             extra={"attempt": attempt.number, "commit": commit, "batch": batch},
             commit=commit,
         )
+        waited = (timezone.now() - attempt.queued_at).total_seconds() if attempt.queued_at else None
+        metrics.landing_left(project=task.project.slug, outcome="landed", waited=waited)
     return True
 
 
@@ -186,6 +190,7 @@ def task_landing_return(
             reason=reason[:2000],
             extra={"attempt": attempt.number, "landing": state},
         )
+        metrics.landing_left(project=task.project.slug, outcome=state)
     return True
 
 
@@ -218,4 +223,5 @@ def task_dequeue(*, task: Task, actor, to: str, reason: str) -> Task:
             attempt.landing = {**attempt.landing, "state": "dequeued", "reason": reason}
             attempt.queued_at = None
             attempt.save(update_fields=["landing", "queued_at"])
+        metrics.landing_left(project=task.project.slug, outcome="dequeued")
     return task

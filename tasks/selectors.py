@@ -3,7 +3,7 @@
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
 
 from evidence.models import decisive
 from projects.kinds import Kind
@@ -105,4 +105,30 @@ def landing_of(task: Task, attempt: Attempt | None) -> dict | None:
         "position": position,
         "partners": partners,
         "landed_commit": task.landed_commit if landing.get("state") == "landed" else "",
+    }
+
+
+def metric_figures(*, now: datetime) -> dict:
+    """The tasks' gauges for /metrics (``projects.metrics.GAUGES``), from one grouped query:
+    every state of each project that has tasks (0 where none), the changes queued to land,
+    and the age of the oldest submission waiting for review (the review queue's order)."""
+    rows = (
+        Task.objects.order_by()
+        .values_list("project__slug", "state")
+        .annotate(count=Count("pk"), oldest=Min("current_attempt__submitted_at"))
+    )
+    tasks, queued, review = {}, {}, {}
+    for slug, state, count, oldest in rows:
+        if (slug,) not in queued:  # the project's first row: each of its figures starts at 0
+            tasks.update({(slug, s): 0 for s in TaskState.values})
+            queued[(slug,)] = review[(slug,)] = 0
+        tasks[(slug, state)] = count
+        if state == TaskState.APPROVED:
+            queued[(slug,)] = count
+        if state == TaskState.IN_REVIEW and oldest is not None:
+            review[(slug,)] = max(0.0, (now - oldest).total_seconds())
+    return {
+        "factory_tasks": tasks,
+        "factory_landing_queued": queued,
+        "factory_review_oldest_seconds": review,
     }
