@@ -29,6 +29,7 @@ from django.conf import settings
 
 from events.types import type_of
 from proof import landing
+from proof import metrics as site_metrics
 from proof.invariants import check_all
 from proof.stack import REDIS_DB, ROOT, Stack, free_port
 
@@ -55,6 +56,7 @@ class Run:
     processes: list = field(default_factory=list)
     webhooks: bool = False  # subscribe a receiver to every event type and check it got them
     receiver: "Receiver | None" = None
+    kills_server: bool = False  # a server process may die between a commit and its count
 
 
 def _spawn_agent(
@@ -170,6 +172,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
         stack.manage("reconcile", check=False)
         try:
             drained = run.receiver.drain(stack.url) if run.receiver else None
+            samples = site_metrics.scrape(stack.base, stack.env["FACTORY_METRICS_TOKEN"])
         finally:
             stack.stop()
             if run.receiver:
@@ -179,6 +182,18 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
     for status_file in stack.work.glob("*.status.json"):
         statuses.update(json.loads(status_file.read_text()))
     invariants = check_all(stack.url, journals, stack.work / "media", expect_all_done=finished)
+    metrics = site_metrics.compare(
+        samples,
+        stack.url,
+        _journaled(journals),
+        statuses,
+        exact_db=not run.kills_server,
+        exact_agents=run.faults == 0,
+    )
+    invariants["metrics_agree"] = {
+        "violations": metrics["violations"],
+        "examples": metrics["examples"],
+    }
     webhooks = None
     if run.receiver:
         django_for_the_harness(stack.env)
@@ -206,6 +221,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
         "requests": sum(v for k, v in statuses.items()),
         "statuses": dict(sorted(statuses.items())),
         **({"webhooks": webhooks} if webhooks else {}),
+        "metrics": metrics["figures"],
         "invariants": invariants,
         "violations": violations,
         "ok": violations == 0,
@@ -214,6 +230,17 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
     if not keep:
         stack.drop()
     return result
+
+
+def _journaled(journals: list[Path]) -> Counter:
+    """How many claims and submits the agents' journals acknowledged."""
+    facts = Counter()
+    for journal in journals:
+        for line in journal.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                fact = json.loads(line)
+                facts.update(key for key in ("claimed", "submitted") if key in fact)
+    return facts
 
 
 # --- faults --------------------------------------------------------------------------------
@@ -507,11 +534,17 @@ SCENARIOS = {
             tasks=80 if short else 300,
             gates={"tests-pass": {}, "diff-scope": {}, "proof-sleep": {"seconds": 0.4}},
             env={"FACTORY_EXTRA_GATES": "proof-sleep=proof.gates.SleepGate"},
+            kills_server=True,
         ),
         kill_workers(every=3 if short else 4),
     ),
     "restart-postgres": lambda short: (
-        Run("restart_postgres", agents=6 if short else 16, tasks=120 if short else 1000),
+        Run(
+            "restart_postgres",
+            agents=6 if short else 16,
+            tasks=120 if short else 1000,
+            kills_server=True,  # a commit whose answer was lost is counted by nobody
+        ),
         restart_postgres(every=6 if short else 20, times=2 if short else 5),
     ),
     "flush-redis": lambda short: (

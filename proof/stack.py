@@ -58,6 +58,9 @@ class Stack:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.web_workers, self.gate_workers = web_workers, gate_workers
+        # Every process of the stack adds up its metrics here (docs/operations.md); made
+        # empty, before any of them starts.
+        (self.work / "metrics").mkdir()
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "factory_site.settings",
@@ -77,6 +80,8 @@ class Stack:
             "STATIC_ROOT": str(self.work / "static"),
             "LOG_LEVEL": "WARNING",
             "FACTORY_RATE_USER": "1000000/min",
+            "FACTORY_METRICS_TOKEN": secrets.token_urlsafe(24),
+            "PROMETHEUS_MULTIPROC_DIR": str(self.work / "metrics"),
             "PYTHONPATH": str(ROOT),
             **(env or {}),
         }
