@@ -5,6 +5,8 @@ acknowledged late and re-queued if its worker dies, so a killed worker loses not
 Services start it by name (``projects.queue``).
 """
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
 
@@ -12,6 +14,26 @@ from evidence import services
 from evidence.models import GateRun
 
 JOB_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result": True}
+
+log = logging.getLogger(__name__)
+
+
+def execute_logged(run: GateRun, job: str, logger: logging.Logger = log) -> GateRun:
+    """Run the gate (``services.gate_run_execute``) between a line at its start and one
+    with its verdict: the two lines a request id is followed through a job by."""
+    where = {"job": job, "gate": run.gate, "run": run.pk, "attempt": run.attempt_id}
+    logger.info("%s started: gate %s, run %s", job, run.gate, run.pk, extra=where)
+    run = services.gate_run_execute(run=run)
+    # The summary (which may quote the agent's own text) only as a field, never in the line.
+    logger.info(
+        "%s ended: gate %s, run %s is %s",
+        job,
+        run.gate,
+        run.pk,
+        run.state,
+        extra={**where, "state": run.state, "summary": run.summary[:500]},
+    )
+    return run
 
 
 @shared_task(
@@ -22,4 +44,4 @@ JOB_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result"
 def gate_run_job(run_id: int) -> None:
     run = GateRun.objects.filter(pk=run_id).first()
     if run is not None:
-        services.gate_run_execute(run=run)
+        execute_logged(run, "gate job")

@@ -1,5 +1,6 @@
 """Content-addressed blob storage on top of any Django storage backend."""
 
+import contextlib
 import hashlib
 
 from django.core.files.base import ContentFile, File
@@ -44,3 +45,15 @@ def store_bytes(content: bytes):
 def open_blob(name: str):
     """The blob, open for reading: streamed from disk or in ranged GETs from a bucket."""
     return default_storage.open(name, "rb")
+
+
+def storage_check() -> None:
+    """Raise if the evidence store cannot be read; writes nothing.
+
+    Lists the folder every blob lives under (``blob_name``), through the same storage
+    object the blobs are written with: one request on S3, one directory on disk. A local
+    store that holds no evidence yet has no such folder, and is ready: the first write
+    makes it.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        default_storage.listdir(blob_name("0" * 64).split("/", 1)[0])

@@ -78,7 +78,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "factory_site.middleware.RequestIdMiddleware",  # first: every other one's log lines carry it
     "django.middleware.security.SecurityMiddleware",
+    # /healthz and /readyz, before the Host header, the session or the user is read.
+    "factory_site.middleware.HealthMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # After whitenoise, so static files are not counted; before the rest, so it times them.
     "factory_site.metrics.RequestMetricsMiddleware",
@@ -409,6 +412,9 @@ FACTORY_RUNNER_RO_BINDS = env_list("FACTORY_RUNNER_RO_BINDS")
 FACTORY_RUNNER_CACHE_ROOT = env("FACTORY_RUNNER_CACHE_ROOT", "")
 FACTORY_RUNNER_CACHE_KEEP = env_int("FACTORY_RUNNER_CACHE_KEEP", 3)
 FACTORY_RUNNER_CACHE_MAX_MB = env_int("FACTORY_RUNNER_CACHE_MAX_MB", 4096)
+# This machine runs the runner's jobs (a worker of the queue "verify", or Celery eager in
+# the web process): /readyz then checks that the sandbox can run here.
+FACTORY_RUNNER_HOST = env_bool("FACTORY_RUNNER_HOST", False)
 # A verification's whole job (fetch, setup, test, collect) stops after this long; the
 # reconciler re-queues a runner that has run longer than this plus the grace period.
 FACTORY_RUNNER_TIME_LIMIT = env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600)
@@ -473,16 +479,34 @@ FACTORY_STREAM_ROUTED = env_bool("FACTORY_STREAM_ROUTED", False)
 # figures (docs/operations.md).
 FACTORY_METRICS_TOKEN = env("FACTORY_METRICS_TOKEN")
 
+# Log lines: one JSON object per line in production, readable text on a developer's machine;
+# each carries the request id of the request or job that wrote it (docs/operations.md).
+FACTORY_LOG_FORMAT = env("FACTORY_LOG_FORMAT", "text" if DEBUG else "json")
+if FACTORY_LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured("FACTORY_LOG_FORMAT must be json or text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"request_id": {"()": "projects.logs.RequestIdFilter"}},
+    "formatters": {
+        "json": {"()": "projects.logs.JsonFormatter"},
+        "text": {"()": "projects.logs.TextFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["request_id"],
+            "formatter": FACTORY_LOG_FORMAT,
+        }
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     # One line per finished job is noise in the embedded default, where jobs run inline.
     "loggers": {"celery.app.trace": {"level": env("CELERY_TRACE_LOG_LEVEL", "WARNING")}},
 }
 
 X_FRAME_OPTIONS = "DENY"
+# A load balancer probes over plain HTTP (factory_site.health); a redirect would fail it.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # Behind a proxy that ends TLS, the header it sets (overwriting any the client sent) to say
 # the request came over HTTPS; without it every request looks like plain HTTP.

@@ -13,6 +13,8 @@ from celery import current_app
 from django.conf import settings
 from django.db import connections, transaction
 
+from projects import logs
+
 
 def enqueue(name: str, *args, countdown: float | None = None) -> None:
     """Send the job registered as ``name`` (``"evidence.jobs.gate_run_job"``) now.
@@ -30,7 +32,10 @@ def enqueue(name: str, *args, countdown: float | None = None) -> None:
     eager = current_app.conf.task_always_eager
     if eager and (queue in background or name in background) and not _local.foreground:
         threading.Thread(
-            target=_in_background, args=(job, args), name=f"{BACKGROUND}{name}", daemon=True
+            target=_in_background,
+            args=(job, args, logs.request_id()),
+            name=f"{BACKGROUND}{name}",
+            daemon=True,
         ).start()
         return
     job.apply_async(args, countdown=countdown)
@@ -57,9 +62,10 @@ def foreground():
         _local.foreground = before
 
 
-def _in_background(job, args) -> None:
+def _in_background(job, args, request_id) -> None:
     try:
-        job.apply(args)
+        with logs.bound(request_id):  # a new thread starts with no context of its own
+            job.apply(args)
     finally:
         connections.close_all()  # this thread's own connections
 
@@ -69,11 +75,14 @@ def enqueue_on_commit(name: str, *args, noting: Callable[[], None] | None = None
 
     ``noting`` runs after the commit, just before the job is sent: for recording that it
     was sent (a gate run's ``dispatched_at``), which must stay unrecorded if it never is.
+    The job carries the request id of the code that asked for it, wherever the commit runs.
     """
+    started_by = logs.request_id()
 
     def send():
-        if noting is not None:
-            noting()
-        enqueue(name, *args)
+        with logs.bound(started_by):
+            if noting is not None:
+                noting()
+            enqueue(name, *args)
 
     transaction.on_commit(send)

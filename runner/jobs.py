@@ -5,13 +5,16 @@ job to the queue ``verify``, and a worker started with ``-Q verify`` takes only 
 (one runner result per attempt), acknowledged late and re-queued if its worker dies.
 """
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
 
-from evidence import services
-from evidence.jobs import JOB_OPTIONS
+from evidence.jobs import JOB_OPTIONS, execute_logged
 from evidence.models import GateRun
 from runner.mirror import sweep
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -25,4 +28,4 @@ def verify_job(run_id: int) -> None:
     sweep(older_than=settings.FACTORY_RUNNER_TIME_LIMIT + settings.FACTORY_GATE_GRACE_SECONDS)
     run = GateRun.objects.filter(pk=run_id).first()
     if run is not None:
-        services.gate_run_execute(run=run)
+        execute_logged(run, "runner job", log)

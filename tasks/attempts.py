@@ -12,6 +12,7 @@ and fires the transition with ``projects.fsm.fire``, in one transaction.
 """
 
 import contextlib
+import logging
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -39,6 +40,8 @@ from tasks.comments import comments_resolve_changed
 from tasks.landing import attempt_requeue, clean_rebase_of
 from tasks.models import Attempt, AttemptState, Task, TaskState
 from tasks.services import lock_task_and_attempt
+
+log = logging.getLogger(__name__)
 
 CONCLUDE_JOB = "tasks.jobs.attempt_conclude_job"
 
@@ -301,6 +304,14 @@ def attempt_submit(
         runs = gate_runs_create(attempt=attempt, policy=task.project.gate_policy)
         if not runs:  # no gate to wait for: conclude at once, as the last gate would
             enqueue_on_commit(CONCLUDE_JOB, attempt.pk)
+    gates = [run.gate for run in runs]
+    log.info(
+        "attempt %s of %s submitted; gates: %s",
+        attempt.pk,
+        task.key,
+        ", ".join(gates) or "none",
+        extra={"task": task.key, "attempt": attempt.pk, "gates": gates},
+    )
     return attempt
 
 

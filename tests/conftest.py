@@ -1,3 +1,4 @@
+import logging
 import threading
 import time
 from contextlib import contextmanager
@@ -9,6 +10,8 @@ from django.conf import settings
 from django.db import transaction
 from django.test import override_settings
 
+from factory_site.celery import app as celery_app
+from projects.logs import RequestIdFilter
 from tests.factories import Flow, ProjectFactory
 
 ON_POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
@@ -195,3 +198,36 @@ def asgi_server(settings, transactional_db):
     server = Server()
     yield server
     server.stop()
+
+
+class Logged(logging.Handler):
+    """The records the site's loggers wrote, with their request ids as the site's handler
+    (its ``RequestIdFilter``) writes them."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.addFilter(RequestIdFilter())
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def lines(self, *loggers: str) -> list[tuple]:
+        """``(logger, request id, message)`` of each record of these loggers, in order."""
+        return [(r.name, r.request_id, r.getMessage()) for r in self.records if r.name in loggers]
+
+
+@pytest.fixture
+def logged():
+    """A ``Logged`` listening on the root logger for the test (at INFO)."""
+    if "evidence.jobs.gate_run_job" not in celery_app.tasks:
+        # The first job a process sends imports every app's jobs (projects.queue), and
+        # Celery's Django fix-up then sets logging up anew, which would drop this handler.
+        celery_app.loader.import_default_modules()
+    root, handler = logging.getLogger(), Logged()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(level)
