@@ -38,11 +38,16 @@ def readyz(request) -> JsonResponse:
         try:
             checks[name] = check()
         except Exception as exc:
-            log.warning("readyz: %s is down", name, exc_info=True)
+            # One line, no traceback: a load balancer asks every few seconds all outage long.
+            log.warning("readyz: %s is down: %s: %s", name, type(exc).__name__, exc)
             checks[name] = f"down ({type(exc).__name__})"
             down.append(name)
     if down:
-        return JsonResponse({"status": "down", "down": down, "checks": checks}, status=503)
+        response = JsonResponse({"status": "down", "down": down, "checks": checks}, status=503)
+        # Django would log each 503 again as an error ("Service Unavailable"): the line
+        # above says more, once.
+        response._has_been_logged = True
+        return response
     return JsonResponse({"status": "ok", "checks": checks})
 
 

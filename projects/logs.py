@@ -57,11 +57,16 @@ def unbind(token) -> None:
 
 
 class RequestIdFilter(logging.Filter):
-    """Writes ``request_id`` on each record (``None`` outside a request); passes them all."""
+    """Writes ``request_id`` on each record (``None`` outside a request); passes them all.
+
+    Django logs a 4xx or 5xx answer once the middleware has returned it, outside the
+    request's context: such a record names its request, which holds the id."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "request_id", None) is None:
-            record.request_id = _request_id.get()
+            record.request_id = _request_id.get() or getattr(
+                getattr(record, "request", None), "request_id", None
+            )
         return True
 
 

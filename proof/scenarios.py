@@ -19,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +59,7 @@ class Run:
     webhooks: bool = False  # subscribe a receiver to every event type and check it got them
     receiver: "Receiver | None" = None
     kills_server: bool = False  # a server process may die between a commit and its count
+    readyz: list = field(default_factory=list)  # /readyz's answers around each database stop
 
 
 def _spawn_agent(
@@ -207,6 +210,8 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
             "violations": webhooks.pop("violations"),
             "examples": webhooks.pop("examples"),
         }
+    if run.readyz:
+        invariants["readyz_follows_the_database"] = readyz_followed_the_database(run.readyz)
     done = _done(stack.url)
     violations = sum(check["violations"] for check in invariants.values()) + (0 if finished else 1)
     result = {
@@ -222,6 +227,7 @@ def execute(run: Run, inject=None, *, keep: bool = False) -> dict:
         "statuses": dict(sorted(statuses.items())),
         **({"webhooks": webhooks} if webhooks else {}),
         "metrics": metrics["figures"],
+        **({"readyz": run.readyz} if run.readyz else {}),
         "invariants": invariants,
         "violations": violations,
         "ok": violations == 0,
@@ -275,12 +281,60 @@ def kill_workers(every: float):
 
 
 def restart_postgres(every: float, times: int):
+    """Stop PostgreSQL (immediate: connections die mid-flight) and start it again, ``times``
+    times; while it is down /readyz must answer 503 naming the database, and 200 once it is
+    back (``readyz_follows_the_database``)."""
+
     def inject(stack: Stack, run: Run, tokens: dict, stop: threading.Event):
         while run.faults < times and not stop.wait(every):
-            stack.restart_postgres()
+            stack.stop_postgres()
+            try:
+                stopped = readyz(stack.base)
+            finally:
+                stack.start_postgres()
+            run.readyz.append({"stopped": stopped, "back": readyz_until_ready(stack.base)})
             run.faults += 1
 
     return inject
+
+
+def readyz(base: str) -> dict:
+    """One answer of ``/readyz``: its status and what it names as down."""
+    try:
+        with urllib.request.urlopen(f"{base}/readyz", timeout=15) as answer:
+            status, body = answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        status, body = error.code, error.read()
+    except OSError as error:  # no answer at all
+        return {"status": None, "down": [], "error": type(error).__name__}
+    try:
+        down = json.loads(body).get("down", [])
+    except ValueError:
+        down = ["(not JSON)"]
+    return {"status": status, "down": down}
+
+
+def readyz_until_ready(base: str, seconds: float = 60) -> dict:
+    """Ask ``/readyz`` until it answers 200 (or ``seconds`` pass); its last answer, and when."""
+    began = time.monotonic()
+    while True:
+        answer = readyz(base)
+        if answer["status"] == 200 or time.monotonic() - began > seconds:
+            return {**answer, "after_s": round(time.monotonic() - began, 2)}
+        time.sleep(0.2)
+
+
+def readyz_followed_the_database(probes: list) -> dict:
+    """Each stop of PostgreSQL: /readyz answered 503 naming ``database`` while it was down,
+    and 200 once it was back."""
+    wrong = [
+        probe
+        for probe in probes
+        if probe["stopped"]["status"] != 503
+        or "database" not in probe["stopped"]["down"]
+        or probe["back"]["status"] != 200
+    ]
+    return {"violations": len(wrong), "checked": len(probes), "examples": wrong[:5]}
 
 
 def flush_redis(every: float, times: int):

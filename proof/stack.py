@@ -208,23 +208,13 @@ class Stack:
     # --- faults on shared services ---------------------------------------------------------
 
     @staticmethod
-    def restart_postgres() -> float:
-        """``pg_ctlcluster … restart -m immediate``: every connection dies mid-flight."""
-        start = time.monotonic()
-        subprocess.run(
-            [
-                "pg_ctlcluster",
-                "--skip-systemctl-redirect",
-                PG_VERSION,
-                "main",
-                "restart",
-                "-m",
-                "immediate",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        return time.monotonic() - start
+    def stop_postgres() -> None:
+        """``pg_ctlcluster … stop -m immediate``: every connection dies mid-flight."""
+        _pg_ctlcluster("stop", "-m", "immediate")
+
+    @staticmethod
+    def start_postgres() -> None:
+        _pg_ctlcluster("start")
 
     @staticmethod
     def flush_and_restart_redis() -> None:
@@ -259,3 +249,11 @@ class Stack:
             capture_output=True,
         )
         wait_for_port(6379)
+
+
+def _pg_ctlcluster(*args: str) -> None:
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", PG_VERSION, "main", *args],
+        check=True,
+        capture_output=True,
+    )

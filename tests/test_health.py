@@ -78,6 +78,21 @@ def test_readyz_is_503_naming_the_database_when_it_cannot_connect_and_leaks_noth
 
 
 @pytest.mark.django_db
+def test_a_check_that_is_down_is_logged_once_in_one_line_with_its_reason_and_request_id(
+    client, logged
+):
+    with mock.patch(
+        "django.db.backends.base.base.BaseDatabaseWrapper.connect",
+        side_effect=OperationalError("no route to db.internal.example"),
+    ):
+        client.get("/readyz", HTTP_X_REQUEST_ID="probe-1")
+
+    assert [(r.name, r.levelname, r.request_id, r.getMessage(), r.exc_info) for r in logged.records] == [
+        ("factory_site.health", "WARNING", "probe-1", "readyz: database is down: OperationalError: no route to db.internal.example", None),
+    ]  # fmt: skip
+
+
+@pytest.mark.django_db
 def test_readyz_names_a_broker_that_does_not_answer(client, monkeypatch):
     monkeypatch.setattr(celery_app.conf, "task_always_eager", False)
     monkeypatch.setattr(celery_app.conf, "broker_url", f"redis://127.0.0.1:{closed_port()}/0")

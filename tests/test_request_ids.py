@@ -73,6 +73,17 @@ def test_a_request_without_an_id_gets_a_new_one_each_time_and_a_sane_one_is_kept
     assert logs.request_id() is None  # nothing stays bound after the request
 
 
+@pytest.mark.django_db
+def test_the_line_django_writes_for_a_refused_request_after_it_returned_carries_its_id(
+    client, logged
+):
+    client.get("/no-such-page/", HTTP_X_REQUEST_ID="lost-1")
+
+    assert logged.lines("django.request") == [
+        ("django.request", "lost-1", "Not Found: /no-such-page/")
+    ]
+
+
 def test_a_sent_job_carries_the_request_id_in_its_headers_and_runs_under_it(monkeypatch):
     sent = []
 
