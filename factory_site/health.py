@@ -4,8 +4,9 @@
 runs the runner (``FACTORY_RUNNER_HOST``), the sandbox; each check writes nothing and
 gives up after a few seconds. It answers 200 when all are up, else 503 naming those that
 are down. A reason is the kind of error only (``down (OperationalError)``), never its
-message: that names hosts, users and paths, and anyone may call the probes. The whole
-error goes to the log. ``factory_site.middleware.HealthMiddleware`` serves both.
+message: that names hosts, users and paths, and anyone may call the probes. The message
+goes to the log, one line per check that is down. ``factory_site.middleware.HealthMiddleware``
+serves both.
 """
 
 import logging
@@ -33,6 +34,7 @@ def healthz(request) -> JsonResponse:
 
 
 def readyz(request) -> JsonResponse:
+    """Every active check, in order; 503 naming each that raised."""
     checks, down = {}, []
     for name, check in active_checks().items():
         try:

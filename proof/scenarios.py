@@ -452,6 +452,8 @@ def _job_errors(work: Path) -> dict:
     found = Counter()
     for log in work.glob("worker*.log"):
         for line in log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, AttributeError):
+                line = json.loads(line).get("message", "")  # a JSON log line (docs/operations.md)
             name, raised, what = line.partition(" raised unexpected: ")
             if raised:
                 job = name.rsplit("Task ", 1)[-1].split("[")[0]
