@@ -1,4 +1,4 @@
-"""The review UI for tasks: home, review queue, board, task page, tokens.
+"""The review UI for tasks: home, review queue, board, task page, dashboard, plan.
 
 Every state change goes through the same service as the API; a refusal comes back
 as a message on the page. Objects are reached through the user's memberships, so
@@ -18,22 +18,24 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from decisions.models import Check, DecisionState, SpecVersion
+from decisions.models import Check, DecisionState, Spec, SpecVersion
 from evidence import viewers
 from evidence.models import GateRun, GateRunState
 from evidence.selectors import criteria_status, runner_view
-from projects.errors import ServiceError, refusal_text
+from projects.errors import NotFound, ServiceError, refusal_text
 from projects.forms import ProjectFilterForm
-from projects.models import Event
+from projects.models import Event, Project
 from projects.numbers import query_number
 from projects.pages import in_project, is_htmx, may, navigation, user_projects
 from projects.roles import Role
-from tasks import handoff, review, selectors, services
+from projects.selectors import visible_project
+from tasks import handoff, plan_svg, review, selectors, services
 from tasks.comments import comment_add, comment_resolve
 from tasks.dashboard import dashboard_context
 from tasks.filters import TaskFilter
 from tasks.forms import STATE_ORDER, BoardFilterForm, CommentForm, ReasonForm, ReviewForm
 from tasks.models import AttemptState, LineComment, Task, TaskState
+from tasks.plan import plan_for, spec_in
 
 MANAGER_ACTIONS = {
     "publish": services.task_publish,
@@ -392,3 +394,37 @@ def dashboard(request):
         "tasks/dashboard.html",
         {**context, "projects": projects, "form": form, "nav": "dashboard"},
     )
+
+
+@login_required
+def plan_index(request):
+    """The user's projects, each with its plan; one project goes straight there."""
+    projects = user_projects(request.user)
+    if len(projects) == 1:
+        return redirect("plan", slug=projects[0].slug)
+    return render(request, "tasks/plan_index.html", {"projects": projects, "nav": "plan"})
+
+
+@login_required
+def plan(request, slug):
+    """The plan of a project drawn as SVG, its critical path, forecast and every task as a
+    table (members); ``?spec=`` narrows it to a spec's tasks and what they wait on."""
+    try:
+        project = visible_project(request.user, slug)
+    except Project.DoesNotExist:
+        raise Http404("no such project among yours") from None
+    try:
+        spec = spec_in(project, request.GET.get("spec"))
+    except NotFound as exc:
+        raise Http404(exc.detail) from None
+    result = plan_for(project, spec=spec)
+    context = {
+        "project": project,
+        "plan": result,
+        "svg": plan_svg.draw(result),
+        "specs": list(Spec.objects.filter(project=project).order_by("number").only("key", "title")),
+        "spec": spec,
+        "states": [s for s in STATE_ORDER if s in {n["state"] for n in result["nodes"]}],
+        "nav": "plan",
+    }
+    return render(request, "tasks/plan.html", context)

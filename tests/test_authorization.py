@@ -283,6 +283,7 @@ ENDPOINTS = {
     ),
     "exports.madr": lambda f: ("get", "/api/v1/projects/FM/exports/madr/", None, None),
     "landing.queue": lambda f: ("get", "/api/v1/projects/FM/landing/", None, None),
+    "plan.read": lambda f: ("get", "/api/v1/projects/FM/plan/", None, None),
     "landing.dequeue": lambda f: (
         "post",
         f"/api/v1/projects/FM/landing/{f.queued().key}/dequeue/",

@@ -1,0 +1,188 @@
+"""The plan drawn as SVG, laid out in Python (no script, no build step).
+
+Tasks linked by dependencies are drawn left to right in layers: a task's layer is the
+length of the longest chain of tasks it waits on (``nx.topological_generations`` over the
+graph with its cycles condensed; a cycle's tasks share a layer). Inside a layer, tasks are
+ordered by a few sweeps of the barycentre heuristic, starting from key order, so fewer
+edges cross and the same plan is always drawn the same way. Tasks linked to none are
+drawn in a grid below. Each task is a link to its page; the critical path is drawn heavier.
+"""
+
+import networkx as nx
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from tasks.plan import key_order
+
+NODE_W, NODE_H = 184, 48
+COL_GAP, ROW_GAP = 64, 14
+MARGIN = 16
+GRID_HEAD = 34  # room for the heading of the grid of unlinked tasks
+TITLE_CHARS = 25
+SWEEPS = 4
+
+
+def layout(plan: dict) -> dict:
+    """Where each node goes: ``{layers: [[keys…]…], loose: [keys…]}``."""
+    linked = {e["from"] for e in plan["edges"]} | {e["to"] for e in plan["edges"]}
+    keys = [n["key"] for n in plan["nodes"]]
+    graph = nx.DiGraph()
+    graph.add_nodes_from(k for k in keys if k in linked)
+    graph.add_edges_from((e["from"], e["to"]) for e in plan["edges"] if e["from"] != e["to"])
+    dag = nx.condensation(graph)
+    layer_of = {}
+    for depth, generation in enumerate(nx.topological_generations(dag)):
+        for component in generation:
+            for key in dag.nodes[component]["members"]:
+                layer_of[key] = depth
+    layers = [[] for _ in range(max(layer_of.values(), default=-1) + 1)]
+    for key in sorted(layer_of, key=key_order):
+        layers[layer_of[key]].append(key)
+    _order_by_barycentre(layers, graph)
+    return {"layers": layers, "loose": [k for k in keys if k not in linked]}
+
+
+def _order_by_barycentre(layers: list[list[str]], graph: nx.DiGraph) -> None:
+    """Reorder each layer by the mean position of its neighbours in the layer before it
+    (sweeping down) or after it (sweeping up); a task without such neighbours keeps its
+    place. Stable and deterministic: ties keep the current order."""
+    for sweep in range(SWEEPS):
+        down = sweep % 2 == 0
+        span = range(1, len(layers)) if down else range(len(layers) - 2, -1, -1)
+        for i in span:
+            neighbour_layer = layers[i - 1] if down else layers[i + 1]
+            where = {k: n for n, k in enumerate(neighbour_layer)}
+            neighbours = graph.predecessors if down else graph.successors
+            centre = {}
+            for n, key in enumerate(layers[i]):
+                seen = [where[k] for k in neighbours(key) if k in where]
+                centre[key] = sum(seen) / len(seen) if seen else n
+            layers[i].sort(key=lambda k: centre[k])
+
+
+def draw(plan: dict) -> SafeString:
+    """The plan as an SVG element (the page's text alternative lists the same nodes)."""
+    nodes = {n["key"]: n for n in plan["nodes"]}
+    placed = layout(plan)
+    layers, loose = placed["layers"], placed["loose"]
+    pitch_x, pitch_y = NODE_W + COL_GAP, NODE_H + ROW_GAP
+    tallest = max((len(layer) for layer in layers), default=0)
+    graph_w = MARGIN * 2 + len(layers) * pitch_x - COL_GAP if layers else 0
+    graph_h = MARGIN * 2 + tallest * pitch_y - ROW_GAP if layers else 0
+    columns = max(len(layers), 5)
+    grid_w = MARGIN * 2 + columns * pitch_x - COL_GAP
+    width = max(graph_w, grid_w if loose else 0, 320)
+
+    at = {}
+    for i, layer in enumerate(layers):
+        top = MARGIN + (tallest - len(layer)) * pitch_y / 2  # centre short layers
+        for n, key in enumerate(layer):
+            at[key] = (MARGIN + i * pitch_x, top + n * pitch_y)
+    height = graph_h
+    if loose:
+        head_y = graph_h + (MARGIN if layers else 0)
+        rows = -(-len(loose) // columns)
+        for n, key in enumerate(loose):
+            at[key] = (
+                MARGIN + (n % columns) * pitch_x,
+                head_y + GRID_HEAD + (n // columns) * pitch_y,
+            )
+        height = head_y + GRID_HEAD + rows * pitch_y - ROW_GAP + MARGIN
+
+    path = plan["critical_path"]["keys"]
+    step = {key: n for n, key in enumerate(path)}
+    body = [
+        "<defs>"
+        '<marker id="plan-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7"'
+        ' markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z"'
+        ' class="arrow"/></marker>'
+        '<marker id="plan-arrow-critical" viewBox="0 0 10 10" refX="9" refY="5"'
+        ' markerWidth="6" markerHeight="6" orient="auto-start-reverse">'
+        '<path d="M0 0L10 5L0 10z" class="arrow critical"/></marker>'
+        "</defs>"
+    ]
+    # Edges first, so the nodes are drawn over them.
+    for edge in plan["edges"]:
+        a, b = edge["from"], edge["to"]
+        critical = a in step and b in step and step[b] == step[a] + 1
+        body.append(_edge(at[a], at[b], critical))
+    if loose:
+        body.append(
+            f'<text x="{MARGIN}" y="{_num(head_y + 20)}" class="grid-head">'
+            f"{'Waiting on no task and waited on by none' if layers else 'No task waits on another'}"
+            f" ({len(loose)})</text>"
+        )
+    for key in [k for layer in layers for k in layer] + loose:
+        body.append(_node(nodes[key], at[key], key in step))
+
+    summary = _summary(plan)
+    return mark_safe(
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_num(width)} {_num(height)}"'
+        f' width="{_num(width)}" height="{_num(height)}" role="group"'
+        ' aria-labelledby="plan-svg-title" aria-describedby="plan-svg-desc">'
+        f'<title id="plan-svg-title">{escape(summary[0])}</title>'
+        f'<desc id="plan-svg-desc">{escape(summary[1])}</desc>' + "".join(body) + "</svg>"
+    )
+
+
+def _summary(plan: dict) -> tuple[str, str]:
+    nodes = plan["nodes"]
+    title = f"Dependency graph of {len(nodes)} task{'s' if len(nodes) != 1 else ''}"
+    path = plan["critical_path"]
+    desc = (
+        f"Critical path: {' → '.join(path['keys'])} ({path['hours']} h)."
+        if path["keys"]
+        else "No unfinished task."
+    )
+    if plan["cycles"]:
+        desc += " Waiting on each other: " + "; ".join(", ".join(c) for c in plan["cycles"]) + "."
+    return title, desc + " The table below lists every task."
+
+
+def _edge(a: tuple, b: tuple, critical: bool) -> str:
+    x1, y1 = a[0] + NODE_W, a[1] + NODE_H / 2
+    x2, y2 = b[0], b[1] + NODE_H / 2
+    if x2 <= x1:  # within a layer (a cycle): loop out to the right and back
+        x2, y2 = b[0] + NODE_W, b[1] + NODE_H / 2
+        bend = x1 + COL_GAP / 2
+        d = f"M{_num(x1)} {_num(y1)}C{_num(bend)} {_num(y1)} {_num(bend)} {_num(y2)} {_num(x2)} {_num(y2)}"
+    else:
+        mid = (x1 + x2) / 2
+        d = f"M{_num(x1)} {_num(y1)}C{_num(mid)} {_num(y1)} {_num(mid)} {_num(y2)} {_num(x2 - 2)} {_num(y2)}"
+    marker = "plan-arrow-critical" if critical else "plan-arrow"
+    return (
+        f'<path d="{d}" class="edge{" critical" if critical else ""}" marker-end="url(#{marker})"/>'
+    )
+
+
+def _node(node: dict, at: tuple, critical: bool) -> str:
+    x, y = at
+    classes = ["node", f"state-{node['state']}"]
+    if critical:
+        classes.append("critical")
+    if node["in_cycle"]:
+        classes.append("cycle")
+    title = node["title"]
+    short = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1].rstrip() + "…"
+    hours = "" if node["weight_hours"] is None else f" · {node['weight_hours']} h"
+    hover = f"{node['key']} {title} — {node['state']}{hours}"
+    if node["blocked_by"]:
+        hover += f"; waits for {', '.join(node['blocked_by'])}"
+    if node["in_cycle"]:
+        hover += "; in a cycle: cannot be claimed"
+    label = f"{node['key']}: {title} ({node['state'].replace('_', ' ')})"
+    return (
+        f'<a href="{escape(node["url"])}" class="{" ".join(classes)}" aria-label="{escape(label)}"'
+        f' data-key="{escape(node["key"])}">'
+        f"<title>{escape(hover)}</title>"
+        f'<rect x="{_num(x)}" y="{_num(y)}" width="{NODE_W}" height="{NODE_H}" rx="6"/>'
+        f'<text x="{_num(x + 10)}" y="{_num(y + 18)}" class="key">{escape(node["key"])}</text>'
+        f'<text x="{_num(x + NODE_W - 10)}" y="{_num(y + 18)}" class="state"'
+        f' text-anchor="end">{escape(node["state"].replace("_", " "))}{escape(hours)}</text>'
+        f'<text x="{_num(x + 10)}" y="{_num(y + 37)}" class="title">{escape(short)}</text>'
+        "</a>"
+    )
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}".removesuffix(".0")
