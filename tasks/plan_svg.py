@@ -14,11 +14,11 @@ from django.utils.safestring import SafeString, mark_safe
 
 from tasks.plan import key_order
 
-NODE_W, NODE_H = 184, 48
-COL_GAP, ROW_GAP = 64, 14
+NODE_W, NODE_H = 172, 48
+COL_GAP, ROW_GAP = 48, 12
 MARGIN = 16
 GRID_HEAD = 34  # room for the heading of the grid of unlinked tasks
-TITLE_CHARS = 25
+TITLE_CHARS = 23
 SWEEPS = 4
 
 
@@ -69,9 +69,9 @@ def draw(plan: dict) -> SafeString:
     tallest = max((len(layer) for layer in layers), default=0)
     graph_w = MARGIN * 2 + len(layers) * pitch_x - COL_GAP if layers else 0
     graph_h = MARGIN * 2 + tallest * pitch_y - ROW_GAP if layers else 0
-    columns = max(len(layers), 5)
+    columns = max(len(layers), 4)
     grid_w = MARGIN * 2 + columns * pitch_x - COL_GAP
-    width = max(graph_w, grid_w if loose else 0, 320)
+    width = max(graph_w, grid_w if loose else 0)
 
     at = {}
     for i, layer in enumerate(layers):
@@ -97,7 +97,7 @@ def draw(plan: dict) -> SafeString:
         ' markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z"'
         ' class="arrow"/></marker>'
         '<marker id="plan-arrow-critical" viewBox="0 0 10 10" refX="9" refY="5"'
-        ' markerWidth="6" markerHeight="6" orient="auto-start-reverse">'
+        ' markerWidth="3.5" markerHeight="3.5" orient="auto-start-reverse">'
         '<path d="M0 0L10 5L0 10z" class="arrow critical"/></marker>'
         "</defs>"
     ]
