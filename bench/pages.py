@@ -1,7 +1,8 @@
 """Render time of the task page with 200 evidence items, of a task page with one and with 200
-line comments, and of the decision log with 10k decisions.
+line comments, of the decision log with 10k decisions, and of the plan page with 50 and 500
+unfinished tasks in dependency chains.
 
-    uv run python bench/pages.py [--renders 100]
+    uv run python bench/pages.py [--renders 100] [--only plan]
 
 Pages are rendered in-process through Django's full stack (middleware, session login,
 templates) on PostgreSQL; prints p50/p95 in ms and the query count of each page.
@@ -141,6 +142,56 @@ def commented(project, manager, agent, reviewer, criteria: int = 1):
     return task, attempt
 
 
+def planned(slug: str, size: int):
+    """A project with 20 tasks done through the services (the weights' and the forecast's
+    history) and ``size`` unfinished ones in chains of 10, every third also waiting on the
+    task 7 before it, so chains branch and join. Returns its manager."""
+    from tasks import attempts, review, services
+
+    project, manager, agent, reviewer, _ = team_project(slug, spec_body="# plan")
+    for n in range(20):
+        task = services.task_publish(
+            task=services.task_create(
+                project=project, actor=manager, title=f"done {n}", labels=[("api", "ui")[n % 2]]
+            ),
+            actor=manager,
+        )
+        attempt = attempts.task_claim(agent=agent, project=project, lease_seconds=3600)
+        attempts.attempt_submit(attempt=attempt, actor=agent, summary="s", change={"commit": "c"})
+        attempt.refresh_from_db()
+        if attempt.state == "checking":
+            attempts.attempt_gates_passed(attempt=attempt)
+        task.refresh_from_db()
+        review.task_approve(task=task, actor=reviewer, criteria=[])
+    tasks = []
+    for n in range(size):
+        depends_on = [tasks[-1]] if n % 10 else []
+        if n >= 7 and n % 3 == 0:
+            depends_on.append(tasks[n - 7])
+        task = services.task_create(
+            project=project,
+            actor=manager,
+            title=f"Planned work item {n} of the roadmap",
+            labels=[("api", "ui", "docs")[n % 3]],
+            depends_on=list({t.pk: t for t in depends_on}.values()),
+        )
+        if n % 2:
+            task = services.task_publish(task=task, actor=manager)
+        tasks.append(task)
+    return manager
+
+
+def measure_plans(client_class, renders: int) -> dict:
+    pages = {}
+    for size in (50, 500):
+        slug = f"PL{size}"
+        manager = planned(slug, size)
+        client = client_class()
+        client.force_login(manager)
+        pages[f"plan_page_{size}_tasks"] = measure(client, f"/projects/{slug}/plan/", renders)
+    return pages
+
+
 def measure(client, path: str, renders: int) -> dict:
     from django.db import connection
 
@@ -165,12 +216,20 @@ def measure(client, path: str, renders: int) -> dict:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--renders", type=int, default=100)
+    parser.add_argument(
+        "--only", choices=["all", "plan"], default="all", help="plan: only the plan pages"
+    )
     args = parser.parse_args()
     setup_django("pages")
     from django.db import connection
     from django.test import Client
 
     from tasks import comments
+
+    if args.only == "plan":
+        pages = measure_plans(Client, args.renders)
+        report(pages)
+        return
 
     task, reviewer, (project, manager, agent) = build(200)
     talked, _ = commented(project, manager, agent, reviewer, criteria=1)
@@ -197,7 +256,12 @@ def main():
         "decision_log_10k_filtered": measure(
             client, "/decisions/?state=accepted&spec=PB-S1", args.renders
         ),
+        **measure_plans(Client, args.renders),
     }
+    report(pages)
+
+
+def report(pages: dict) -> None:
     result = {"pages": pages, "target": {"p95_ms": 250}}
     result["meets_target"] = all(page["p95_ms"] <= 250 for page in pages.values())
     print(json.dumps(result, indent=2))

@@ -7,18 +7,18 @@ project's size. The API (``tasks.api_plan``) answers the dict ``build_plan`` ret
 the page (``tasks.plan_svg``) draws it. docs/api.md, "The plan", says what each field means.
 """
 
+import hashlib
 import random
 import statistics
 import zlib
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from itertools import accumulate
-from math import ceil
+from functools import lru_cache
+from math import log
 
-import networkx as nx
+from django.core.cache import cache
 from django.db.models import OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
@@ -69,6 +69,7 @@ class Completion:
     done_at: datetime
 
 
+@lru_cache(maxsize=65536)
 def key_order(key: str) -> tuple[str, int]:
     """Keys in their natural order: FM-2 before FM-10."""
     prefix, _, number = key.rpartition("-")
@@ -192,19 +193,20 @@ def build_plan(
     )
     edges = [e for e in edges if e[0] in keys]
 
-    graph = nx.DiGraph()
-    unfinished = [k for k in keys if not by_key[k].finished]
-    graph.add_nodes_from(unfinished)
-    graph.add_edges_from(e for e in edges if e[0] in graph and e[1] in graph)
-    components = [_keys(c) for c in nx.strongly_connected_components(graph)]
+    successors = {k: [] for k in keys if not by_key[k].finished}
+    for a, b in edges:
+        if a in successors and b in successors:
+            successors[a].append(b)
+    unfinished = list(successors)
+    components = strongly_connected(successors)
     cycles = sorted(
-        (c for c in components if len(c) > 1 or graph.has_edge(c[0], c[0])),
+        (c for c in components if len(c) > 1 or c[0] in successors[c[0]]),
         key=lambda c: key_order(c[0]),
     )
     in_cycle = {k for c in cycles for k in c}
 
     weight = {k: weights.of(by_key[k].labels) for k in unfinished}
-    path = _critical_path(graph, components, {k: w for k, (w, _) in weight.items()})
+    path = _critical_path(successors, components, {k: w for k, (w, _) in weight.items()})
     on_path = set(path)
 
     nodes = []
@@ -240,22 +242,64 @@ def build_plan(
     }
 
 
-def _critical_path(graph: nx.DiGraph, components: list[list[str]], seconds: dict) -> list[str]:
-    """The keys of the heaviest chain of ``graph`` (cycles condensed into one step each)."""
+def strongly_connected(successors: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected components of a graph (``{node: [successor, …]}``), each in
+    key order, sinks first: a component comes after every component it leads to
+    (Tarjan's algorithm, without recursion, so a chain of any length fits)."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    for root in sorted(successors, key=key_order):
+        if root in index:
+            continue
+        work = [(root, iter(successors[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(successors[child])))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    found.append(_keys(component))
+    return found
+
+
+def _critical_path(successors: dict, components: list[list[str]], seconds: dict) -> list[str]:
+    """The keys of the heaviest chain (each cycle condensed into one step of all its tasks);
+    ``components`` sinks first, as ``strongly_connected`` gives them."""
     if not components:
         return []
-    dag = nx.condensation(graph, scc=[set(c) for c in components])
-    members = {c: _keys(dag.nodes[c]["members"]) for c in dag}
-    order = {c: tuple(key_order(k) for k in members[c]) for c in dag}
-    # best[c]: the heaviest chain starting at c, as (-seconds, the members' order along it),
-    # so the smallest tuple is the heaviest chain, and among equals the first in key order.
-    best = {}
-    for c in reversed(list(nx.topological_sort(dag))):
-        cost = sum(seconds[k] for k in members[c])
-        tail = min((best[s] for s in dag.successors(c)), default=(0, (), ()))
-        best[c] = (tail[0] - cost, (order[c], *tail[1]), (c, *tail[2]))
-    _, _, chain = min(best.values())
-    return [k for c in chain for k in members[c]]
+    component_of = {k: n for n, c in enumerate(components) for k in c}
+    # best[n]: the heaviest chain starting at component n, as (-seconds, the members' order
+    # along it, the components), so the smallest is the heaviest, and among equals the first
+    # in key order. Sinks come first, so every successor's best is known.
+    best = []
+    for n, members in enumerate(components):
+        cost = sum(seconds[k] for k in members)
+        after = {component_of[b] for k in members for b in successors[k]} - {n}
+        tail = min((best[m] for m in after), default=(0, (), ()))
+        order = tuple(key_order(k) for k in members)
+        best.append((tail[0] - cost, (order, *tail[1]), (n, *tail[2])))
+    _, _, chain = min(best)
+    return [k for n in chain for k in components[n]]
 
 
 # --- The forecast -----------------------------------------------------------------------------
@@ -327,8 +371,9 @@ def forecast(
             f" tasks take longer than {horizon_days} days",
         }
     rng = random.Random(seed)
-    step = min(horizon_days, max(8, ceil(open_count / mean * 1.25)))
-    days = [_days_to_finish(rng, daily, open_count, step, horizon_days) for _ in range(trials)]
+    busy = [n for n in daily if n]
+    idle_share = 1 - len(busy) / len(daily)
+    days = [_days_to_finish(rng, busy, idle_share, open_count, horizon_days) for _ in range(trials)]
     answer = {
         **answer,
         "trials": trials,
@@ -348,17 +393,25 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _days_to_finish(rng, daily, open_count, step, horizon_days) -> int:
-    """One trial: days drawn until ``open_count`` tasks are done (past the horizon: one more)."""
-    done, day = 0, 0
-    while day < horizon_days:
-        drawn = rng.choices(daily, k=min(step, horizon_days - day))
-        running = list(accumulate(drawn, initial=done))
-        reached = bisect_left(running, open_count)
-        if reached < len(running):
-            return day + reached
-        done, day = running[-1], day + len(drawn)
-    return horizon_days + 1
+def _days_to_finish(rng, busy: list[int], idle_share: float, open_count: int, horizon: int) -> int:
+    """One trial: days drawn until ``open_count`` tasks are done (past the horizon: one more).
+
+    A drawn day is idle (no completions) with probability ``idle_share``, else one of the
+    ``busy`` days. Rather than draw idle days one by one, the run of them before the next
+    busy day is drawn at once, geometrically: the same in distribution, and a trial costs
+    the busy days it needs, not every day.
+    """
+    log_idle = log(idle_share) if idle_share else None
+    draw, done, day = rng.random, 0, 0
+    while True:
+        if log_idle is not None:
+            day += int(log(1.0 - draw()) / log_idle)
+        day += 1
+        if day > horizon:
+            return horizon + 1
+        done += busy[int(draw() * len(busy))]
+        if done >= open_count:
+            return day
 
 
 def default_seed(project) -> int:
@@ -433,10 +486,17 @@ def plan_for(project, *, spec=None, now: datetime | None = None, seed: int | Non
         url_for=lambda key: url.replace("KEY-0", key),
     )
     open_count = sum(1 for node in plan["nodes"] if node["weight_hours"] is not None)
-    plan["forecast"] = forecast(
-        daily=daily_completions(recent, today),
-        open_count=open_count,
-        today=today,
-        seed=seed if seed is not None else default_seed(project),
-    )
+    inputs = {
+        "daily": daily_completions(recent, today),
+        "open_count": open_count,
+        "today": today,
+        "seed": seed if seed is not None else default_seed(project),
+    }
+    # The forecast is a pure function of its inputs: the same ones are answered from the
+    # cache (a day at most, since today is one of them) instead of trials run again.
+    key = "plan-forecast:" + hashlib.sha256(repr(sorted(inputs.items())).encode()).hexdigest()
+    plan["forecast"] = cache.get(key)
+    if plan["forecast"] is None:
+        plan["forecast"] = forecast(**inputs)
+        cache.set(key, plan["forecast"], 24 * 3600)
     return {"project": project.slug, **plan}

@@ -1,18 +1,17 @@
 """The plan drawn as SVG, laid out in Python (no script, no build step).
 
 Tasks linked by dependencies are drawn left to right in layers: a task's layer is the
-length of the longest chain of tasks it waits on (``nx.topological_generations`` over the
-graph with its cycles condensed; a cycle's tasks share a layer). Inside a layer, tasks are
+length of the longest chain of tasks it waits on (over the graph with its cycles
+condensed: a cycle's tasks share a layer). Inside a layer, tasks are
 ordered by a few sweeps of the barycentre heuristic, starting from key order, so fewer
 edges cross and the same plan is always drawn the same way. Tasks linked to none are
 drawn in a grid below. Each task is a link to its page; the critical path is drawn heavier.
 """
 
-import networkx as nx
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from tasks.plan import key_order
+from tasks.plan import key_order, strongly_connected
 
 NODE_W, NODE_H = 172, 48
 COL_GAP, ROW_GAP = 48, 12
@@ -24,25 +23,31 @@ SWEEPS = 4
 
 def layout(plan: dict) -> dict:
     """Where each node goes: ``{layers: [[keys…]…], loose: [keys…]}``."""
-    linked = {e["from"] for e in plan["edges"]} | {e["to"] for e in plan["edges"]}
+    successors, predecessors = {}, {}
+    for edge in plan["edges"]:
+        a, b = edge["from"], edge["to"]
+        for key in (a, b):
+            successors.setdefault(key, [])
+            predecessors.setdefault(key, [])
+        if a != b:
+            successors[a].append(b)
+            predecessors[b].append(a)
+    components = strongly_connected(successors)
+    component_of = {k: n for n, c in enumerate(components) for k in c}
+    depth = {}
+    # Components come sinks first: walking them backwards meets every predecessor first.
+    for n in range(len(components) - 1, -1, -1):
+        before = {component_of[p] for k in components[n] for p in predecessors[k]} - {n}
+        depth[n] = 1 + max((depth[m] for m in before), default=-1)
+    layers = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for key in sorted(component_of, key=key_order):
+        layers[depth[component_of[key]]].append(key)
+    _order_by_barycentre(layers, successors, predecessors)
     keys = [n["key"] for n in plan["nodes"]]
-    graph = nx.DiGraph()
-    graph.add_nodes_from(k for k in keys if k in linked)
-    graph.add_edges_from((e["from"], e["to"]) for e in plan["edges"] if e["from"] != e["to"])
-    dag = nx.condensation(graph)
-    layer_of = {}
-    for depth, generation in enumerate(nx.topological_generations(dag)):
-        for component in generation:
-            for key in dag.nodes[component]["members"]:
-                layer_of[key] = depth
-    layers = [[] for _ in range(max(layer_of.values(), default=-1) + 1)]
-    for key in sorted(layer_of, key=key_order):
-        layers[layer_of[key]].append(key)
-    _order_by_barycentre(layers, graph)
-    return {"layers": layers, "loose": [k for k in keys if k not in linked]}
+    return {"layers": layers, "loose": [k for k in keys if k not in component_of]}
 
 
-def _order_by_barycentre(layers: list[list[str]], graph: nx.DiGraph) -> None:
+def _order_by_barycentre(layers: list[list[str]], successors: dict, predecessors: dict) -> None:
     """Reorder each layer by the mean position of its neighbours in the layer before it
     (sweeping down) or after it (sweeping up); a task without such neighbours keeps its
     place. Stable and deterministic: ties keep the current order."""
@@ -52,10 +57,10 @@ def _order_by_barycentre(layers: list[list[str]], graph: nx.DiGraph) -> None:
         for i in span:
             neighbour_layer = layers[i - 1] if down else layers[i + 1]
             where = {k: n for n, k in enumerate(neighbour_layer)}
-            neighbours = graph.predecessors if down else graph.successors
+            neighbours = predecessors if down else successors
             centre = {}
             for n, key in enumerate(layers[i]):
-                seen = [where[k] for k in neighbours(key) if k in where]
+                seen = [where[k] for k in neighbours[key] if k in where]
                 centre[key] = sum(seen) / len(seen) if seen else n
             layers[i].sort(key=lambda k: centre[k])
 
