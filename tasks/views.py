@@ -418,10 +418,13 @@ def plan(request, slug):
     except NotFound as exc:
         raise Http404(exc.detail) from None
     result = plan_for(project, spec=spec)
+    by_key = {n["key"]: n for n in result["nodes"]}
     context = {
         "project": project,
         "plan": result,
         "svg": plan_svg.draw(result),
+        "rows": plan_svg.table_rows(result),
+        "path": [by_key[k] for k in result["critical_path"]["keys"]],
         "specs": list(Spec.objects.filter(project=project).order_by("number").only("key", "title")),
         "spec": spec,
         "states": [s for s in STATE_ORDER if s in {n["state"] for n in result["nodes"]}],
