@@ -81,8 +81,8 @@ def dashboard_context(*, project_ids: list[int], weeks: int = 12, now=None) -> d
     """
     weeks = max(1, int(weeks))
     now = now or timezone.now()
-    first_day = _monday(timezone.localtime(now).date()) - timedelta(weeks=weeks - 1)
-    start = timezone.make_aware(datetime.combine(first_day, time.min))
+    start = window_start(weeks, now)
+    first_day = timezone.localtime(start).date()
     buckets = [Week(start=first_day + timedelta(weeks=i)) for i in range(weeks)]
 
     def week_of(moment) -> Week:
@@ -170,6 +170,12 @@ def dashboard_context(*, project_ids: list[int], weeks: int = 12, now=None) -> d
             ),
         },
     }
+
+
+def window_start(weeks: int, now: datetime) -> datetime:
+    """Monday 00:00 (the site's time zone) of the oldest of the last ``weeks`` ISO weeks."""
+    first_day = _monday(timezone.localtime(now).date()) - timedelta(weeks=max(1, weeks) - 1)
+    return timezone.make_aware(datetime.combine(first_day, time.min))
 
 
 def _review_rows(project_ids, start, end) -> list[tuple[str, datetime, datetime | None, bool]]:

@@ -17,6 +17,7 @@ api_patterns = [
     path("tasks/<key:key>/reopen/", api.TaskReopenApi.as_view(), name="api-task-reopen"),
     path("tasks/<key:key>/cancel/", api.TaskCancelApi.as_view(), name="api-task-cancel"),
     path("projects/<key:slug>/plan/", api_plan.PlanApi.as_view(), name="api-plan"),
+    path("projects/<key:slug>/costs/", api.ProjectCostsApi.as_view(), name="api-project-costs"),
     path("attempts/<id:attempt_id>/", api_attempts.AttemptDetailApi.as_view(), name="api-attempt"),
     path(
         "attempts/<id:attempt_id>/heartbeat/",

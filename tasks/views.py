@@ -28,9 +28,10 @@ from projects.models import Event, Project
 from projects.numbers import query_number
 from projects.pages import in_project, is_htmx, may, navigation, user_projects
 from projects.roles import Role
-from projects.selectors import visible_project
+from projects.selectors import project_ids_for, visible_project
 from tasks import handoff, plan_svg, review, selectors, services
 from tasks.comments import comment_add, comment_resolve
+from tasks.costs import cost_figures
 from tasks.dashboard import dashboard_context
 from tasks.filters import TaskFilter
 from tasks.forms import STATE_ORDER, BoardFilterForm, CommentForm, ReasonForm, ReviewForm
@@ -383,16 +384,25 @@ def task_action(request, key, action):
 
 @login_required
 def dashboard(request):
-    """Throughput, first-pass yield, gate failure rate and review latency, drawn as SVG."""
+    """Throughput, first-pass yield, gate failure rate and review latency, drawn as SVG;
+    for the projects the user manages, what the work cost (self-reported)."""
     form = ProjectFilterForm(request.GET)
     form.is_valid()
     projects = user_projects(request.user)
     chosen = [p for p in projects if p.slug == form.cleaned_data.get("project")] or projects
     context = dashboard_context(project_ids=[p.pk for p in chosen])
+    # What the work cost is for the managers of each project, as in the API.
+    managed = set(project_ids_for(request.user, Role.MANAGER))
+    costly = [p.pk for p in chosen if p.pk in managed]
+    costs = None
+    if costly:
+        costs = cost_figures(
+            project_ids=costly, start=context["window_start"], end=context["window_end"]
+        )
     return render(
         request,
         "tasks/dashboard.html",
-        {**context, "projects": projects, "form": form, "nav": "dashboard"},
+        {**context, "costs": costs, "projects": projects, "form": form, "nav": "dashboard"},
     )
 
 

@@ -1,0 +1,263 @@
+"""What the work costs and what works: the agents' self-reported usage, summed.
+
+Reads only. Every figure comes from ``Attempt.usage`` (``{model, input_tokens,
+output_tokens, cost_usd, wall_seconds}``), which each attempt's agent reports on heartbeat
+and submit: nothing here is measured by the site, so every page and answer that shows
+these figures labels them *self-reported*. A key that is missing, or whose value is not
+a plain non-negative number (``"0.35"``, ``12``), counts as 0; a missing model is
+``unknown model``. Amounts are summed in the database as decimals with six places
+(``Cast(KeyTextTransform(...), DecimalField)``, valid on PostgreSQL and SQLite) and
+answered as ``Decimal`` with exactly six places.
+
+The scope is the attempts of ``project_ids`` started from ``start`` up to ``end`` (the
+dashboard's window). The cost is five queries whatever the size of the history: the
+totals, and one grouped aggregate each per agent, per model, per spec and per task.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    DecimalField,
+    Exists,
+    OuterRef,
+    Q,
+    Sum,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
+from django.db.models.lookups import Regex
+
+from evidence.models import GateRun, GateRunState
+from tasks.dashboard import ratio_text
+from tasks.models import Attempt, AttemptState
+
+SELF_REPORTED = "self-reported"
+UNKNOWN_MODEL = "unknown model"
+NO_SPEC = "no spec"
+TASKS_SHOWN = 100  # the most expensive tasks, for the page and the API
+PLACES = Decimal("0.000001")
+AMOUNT = DecimalField(max_digits=24, decimal_places=6)
+# What a self-reported amount may look like to count; anything else (a sign, an exponent,
+# words) counts as 0 rather than failing the cast on PostgreSQL.
+DECIMAL_TEXT = r"^[0-9]{1,15}(\.[0-9]{1,12})?$"
+WHOLE_TEXT = r"^[0-9]{1,15}$"
+
+
+# Missing and empty are one group: the unknown model.
+MODEL = Coalesce(KeyTextTransform("model", "usage"), Value(""), output_field=TextField())
+
+
+def _reported(key: str, pattern: str, field):
+    """``usage[key]`` as a number of type ``field`` when it is one, else 0."""
+    text = KeyTextTransform(key, "usage")
+    return Case(
+        When(Regex(text, pattern), then=Cast(text, field)),
+        default=Value(0, output_field=field),
+        output_field=field,
+    )
+
+
+def _sum(key: str, pattern: str = DECIMAL_TEXT, field=AMOUNT):
+    return Coalesce(Sum(_reported(key, pattern, field)), Value(0, output_field=field))
+
+
+def _sums() -> dict:
+    """The usage sums every group answers, as aggregate expressions."""
+    tokens = BigIntegerField()
+    return {
+        "attempts": Count("pk"),
+        "cost": _sum("cost_usd"),
+        "input_tokens": _sum("input_tokens", WHOLE_TEXT, tokens),
+        "output_tokens": _sum("output_tokens", WHOLE_TEXT, tokens),
+        "wall_seconds": _sum("wall_seconds"),
+    }
+
+
+# A reviewer's own verdict: approved or rejected, not an approval carried over to a clean
+# rebase (``tasks.landing.attempt_requeue`` marks those ``landing.rebase_of``).
+REVIEWED = Q(state__in=(AttemptState.APPROVED, AttemptState.REJECTED)) & ~Q(
+    landing__has_key="rebase_of"
+)
+FIRST_PASS = REVIEWED & Q(state=AttemptState.APPROVED, gates_retried=False)
+
+
+def _verdicts() -> dict:
+    return {
+        "reviewed": Count("pk", filter=REVIEWED),
+        "first_pass": Count("pk", filter=FIRST_PASS),
+    }
+
+
+def _scope(project_ids, start, end):
+    # A gate run counts against first pass if it was started more than once (a crash or a
+    # lost worker re-ran it) or did not pass.
+    retried = GateRun.objects.filter(attempt=OuterRef("pk")).filter(
+        Q(tries__gt=1) | ~Q(state=GateRunState.PASSED)
+    )
+    return (
+        Attempt.objects.filter(
+            task__project_id__in=project_ids, started_at__gte=start, started_at__lte=end
+        )
+        .alias(gates_retried=Exists(retried))
+        .order_by()
+    )
+
+
+def amount(value) -> Decimal:
+    """A summed amount with exactly six places, whatever the database answered."""
+    return Decimal(value or 0).quantize(PLACES, rounding=ROUND_HALF_UP)
+
+
+def _per(total: Decimal, count: int) -> Decimal | None:
+    return amount(total / count) if count else None
+
+
+@dataclass
+class Group:
+    """One row of a breakdown: its name and what its attempts reported."""
+
+    name: str
+    attempts: int
+    cost_usd: Decimal
+    input_tokens: int
+    output_tokens: int
+    wall_seconds: Decimal
+
+    @classmethod
+    def from_row(cls, name: str, row: dict, **more):
+        return cls(
+            name=name,
+            attempts=row["attempts"],
+            cost_usd=amount(row["cost"]),
+            input_tokens=int(row["input_tokens"] or 0),
+            output_tokens=int(row["output_tokens"] or 0),
+            wall_seconds=amount(row["wall_seconds"]),
+            **more,
+        )
+
+
+@dataclass
+class Worker(Group):
+    """An agent's or a model's row, with its first-pass rate (``cost_figures``)."""
+
+    reviewed: int = 0
+    first_pass: int = 0
+
+    @property
+    def first_pass_rate(self) -> float | None:
+        return self.first_pass / self.reviewed if self.reviewed else None
+
+    @property
+    def first_pass_text(self) -> str:
+        """ "50% (1 of 2)", or "no data yet" when none was reviewed."""
+        return ratio_text(self.first_pass, self.reviewed)
+
+
+@dataclass
+class SpecRow(Group):
+    key: str | None = None
+    tasks: int = 0
+
+
+@dataclass
+class TaskRow(Group):
+    key: str = ""
+    state: str = ""
+    spec: str | None = None
+
+
+def _by_cost(row: Group):
+    return (-row.cost_usd, row.name)
+
+
+def cost_figures(*, project_ids: list[int], start: datetime, end: datetime) -> dict:
+    """What the attempts of ``project_ids`` started in ``[start, end]`` reported using.
+
+    - ``total``: every attempt of the scope (``Group``, named "all"); ``reported`` counts
+      the attempts that reported a cost at all.
+    - ``approved_tasks``: tasks with an attempt in the scope that was approved (by a
+      reviewer, or carried over to a clean rebase); ``landed_tasks``: those of the scope's
+      tasks whose change is on the landing target (``Task.landed_commit``).
+    - ``cost_per_approved_task`` / ``cost_per_landed_task``: the whole scope's cost
+      divided by that count (so the attempts that failed or were rejected on the way are
+      part of what an approved task cost), None when the count is 0.
+    - ``agents`` and ``models``: per agent (username) and per reported model, most
+      expensive first, each with its **first-pass rate**: of its attempts that reached a
+      reviewer's verdict (approved or rejected; not one still in review, and not an
+      approval carried over to a clean rebase), the share that were approved with every
+      gate run passed at its first try (``GateRun.tries`` at most 1). An attempt failed by
+      its gates never reached review and counts in neither part.
+    - ``specs``: per spec of the tasks (``key`` None for tasks without one), with how many
+      tasks; ``tasks``: the ``TASKS_SHOWN`` most expensive tasks, ``tasks_total`` of all.
+    """
+    scope = _scope(project_ids, start, end)
+    totals = scope.aggregate(
+        **_sums(),
+        reported=Count("pk", filter=Q(usage__has_key="cost_usd")),
+        tasks=Count("task", distinct=True),
+        approved_tasks=Count("task", distinct=True, filter=Q(state=AttemptState.APPROVED)),
+        landed_tasks=Count("task", distinct=True, filter=~Q(task__landed_commit="")),
+    )
+    total = Group.from_row("all", totals)
+    agents = [
+        Worker.from_row(
+            row["agent__username"], row, reviewed=row["reviewed"], first_pass=row["first_pass"]
+        )
+        for row in scope.values("agent__username").annotate(**_sums(), **_verdicts())
+    ]
+    models = [
+        Worker.from_row(
+            row["model_name"] or UNKNOWN_MODEL,
+            row,
+            reviewed=row["reviewed"],
+            first_pass=row["first_pass"],
+        )
+        for row in scope.values(model_name=MODEL).annotate(**_sums(), **_verdicts())
+    ]
+    specs = [
+        SpecRow.from_row(
+            row["task__spec__title"] or NO_SPEC,
+            row,
+            key=row["task__spec__key"],
+            tasks=row["tasks"],
+        )
+        for row in scope.values("task__spec__key", "task__spec__title").annotate(
+            **_sums(), tasks=Count("task", distinct=True)
+        )
+    ]
+    tasks = [
+        TaskRow.from_row(
+            row["task__title"],
+            row,
+            key=row["task__key"],
+            state=row["task__state"],
+            spec=row["task__spec__key"],
+        )
+        for row in scope.values("task__key", "task__title", "task__state", "task__spec__key")
+        .annotate(**_sums())
+        .order_by("-cost", "task__key")[:TASKS_SHOWN]
+    ]
+    return {
+        "self_reported": True,
+        "window_start": start,
+        "window_end": end,
+        "total": total,
+        "reported": totals["reported"],
+        "tasks_total": totals["tasks"],
+        "approved_tasks": totals["approved_tasks"],
+        "landed_tasks": totals["landed_tasks"],
+        "cost_per_approved_task": _per(total.cost_usd, totals["approved_tasks"]),
+        "cost_per_landed_task": _per(total.cost_usd, totals["landed_tasks"]),
+        "agents": sorted(agents, key=_by_cost),
+        "models": sorted(models, key=_by_cost),
+        "specs": sorted(specs, key=lambda row: (-row.cost_usd, row.key or "")),
+        "tasks": tasks,
+    }
