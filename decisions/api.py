@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from decisions import services
 from decisions.models import Check, Decision, DecisionState, Spec, SpecVersion
-from decisions.selectors import search_decisions
+from decisions.selectors import decision_impact, search_decisions
 from decisions.services import CRITERION_KEY
 from projects.kinds import Kind
 from projects.rest import (
@@ -427,6 +427,81 @@ class DecisionDetailApi(APIView):
     @extend_schema(responses={200: DecisionSerializer, **errors(404)})
     def get(self, request, key):
         return Response(DecisionSerializer(decision_for(request.user, key)).data)
+
+
+class CriterionTextSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    proof = serializers.JSONField()
+
+
+class CriterionChangeSerializer(serializers.Serializer):
+    change = serializers.ChoiceField(choices=["added", "removed", "changed"])
+    key = serializers.CharField()
+    before = CriterionTextSerializer(allow_null=True, help_text="null when added.")
+    after = CriterionTextSerializer(allow_null=True, help_text="null when removed.")
+
+
+class AmendedSpecSerializer(serializers.Serializer):
+    spec = serializers.CharField()
+    title = serializers.CharField()
+    version = serializers.IntegerField(help_text="The version the decision created.")
+    state = serializers.CharField(help_text="accepted, or superseded by a later version.")
+    base_version = serializers.IntegerField(
+        allow_null=True, help_text="The version before it; null for a spec's first version."
+    )
+    body_diff = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2),
+        help_text="Unified diff lines of the body as [kind, line]; kind hunk, add, del or ctx.",
+    )
+    criteria_changes = CriterionChangeSerializer(many=True)
+    criteria_unchanged = serializers.ListField(child=serializers.CharField())
+
+
+class BoundTaskSerializer(serializers.Serializer):
+    task = serializers.CharField()
+    title = serializers.CharField()
+    state = serializers.CharField()
+    via = serializers.CharField(
+        help_text='"task" when the decision names it, else its spec\'s key.'
+    )
+
+
+class ApprovalSerializer(serializers.Serializer):
+    task = serializers.CharField()
+    title = serializers.CharField()
+    attempt = serializers.IntegerField(help_text="The attempt's number in its task.")
+    reviewer = serializers.CharField(allow_null=True)
+    judged_at = serializers.CharField(allow_null=True, help_text="When the reviewer decided.")
+    spec = serializers.CharField(
+        allow_null=True, help_text='The version judged against: "FM-S1 v2".'
+    )
+
+
+class DecisionImpactSerializer(serializers.Serializer):
+    decision = serializers.CharField()
+    state = serializers.ChoiceField(choices=DecisionState.choices)
+    amended = AmendedSpecSerializer(
+        many=True, help_text="The spec versions its acceptance created, with their diffs."
+    )
+    tasks = BoundTaskSerializer(many=True, help_text="The tasks it binds, named or by spec.")
+    approvals = ApprovalSerializer(
+        many=True, help_text="Approvals of those tasks judged while it was in force."
+    )
+    approvals_without = ApprovalSerializer(
+        many=True, help_text="Their approvals judged when it was not in force."
+    )
+
+
+class DecisionImpactApi(APIView):
+    """What a decision changed: the specs it amended (each version's diff), the tasks it
+    binds and the approvals judged while it was in force (``decisions.selectors.decision_impact``)."""
+
+    @extend_schema(responses={200: DecisionImpactSerializer, **errors(404)})
+    def get(self, request, key):
+        decision = Decision.objects.filter(project_id__in=project_ids_for(request.user)).get(
+            key=key
+        )
+        return Response(DecisionImpactSerializer(decision_impact(decision)).data)
 
 
 def _decision_action(service, summary: str, request=ReasonSerializer):

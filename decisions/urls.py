@@ -21,6 +21,9 @@ api_patterns = [
     path("decisions/", api.DecisionListCreateApi.as_view(), name="api-decisions"),
     path("decisions/<key:key>/", api.DecisionDetailApi.as_view(), name="api-decision"),
     path(
+        "decisions/<key:key>/impact/", api.DecisionImpactApi.as_view(), name="api-decision-impact"
+    ),
+    path(
         "decisions/<key:key>/accept/", api.DecisionAcceptApi.as_view(), name="api-decision-accept"
     ),
     path(

@@ -1,7 +1,5 @@
 """The decision log, decision records and spec pages of the review UI."""
 
-import difflib
-
 import markdown
 import nh3
 from django.contrib import messages
@@ -18,7 +16,13 @@ from django.views.decorators.http import require_POST
 from decisions import services
 from decisions.forms import DecisionFilterForm, VerdictForm
 from decisions.models import Decision, Spec, SpecVersion
-from decisions.selectors import criteria_changes, search_decisions, supersession_chain
+from decisions.selectors import (
+    body_diff,
+    criteria_changes,
+    decision_impact,
+    search_decisions,
+    supersession_chain,
+)
 from projects.errors import ServiceError, refusal_text
 from projects.models import Event, Project
 from projects.numbers import query_number
@@ -108,6 +112,7 @@ def decision_detail(request, key):
             "earlier": earlier,
             "later": later,
             "events": events,
+            "impact": decision_impact(decision),
             "can_accept": may(decision, "accept", request.user),
             "can_reject": may(decision, "reject", request.user),
             "nav": "decisions",
@@ -152,26 +157,6 @@ def render_markdown(text: str) -> str:
     return mark_safe(nh3.clean(html))  # nh3 keeps only safe tags and attributes
 
 
-def _body_diff(left, right) -> list[tuple[str, str]]:
-    """The lines of the body that differ from ``left`` to ``right``, each with its kind."""
-    lines = difflib.unified_diff(
-        left.body.splitlines(),
-        right.body.splitlines(),
-        f"v{left.number}",
-        f"v{right.number}",
-        lineterm="",
-    )
-    # The two file headers come first; told apart by place, since a removed line that
-    # reads "-- x" also starts with "--- ".
-    return [(_diff_kind(line, header=i < 2), line) for i, line in enumerate(lines)]
-
-
-def _diff_kind(line: str, *, header: bool) -> str:
-    if header or line.startswith("@@"):
-        return "hunk"  # hunk and file headers, not changes
-    return {"+": "add", "-": "del"}.get(line[:1], "ctx")
-
-
 @login_required
 def spec_detail(request, key):
     """A spec with every version, and the difference between any two."""
@@ -202,7 +187,7 @@ def spec_detail(request, key):
     right = pick("b", versions[-1] if versions else None)
     diff, changes, unchanged = [], [], []
     if left and right and left != right:
-        diff = _body_diff(left, right)
+        diff = body_diff(left.body, right.body, f"v{left.number}", f"v{right.number}")
         changes, unchanged = criteria_changes(left, right)
     return render(
         request,

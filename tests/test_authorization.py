@@ -176,6 +176,12 @@ ENDPOINTS = {
         "json",
     ),
     "decisions.detail": lambda f: ("get", f"/api/v1/decisions/{decision(f).key}/", None, None),
+    "decisions.impact": lambda f: (
+        "get",
+        f"/api/v1/decisions/{decision(f).key}/impact/",
+        None,
+        None,
+    ),
     "decisions.accept": lambda f: (
         "post",
         f"/api/v1/decisions/{decision(f).key}/accept/",
