@@ -245,6 +245,17 @@ def test_the_dashboard_shows_a_manager_the_self_reported_costs(flow, client):
 
 
 @pytest.mark.django_db
+def test_a_hostile_self_reported_model_name_is_shown_as_text(flow, client):
+    Attempt.objects.filter(task__key="FM-3").update(usage={"model": "<script>x</script>"})
+    client.force_login(flow.manager)
+
+    page = client.get("/dashboard/").content.decode()
+
+    assert "<td>&lt;script&gt;x&lt;/script&gt;</td>" in page
+    assert "<script>x" not in page
+
+
+@pytest.mark.django_db
 def test_the_dashboard_shows_no_costs_to_a_reviewer_or_an_agent(flow, client):
     for user in (flow.reviewer, flow.agent):
         client.force_login(user)
