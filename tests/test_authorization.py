@@ -289,11 +289,8 @@ ENDPOINTS = {
     ),
     "exports.madr": lambda f: ("get", "/api/v1/projects/FM/exports/madr/", None, None),
     "landing.queue": lambda f: ("get", "/api/v1/projects/FM/landing/", None, None),
-<<<<<<< HEAD
     "plan.read": lambda f: ("get", "/api/v1/projects/FM/plan/", None, None),
-=======
     "projects.costs": lambda f: ("get", "/api/v1/projects/FM/costs/", None, None),
->>>>>>> a3b07ec (Dashboard and API: what the work cost, self-reported, and what works (issue 27 part 5))
     "landing.dequeue": lambda f: (
         "post",
         f"/api/v1/projects/FM/landing/{f.queued().key}/dequeue/",
