@@ -13,6 +13,7 @@ from decisions.models import Decision, SpecVersion
 from evidence.models import GateRun
 from projects.models import Event, Project
 from tasks.models import Attempt, Task
+from tasks.usage import shown as usage_shown
 
 
 def site(path: str) -> str:
@@ -72,6 +73,9 @@ def _data(subject, event: Event, type_name: str) -> dict:
             data["summary"] = subject.summary
         elif type_name == "attempt.gates_failed":
             data["gates"] = _failed_gates(subject)
+        elif type_name == "budget.exhausted":
+            data.update(_budget(event))
+            data["usage"] = usage_shown(subject.usage)
         elif type_name == "lease.expired":
             data["lease_expired_at"] = (
                 subject.lease_expires_at.isoformat() if subject.lease_expires_at else None
@@ -106,7 +110,21 @@ def _data(subject, event: Event, type_name: str) -> dict:
                 subject.source_decision.key if subject.source_decision_id else None
             ),
         }
+    if isinstance(subject, Project) and type_name == "budget.exhausted":
+        return {
+            "key": subject.slug,
+            "api_url": site(f"/api/v1/projects/{subject.slug}/"),
+            **_budget(event),
+            "month": (event.extra or {}).get("month"),
+            "task": (event.extra or {}).get("task"),
+        }
     return {"key": event.object_key}
+
+
+def _budget(event: Event) -> dict:
+    """Which budget was reached, what was spent and the budget, as decimal strings."""
+    extra = event.extra or {}
+    return {name: extra.get(name) for name in ("scope", "spent_usd", "budget_usd")}
 
 
 def _task(task: Task, event: Event, type_name: str) -> dict:

@@ -29,6 +29,9 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("tasks.attempt", "submit", None, "attempt.submitted"),
     ("tasks.attempt", "gates_failed", None, "attempt.gates_failed"),
     ("tasks.attempt", "expire", None, "lease.expired"),
+    ("tasks.task", "exhaust_budget", "failed", "task.failed"),
+    ("tasks.attempt", "exhaust_budget", None, "budget.exhausted"),
+    ("projects.project", "exhaust_budget", None, "budget.exhausted"),
     ("decisions.decision", "propose", None, "decision.proposed"),
     ("decisions.decision", "accept", None, "decision.accepted"),
     ("decisions.decision", "reject", None, "decision.rejected"),
@@ -69,6 +72,9 @@ DESCRIPTIONS = {
     "decision.superseded": "a later accepted decision superseded this one",
     "spec.version_accepted": "a spec version became the current one",
     "lease.expired": "an attempt's lease ran out without a heartbeat",
+    "budget.exhausted": "a budget was reached, by self-reported cost: an attempt's cost reached "
+    "its task's budget and the attempt ended (scope task), or a project's spend this month "
+    "reached its budget and claims are refused (scope project; once when the spend crosses it)",
     "gate.finished": "a gate run reached its verdict",
     "runner.finished": "Factory Memory's runner reached its verdict on the commit",
 }

@@ -53,6 +53,7 @@ class ProjectAdminForm(forms.ModelForm):
             "landing",
             "claim_avoid_overlap",
             "max_attempts",
+            "budget_usd",
         ]
 
 

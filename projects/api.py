@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 from projects import services, verify
 from projects.models import Project
 from projects.policy import registry
-from projects.rest import IdCursorPagination, JSONInputSerializer, errors
+from projects.rest import IdCursorPagination, JSONInputSerializer, UsdField, errors
 from projects.roles import roles_in
 from projects.selectors import project_ids_for, visible_project
 
@@ -102,6 +102,14 @@ class ProjectSerializer(serializers.Serializer):
     gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
     landing = LandingField(read_only=True)
     claim_avoid_overlap = serializers.BooleanField(read_only=True, allow_null=True)
+    budget_usd = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        read_only=True,
+        allow_null=True,
+        help_text="What its attempts may cost per calendar month (UTC), by self-reported "
+        "usage; null: no limit.",
+    )
     my_roles = serializers.SerializerMethodField()
 
     def get_my_roles(self, project) -> list[str]:
@@ -189,6 +197,11 @@ class ProjectDetailApi(APIView):
             allow_null=True,
             help_text="Claims prefer tasks whose allowed_paths overlap no task in progress, "
             "in review or queued to land; null: on when landing is on.",
+        )
+        budget_usd = UsdField(
+            required=False,
+            help_text="What its attempts may cost per calendar month (UTC), by their agents' "
+            "self-reported usage; past it a claim is 409 budget_exhausted. Null: no limit.",
         )
 
     @extend_schema(responses={200: ProjectSerializer, **errors(404)})

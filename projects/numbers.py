@@ -4,9 +4,13 @@
 ``isdigit`` and an error to ``int``; "٣" (Arabic-Indic three) and the full-width three are 3 to ``int``), so a number from a
 request is read here and nowhere else: ASCII digits only, no sign, no spaces. An id in
 a URL has at most 18 digits, so every id that reaches a query fits the database's bigint.
+Amounts of money (``usd``) are read the same way: digits and a fraction, never a sign or
+an exponent, and never through a binary float.
 """
 
+import math
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -55,3 +59,50 @@ class WholeNumberField(forms.IntegerField):
         if number is None:
             raise ValidationError(self.error_messages["invalid"], code="invalid")
         return number
+
+
+# A decimal from a request: ASCII digits, an optional fraction, no sign, no exponent.
+DECIMAL = re.compile(r"[0-9]{1,15}(\.[0-9]{1,20})?")
+
+
+def usd(value, *, places: int, maximum: Decimal) -> Decimal | None:
+    """``value`` (a string of ASCII digits or a JSON number) as an amount of US dollars from
+    0 to ``maximum``, rounded half up to ``places`` decimals; None if it is not one.
+
+    A JSON number arrives as ``int`` or ``float``: a float is read by its shortest text
+    (0.1 is 0.1, not 0.1000000000000000055…); true, NaN and infinities are refused.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Decimal):  # from a form's DecimalField
+        value = format(value, "f") if value.is_finite() else None
+    elif isinstance(value, int):
+        value = str(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value) or value < 0:
+            return None
+        value = format(Decimal(repr(value)), "f")
+    if not isinstance(value, str) or not DECIMAL.fullmatch(value):
+        return None
+    amount = Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return amount if amount <= maximum else None
+
+
+def usd_text(amount: Decimal) -> str:
+    """An amount as the API writes it: plain digits, no exponent, no trailing zeros
+    past the cents ("12.5" → "12.50", "0.000300" → "0.0003")."""
+    whole, _, fraction = format(amount, "f").partition(".")
+    return f"{whole}.{fraction.rstrip('0').ljust(2, '0')}"
+
+
+def clean_budget(value, name: str, *, maximum: Decimal) -> Decimal | None:
+    """A budget in US dollars (cents; rounded half up), or None for no limit; 400 naming
+    ``name`` for anything else: a sign, an exponent, text that is not a number."""
+    if value is None or value == "":
+        return None
+    amount = usd(value, places=2, maximum=maximum)
+    if amount is None:
+        raise ValidationError(
+            {name: f'US dollars from 0 to {maximum}, e.g. "250" or "99.50"; null for no limit'}
+        )
+    return amount

@@ -21,7 +21,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions, serializers
@@ -269,6 +269,32 @@ class JSONInputSerializer(KnownFieldsSerializer):
             if (problem := _type_problem(field, data[name]))
         }
         return wrong_type | super().problems(data)
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": r"^[0-9]{1,8}(\.[0-9]{1,20})?$"},
+            {"type": "number", "minimum": 0, "maximum": 99_999_999},
+        ],
+        "nullable": True,
+        "description": 'US dollars, as a string of digits ("250.00") or a number; '
+        "cents, rounded half up; null for no limit.",
+    }
+)
+class UsdField(serializers.Field):
+    """An amount of US dollars as sent (string, number or null); the service reads it
+    (``projects.numbers.clean_budget``) and names the field when refusing."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return None if value is None else str(value)
 
 
 # A call that takes no body: an empty one, {} or no JSON at all; any field is refused.

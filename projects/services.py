@@ -8,6 +8,7 @@ which gates applied, at any moment. A single sign-on finds or makes its user her
 
 import logging
 import re
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -17,6 +18,7 @@ from django.db import IntegrityError, transaction
 from projects.claims import Grant
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Identity, Membership, Project
+from projects.numbers import clean_budget
 from projects.policy import clean_policy, declaring
 from projects.roles import Role, forget_roles, has_role
 from projects.verify import (
@@ -79,7 +81,10 @@ PROJECT_EDITABLE_FIELDS = {
     "gate_policy",
     "landing",
     "claim_avoid_overlap",
+    "budget_usd",
 }
+# What Project.budget_usd holds (12 digits, 2 of them cents).
+PROJECT_BUDGET_MAX = Decimal("9999999999.99")
 CLEANERS = {
     "gate_policy": clean_policy,
     "repository_url": clean_repository_url,
@@ -87,6 +92,7 @@ CLEANERS = {
     "verify": clean_verify,
     "landing": clean_landing,
     "claim_avoid_overlap": lambda value: _clean_switch(value, "claim_avoid_overlap"),
+    "budget_usd": lambda value: clean_budget(value, "budget_usd", maximum=PROJECT_BUDGET_MAX),
 }
 
 
@@ -158,7 +164,8 @@ def check_landing_ready(project: Project) -> None:
 
 
 def project_update(*, project: Project, actor, **changes) -> Project:
-    """Change a project's name, repository, runner settings, attempt budget or gate policy.
+    """Change a project's name, repository, runner settings, attempt budget, monthly
+    ``budget_usd`` (null: no limit) or gate policy.
 
     Managers only. The gate policy is checked against the registered gates, the
     repository and ``verify`` block as ``projects.verify`` says, and a policy with the
@@ -197,9 +204,18 @@ def project_update(*, project: Project, actor, **changes) -> Project:
                         for name in ("gate_policy", "verify", "landing")
                         if name in changes
                     },
+                    **(
+                        {"budget_usd": _text_or_none(changes["budget_usd"])}
+                        if "budget_usd" in changes
+                        else {}
+                    ),
                 },
             )
     return project
+
+
+def _text_or_none(amount: Decimal | None) -> str | None:
+    return None if amount is None else str(amount)
 
 
 def membership_grant(

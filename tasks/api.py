@@ -23,6 +23,7 @@ from projects.rest import (
     IdCursorPagination,
     JSONInputSerializer,
     ReasonSerializer,
+    UsdField,
     errors,
     whole_number_param,
 )
@@ -78,6 +79,13 @@ class TaskSerializer(serializers.Serializer):
     allowed_paths = serializers.ListField(child=serializers.CharField(), read_only=True)
     spec = serializers.CharField(source="spec.key", read_only=True, allow_null=True)
     max_attempts = serializers.IntegerField(read_only=True)
+    budget_usd = serializers.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        read_only=True,
+        allow_null=True,
+        help_text="What one attempt may cost (self-reported usage); null: no limit.",
+    )
     attempt_count = serializers.IntegerField(read_only=True)
     failed_attempts = serializers.IntegerField(read_only=True)
     current_attempt = serializers.IntegerField(
@@ -170,6 +178,11 @@ class TaskListCreateApi(generics.ListAPIView):
             help_text=ALLOWED_PATHS_HELP,
         )
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+        budget_usd = UsdField(
+            required=False,
+            help_text="What one attempt may cost by its agent's self-reported usage; an "
+            "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
+        )
 
     def get_queryset(self):
         return (
@@ -237,6 +250,11 @@ class TaskDetailApi(APIView):
             help_text=ALLOWED_PATHS_HELP,
         )
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+        budget_usd = UsdField(
+            required=False,
+            help_text="What one attempt may cost by its agent's self-reported usage; an "
+            "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
+        )
 
     @extend_schema(responses={200: TaskSerializer, **errors(404)})
     def get(self, request, key):

@@ -38,6 +38,8 @@ from tasks.api import TaskSerializer, reason_schema
 from tasks.landing import LANDING_STATES
 from tasks.models import AttemptState
 from tasks.review import applied_text
+from tasks.usage import MAX_MODEL, MAX_SECONDS, MAX_TOKENS
+from tasks.usage import shown as usage_shown
 
 # --- Output -------------------------------------------------------------------------------
 
@@ -70,6 +72,73 @@ class LandingField(serializers.JSONField):
         return value or None
 
 
+USAGE_TOTALS = {
+    "type": "object",
+    "description": "What the attempt used, summed over its heartbeats and submit, as its "
+    "agent reported it (self_reported: always true; never verified). docs/api.md, Usage.",
+    "properties": {
+        "model": {"type": "string", "nullable": True, "description": "The last model reported."},
+        "models": {"type": "array", "items": {"type": "string"}},
+        "input_tokens": {"type": "integer", "minimum": 0},
+        "output_tokens": {"type": "integer", "minimum": 0},
+        "cost_usd": {"type": "string", "description": 'US dollars, a decimal string ("0.42").'},
+        "wall_seconds": {"type": "number", "minimum": 0},
+        "self_reported": {"type": "boolean", "enum": [True]},
+    },
+    "required": [
+        "model",
+        "models",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "wall_seconds",
+        "self_reported",
+    ],
+}
+
+
+@extend_schema_field(USAGE_TOTALS)
+class UsageTotalsField(serializers.JSONField):
+    def to_representation(self, value):
+        return usage_shown(value)
+
+
+USAGE_REPORT = {
+    "type": "object",
+    "nullable": True,
+    "additionalProperties": False,
+    "description": "What you used since your last report (an increment: it is added to the "
+    "attempt's totals once). Every field is optional. docs/api.md, Usage.",
+    "properties": {
+        "model": {"type": "string", "minLength": 1, "maxLength": MAX_MODEL},
+        "input_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+        "output_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+        "cost_usd": {
+            "oneOf": [
+                {"type": "string", "pattern": r"^[0-9]{1,6}(\.[0-9]{1,20})?$"},
+                {"type": "number", "minimum": 0, "maximum": 999_999},
+            ],
+            "description": "US dollars (rounded half up to 6 places).",
+        },
+        "wall_seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
+    },
+}
+
+
+@extend_schema_field(USAGE_REPORT)
+class UsageReportField(serializers.Field):
+    """The report as sent; ``tasks.usage.clean_usage`` reads it in the service and names
+    ``usage.<field>`` when refusing, before anything changes."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        return data
+
+
 class AttemptSerializer(serializers.Serializer):
     id = serializers.IntegerField(read_only=True)
     task = serializers.CharField(source="task.key", read_only=True)
@@ -89,6 +158,7 @@ class AttemptSerializer(serializers.Serializer):
     end_reason = serializers.CharField(read_only=True)
     started_at = serializers.DateTimeField(read_only=True)
     landing = LandingField(read_only=True)
+    usage = UsageTotalsField(read_only=True)
 
 
 class GateRunSerializer(serializers.Serializer):
@@ -221,7 +291,7 @@ class TaskClaimApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: ClaimSerializer, 204: None, **errors(400, 403, 404)},
+        responses={201: ClaimSerializer, 204: None, **errors(400, 403, 404, 409)},
     )
     def post(self, request):
         data = self.InputSerializer(data=request.data)
@@ -295,10 +365,12 @@ class LeaseSerializer(serializers.Serializer):
 
 
 class AttemptHeartbeatApi(APIView):
-    """Extend the lease. 409 lease_lost once it has run out."""
+    """Extend the lease, reporting usage. 409 lease_lost once it has run out; 409
+    budget_exhausted when the usage reached the task's budget (the attempt has ended)."""
 
     class InputSerializer(JSONInputSerializer):
         lease_seconds = LeaseSecondsField(required=False)
+        usage = UsageReportField()
 
     @extend_schema(
         request=InputSerializer, responses={200: LeaseSerializer, **errors(400, 403, 404, 409)}
@@ -311,6 +383,7 @@ class AttemptHeartbeatApi(APIView):
             attempt=attempt,
             actor=request.user,
             lease_seconds=data.validated_data.get("lease_seconds"),
+            usage=data.validated_data.get("usage"),
         )
         return Response(
             {
@@ -384,6 +457,7 @@ class AttemptSubmitApi(APIView):
             max_length=10_000, help_text="What changed and why, for the reviewer."
         )
         change = ChangeSerializer(required=False, default=dict)
+        usage = UsageReportField()
 
     @extend_schema(
         request=InputSerializer,
@@ -410,6 +484,7 @@ class AttemptSubmitApi(APIView):
             summary=data.validated_data["summary"],
             change=dict(data.validated_data["change"]),
             idempotency_key=key,
+            usage=data.validated_data.get("usage"),
         )
         status_url = reverse("api-attempt", kwargs={"attempt_id": attempt.pk})
         answer = {**attempt.submit_receipt, "status_url": status_url}

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -29,6 +30,7 @@ from projects import metrics
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import check, fire
 from projects.models import Event, Project
+from projects.numbers import usd_text
 from projects.paths import paths_may_overlap
 from projects.policy import declaring
 from projects.queue import enqueue_on_commit
@@ -39,7 +41,8 @@ from tasks import claim_sql, selectors
 from tasks.comments import comments_resolve_changed
 from tasks.landing import attempt_requeue, clean_rebase_of
 from tasks.models import Attempt, AttemptState, Task, TaskState
-from tasks.services import lock_task_and_attempt
+from tasks.services import lock_task, lock_task_and_attempt
+from tasks.usage import add_usage, clean_usage, cost_of, month_name, month_start
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,9 @@ def task_claim(
     ``SELECT … FOR UPDATE SKIP LOCKED`` (PostgreSQL; SQLite serialises writers), and
     the transition's own ``WHERE state = …`` refuses a stale write. Leases that ran
     out in the agent's projects are expired first, so expiry works without a worker.
+    A project whose spend this month has reached its ``budget_usd`` is left out; when
+    every project asked for is, the claim is refused with 409 ``budget_exhausted`` and
+    nothing changes (``_within_budget``).
     On PostgreSQL the claim is one statement (``tasks.claim_sql``) that writes the
     same rows and events as the ORM path below, which runs when a lease must be
     expired first, on SQLite, and in projects that avoid overlap: there the best task
@@ -96,7 +102,9 @@ def task_claim(
     if not project_ids:
         raise PermissionDenied("you are not an agent in any project")
     now = timezone.now()
-    apart = _avoiding_overlap(project_ids)
+    apart, budgets = _claim_settings(project_ids)
+    if budgets:
+        project_ids = _within_budget(project_ids, budgets, now)
     if connection.vendor == "postgresql" and not apart:
         claimed = claim_sql.claim(
             agent=agent, project_ids=project_ids, labels=list(labels), lease=lease, now=now
@@ -150,10 +158,45 @@ OVERLAP_LOOKAHEAD = 50
 WORK_IN_PROGRESS = [TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW, TaskState.APPROVED]
 
 
-def _avoiding_overlap(project_ids) -> set[int]:
-    """The projects, of ``project_ids``, whose claims prefer tasks apart from work in progress."""
-    projects = Project.objects.filter(pk__in=project_ids).only("landing", "claim_avoid_overlap")
-    return {project.pk for project in projects if project.avoids_overlap}
+def _claim_settings(project_ids) -> tuple[set[int], dict[int, Project]]:
+    """Of ``project_ids``, the projects whose claims prefer tasks apart from work in
+    progress, and those with a monthly budget: one query, budget or not."""
+    projects = Project.objects.filter(pk__in=project_ids).only(
+        "slug", "landing", "claim_avoid_overlap", "budget_usd"
+    )
+    apart, budgets = set(), {}
+    for project in projects:
+        if project.avoids_overlap:
+            apart.add(project.pk)
+        if project.budget_usd is not None:
+            budgets[project.pk] = project
+    return apart, budgets
+
+
+def _within_budget(project_ids: list[int], budgets: dict[int, Project], now) -> list[int]:
+    """``project_ids`` without the projects whose spend this month (UTC) has reached their
+    budget; 409 ``budget_exhausted`` naming the spend and the budget when none is left.
+
+    One query, only when a project has a budget. A budget is checked when work starts:
+    attempts already running finish (their task's own budget stops them).
+    """
+    spent = selectors.month_spend(project_ids=list(budgets), now=now)
+    exhausted = [
+        pk for pk, project in budgets.items() if spent.get(pk, Decimal(0)) >= project.budget_usd
+    ]
+    left = [pk for pk in project_ids if pk not in exhausted]
+    if not left:
+        project = budgets[next(pk for pk in project_ids if pk in exhausted)]
+        spent_usd = usd_text(spent.get(project.pk, Decimal(0)))
+        budget_usd = usd_text(project.budget_usd)
+        raise Conflict(
+            f"project {project.slug} has spent {spent_usd} USD of its {budget_usd} USD budget"
+            f" for {month_name(now)} (self-reported by its agents); no new work starts until"
+            " next month, or until a manager raises the budget",
+            code="budget_exhausted",
+            extra={"spent_usd": spent_usd, "budget_usd": budget_usd, "project": project.slug},
+        )
+    return left
 
 
 def _apart_from_work_in_progress(candidates, projects: set[int]) -> tuple[list[str], list[int]]:
@@ -200,16 +243,99 @@ def _expire_quietly(attempt_id: int) -> None:
         attempt_expire(attempt=Attempt(pk=attempt_id))
 
 
-def attempt_heartbeat(*, attempt: Attempt, actor, lease_seconds=None) -> Attempt:
-    """Extend a live lease by ``lease_seconds`` from now."""
+def attempt_heartbeat(*, attempt: Attempt, actor, lease_seconds=None, usage=None) -> Attempt:
+    """Extend a live lease by ``lease_seconds`` from now, adding ``usage`` (what the agent
+    used since its last report, ``tasks.usage``) to the attempt's totals.
+
+    Malformed usage is refused (400) before anything changes, the lease included. When
+    the usage takes the attempt's cost to its task's ``budget_usd``, the attempt ends as
+    a lost lease ends it (abandoned; the task ready again, or failed once its attempts
+    are used up: it counts as a failed attempt) and, once that is committed, the
+    heartbeat is refused with 409 ``budget_exhausted``.
+    """
     lease = lease_duration(lease_seconds)
+    increment = clean_usage(usage)
+    exhausted = None
     with transaction.atomic():
+        task = None
+        if increment:
+            # The usage may end the attempt and move its task: task first, as always.
+            task = lock_task(attempt.task_id)
         attempt = attempt.fence(actor)
         now = timezone.now()
         attempt.heartbeat_at = now
         attempt.lease_expires_at = now + lease
-        attempt.save(update_fields=["heartbeat_at", "lease_expires_at"])
+        fields = ["heartbeat_at", "lease_expires_at"]
+        if increment:
+            attempt.task = task
+            attempt.usage = add_usage(attempt.usage, increment)
+            fields.append("usage")
+        attempt.save(update_fields=fields)
+        if increment.get("cost_usd"):
+            _note_project_spend(task, attempt, increment["cost_usd"], now)
+            exhausted = _end_past_task_budget(task, attempt)
+    if exhausted is not None:
+        raise exhausted
     return attempt
+
+
+def _note_project_spend(task: Task, attempt: Attempt, cost: Decimal, now) -> None:
+    """Record ``budget.exhausted`` for the project when this report takes its month's
+    spend from below its budget to it or past: once per crossing, not on each refusal."""
+    if task.project.budget_usd is None or attempt.started_at < month_start(now):
+        return
+    # The project row, after the attempt's (as evidence quotas take it): of two reports
+    # at once, exactly one sees the spend cross the budget.
+    budget = (
+        Project.objects.select_for_update(no_key=True)
+        .values_list("budget_usd", flat=True)
+        .get(pk=task.project_id)
+    )
+    if budget is None:
+        return
+    spent = selectors.month_spend(project_ids=[task.project_id], now=now).get(
+        task.project_id, Decimal(0)
+    )
+    if not spent - cost < budget <= spent:
+        return
+    spent_usd, budget_usd = usd_text(spent), usd_text(budget)
+    Event.record(
+        task.project,
+        actor=None,
+        transition="exhaust_budget",
+        from_state="",
+        to_state="",
+        reason=f"this month's self-reported spend {spent_usd} USD reached the budget of"
+        f" {budget_usd} USD; claims are refused until next month or a higher budget",
+        extra={
+            "scope": "project",
+            "spent_usd": spent_usd,
+            "budget_usd": budget_usd,
+            "month": month_name(now),
+            "task": task.key,
+            "attempt": attempt.number,
+        },
+    )
+
+
+def _end_past_task_budget(task: Task, attempt: Attempt) -> Conflict | None:
+    """End the attempt whose cost reached its task's budget; the refusal to answer with."""
+    spent = cost_of(attempt.usage)
+    if task.budget_usd is None or spent < task.budget_usd:
+        return None
+    spent_usd, budget_usd = usd_text(spent), usd_text(task.budget_usd)
+    reason = (
+        f"budget exhausted: this attempt's self-reported cost {spent_usd} USD reached the"
+        f" task's budget of {budget_usd} USD"
+    )
+    extra = {"scope": "task", "spent_usd": spent_usd, "budget_usd": budget_usd}
+    fire(attempt, "exhaust_budget", actor=None, reason=reason, end_reason=reason, extra=extra)
+    fire(task, "exhaust_budget", actor=None, reason=reason, extra={"attempt": attempt.number})
+    return Conflict(
+        f"{reason}; the attempt has ended and the task was given back",
+        code="budget_exhausted",
+        extra={"spent_usd": spent_usd, "budget_usd": budget_usd},
+    )
 
 
 def attempt_checkpoint_save(*, attempt: Attempt, actor, data, revision: int) -> Attempt:
@@ -261,13 +387,23 @@ def attempt_release(*, attempt: Attempt, actor, reason: str = "", blocked: bool 
 
 
 def attempt_submit(
-    *, attempt: Attempt, actor, summary: str, change: dict, idempotency_key: str = ""
+    *,
+    attempt: Attempt,
+    actor,
+    summary: str,
+    change: dict,
+    idempotency_key: str = "",
+    usage=None,
 ) -> Attempt:
     """Submit the attempt for checking: running → checking, one gate run queued per policy gate.
 
-    A retry with the same ``idempotency_key`` returns the attempt as it is and changes
-    nothing, so a client that lost the answer may simply send the request again.
+    ``usage`` (what the agent used since its last heartbeat) is added to the attempt's
+    totals; the submit is not refused for the task's budget (the work is done). A retry
+    with the same ``idempotency_key`` returns the attempt as it is and changes nothing,
+    its usage not added again, so a client that lost the answer may simply send the
+    request again.
     """
+    increment = clean_usage(usage)
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt.pk)
         if (
@@ -298,6 +434,11 @@ def attempt_submit(
             idempotency_key=idempotency_key,
         )
         fire(task, "submit", actor=actor)
+        if increment:
+            attempt.usage = add_usage(attempt.usage, increment)
+            attempt.save(update_fields=["usage"])
+            if increment.get("cost_usd"):
+                _note_project_spend(task, attempt, increment["cost_usd"], timezone.now())
         comments_resolve_changed(attempt)
         # The runs are written with the submission, so a lost job message is found
         # later by the reconciler; their jobs start once this commits.

@@ -207,6 +207,17 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
     def expire(self):
         self.current_attempt = None
 
+    @transition(
+        field=state,
+        source=TaskState.CLAIMED,
+        target=RETURN_VALUE(TaskState.READY, TaskState.FAILED),
+        permission=SYSTEM,
+    )
+    def exhaust_budget(self):
+        # Unlike a lost lease it counts as a failed attempt: each new attempt has the
+        # whole budget again, so only the attempt limit bounds what the task may cost.
+        return self._after_failure()
+
     @transition(field=state, source=TaskState.CLAIMED, target=TaskState.BLOCKED, permission=HOLDER)
     def block(self):
         self.current_attempt = None
@@ -536,6 +547,15 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
     )
     def expire(self):
         self._end("lease expired without a heartbeat")
+
+    @transition(
+        field=state,
+        source=AttemptState.RUNNING,
+        target=AttemptState.ABANDONED,
+        permission=SYSTEM,
+    )
+    def exhaust_budget(self, end_reason: str):
+        self._end(end_reason)
 
     @transition(
         field=state, source=AttemptState.CHECKING, target=AttemptState.PASSED, permission=SYSTEM

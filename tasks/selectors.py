@@ -2,8 +2,11 @@
 
 from collections.abc import Iterable
 from datetime import datetime
+from decimal import Decimal
 
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, DecimalField, Exists, F, Min, OuterRef, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from evidence.models import decisive
 from projects.kinds import Kind
@@ -11,6 +14,7 @@ from projects.selectors import project_ids_for
 from projects.verify import LANDING_BATCH_MAX
 from tasks.landing import landing_queue
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
+from tasks.usage import month_start
 
 
 def claimable_tasks(*, project_ids: Iterable[int], labels: Iterable[str] = ()) -> QuerySet[Task]:
@@ -132,3 +136,16 @@ def metric_figures(*, now: datetime) -> dict:
         "factory_landing_queued": queued,
         "factory_review_oldest_seconds": review,
     }
+
+
+def month_spend(*, project_ids: Iterable[int], now: datetime) -> dict[int, Decimal]:
+    """What the attempts started in ``now``'s month (UTC) cost, by project, as their
+    agents reported it; a project with no reported cost is absent. One query."""
+    cost = Cast(KT("usage__cost_usd"), DecimalField(max_digits=20, decimal_places=6))
+    rows = (
+        Attempt.objects.filter(task__project_id__in=project_ids, started_at__gte=month_start(now))
+        .values("task__project_id")
+        .annotate(spent=Sum(cost))
+        .values_list("task__project_id", "spent")
+    )
+    return {project_id: spent for project_id, spent in rows if spent is not None}

@@ -18,6 +18,7 @@ jobs all call these; none of them repeats a check.
 """
 
 from collections.abc import Iterable
+from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -26,6 +27,7 @@ from django.utils import timezone
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import fire
 from projects.models import Event, Project
+from projects.numbers import clean_budget
 from projects.paths import clean_allowed_paths
 from projects.roles import Role, has_role
 from projects.services import require_role
@@ -33,6 +35,9 @@ from tasks import context
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
 # --- Tasks ----------------------------------------------------------------------------------
+
+# What Task.budget_usd holds (10 digits, 2 of them cents).
+TASK_BUDGET_MAX = Decimal("99999999.99")
 
 
 def clean_task_links(
@@ -78,9 +83,15 @@ def task_create(
     depends_on: Iterable[Task] = (),
     allowed_paths: Iterable[str] = (),
     max_attempts: int | None = None,
+    budget_usd=None,
 ) -> Task:
-    """Create a draft task with the next key of the project (a manager's action)."""
+    """Create a draft task with the next key of the project (a manager's action).
+
+    ``budget_usd`` is what one attempt at it may cost (null: no limit); an attempt whose
+    self-reported cost reaches it is ended (``tasks.attempts.attempt_heartbeat``).
+    """
     require_role(actor, project.pk, Role.MANAGER)
+    budget_usd = clean_budget(budget_usd, "budget_usd", maximum=TASK_BUDGET_MAX)
     depends_on = list(depends_on)
     allowed_paths = clean_task_links(
         project=project, spec=spec, depends_on=depends_on, allowed_paths=allowed_paths
@@ -93,6 +104,7 @@ def task_create(
         priority=priority,
         allowed_paths=allowed_paths,
         max_attempts=max_attempts or project.max_attempts,
+        budget_usd=budget_usd,
         created_by=actor,
         number=0,
         key="-",
@@ -114,6 +126,11 @@ def _lock_task(task_id: int) -> Task:
         .select_related("project", "current_attempt")
         .get(pk=task_id)
     )
+
+
+def lock_task(task_id: int) -> Task:
+    """Lock a task (with its project loaded, not locked) before its attempt is fenced."""
+    return _lock_task(task_id)
 
 
 def _lock_attempt(attempt_id: int) -> Attempt:
@@ -183,6 +200,7 @@ EDITABLE_FIELDS = {
     "depends_on",
     "allowed_paths",
     "max_attempts",
+    "budget_usd",
 }
 
 
@@ -207,11 +225,15 @@ def task_update(*, task: Task, actor, **changes) -> Task:
     """Edit a draft, ready or blocked task (managers); the edit is recorded as an Event.
 
     ``changes`` may hold title, description, priority, spec, labels (names),
-    depends_on (tasks), allowed_paths and max_attempts.
+    depends_on (tasks), allowed_paths, max_attempts and budget_usd (null: no limit).
     """
     unknown = set(changes) - EDITABLE_FIELDS
     if unknown:
         raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
+    if "budget_usd" in changes:
+        changes["budget_usd"] = clean_budget(
+            changes["budget_usd"], "budget_usd", maximum=TASK_BUDGET_MAX
+        )
     with transaction.atomic():
         task = _lock_task(task.pk)
         require_role(actor, task.project_id, Role.MANAGER)

@@ -596,7 +596,7 @@ def test_a_nested_object_of_a_proposal_refuses_a_field_it_does_not_have(
 PROJECT_FIELDS = [
     ("slug", lambda w: "XX", READ_ONLY),
     ("my_roles", lambda w: ["agent", "verifier", "reviewer", "manager"], READ_ONLY),
-    ("budget_usd", lambda w: 1000, UNKNOWN),
+    ("monthly_quota_usd", lambda w: 1000, UNKNOWN),
     ("task_seq", lambda w: 0, UNKNOWN),
     ("spec_seq", lambda w: 0, UNKNOWN),
     ("decision_seq", lambda w: 0, UNKNOWN),

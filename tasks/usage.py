@@ -1,0 +1,136 @@
+"""What an attempt used, as its agent reports it, and what a month of them cost.
+
+An agent reports usage on its heartbeats and its submit as an *increment*: what it used
+since its last report (heartbeats repeat, so totals would be ambiguous after a lost
+answer; increments are added once each). ``clean_usage`` reads one report and refuses
+(400, naming ``usage.<field>``) anything malformed before anything is written;
+``add_usage`` adds it to the attempt's totals. The stored totals, which the cost views
+read, always have this shape once anything was reported::
+
+    {"model": "the last model reported, or null",
+     "models": ["every model reported, in the order first seen"],
+     "input_tokens": 0, "output_tokens": 0,
+     "cost_usd": "0.00",   # a decimal string, up to 6 places
+     "wall_seconds": 0.0}
+
+Everything here is self-reported: it is shown as such and never trusted for more than
+a budget, which an agent can only use up faster by over-reporting.
+
+A project's month is the calendar month in UTC; an attempt counts in the month it
+started (``month_start``), so the spend of a month never changes once it is over.
+"""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+
+from projects.numbers import usd, usd_text
+
+FIELDS = ("model", "input_tokens", "output_tokens", "cost_usd", "wall_seconds")
+MAX_TOKENS = 10**12  # per report
+MAX_COST = Decimal(1_000_000)  # US dollars per report
+MAX_SECONDS = 10**7  # per report, about 115 days
+MAX_MODEL = 100
+MAX_MODELS = 20  # distinct model names kept per attempt; later ones are still ``model``
+COST_PLACES = 6
+
+
+def _refuse(name: str, why: str):
+    raise ValidationError({f"usage.{name}": why})
+
+
+def clean_usage(usage) -> dict:
+    """One report as an increment: ``{}`` for none (null or an empty object), else the
+    fields given, each checked; 400 naming ``usage.<field>`` otherwise."""
+    if usage is None:
+        return {}
+    if not isinstance(usage, dict):
+        raise ValidationError({"usage": f"an object with any of {', '.join(FIELDS)}"})
+    for name in usage:
+        if name not in FIELDS:
+            _refuse(str(name)[:50], "unknown field")
+    clean = {}
+    if "model" in usage:
+        model = usage["model"]
+        if not isinstance(model, str) or not model.strip():
+            _refuse("model", "the model's name, a non-empty string")
+        model = model.strip()
+        if len(model) > MAX_MODEL or not model.isprintable():
+            _refuse("model", f"at most {MAX_MODEL} printable characters")
+        clean["model"] = model
+    for name in ("input_tokens", "output_tokens"):
+        if name in usage:
+            value = usage[name]
+            if isinstance(value, bool) or not isinstance(value, int):
+                _refuse(name, "a whole number of tokens")
+            if not 0 <= value <= MAX_TOKENS:
+                _refuse(name, f"from 0 to {MAX_TOKENS} tokens")
+            clean[name] = value
+    if "cost_usd" in usage:
+        cost = usd(usage["cost_usd"], places=COST_PLACES, maximum=MAX_COST)
+        if cost is None:
+            _refuse(
+                "cost_usd",
+                f'US dollars from 0 to {MAX_COST}, as a number or a string of digits ("0.0125")',
+            )
+        clean["cost_usd"] = cost
+    if "wall_seconds" in usage:
+        seconds = usage["wall_seconds"]
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds <= MAX_SECONDS  # NaN compares false: refused too
+        ):
+            _refuse("wall_seconds", f"seconds from 0 to {MAX_SECONDS}")
+        clean["wall_seconds"] = round(float(seconds), 3)
+    return clean
+
+
+def empty() -> dict:
+    return {
+        "model": None,
+        "models": [],
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": "0.00",
+        "wall_seconds": 0.0,
+    }
+
+
+def add_usage(totals: dict, increment: dict) -> dict:
+    """``totals`` (an attempt's ``usage``, ``{}`` before the first report) plus one
+    cleaned ``increment``, in the stored shape."""
+    added = {**empty(), **(totals or {})}
+    added["models"] = list(added["models"])
+    model = increment.get("model")
+    if model is not None:
+        added["model"] = model
+        if model not in added["models"] and len(added["models"]) < MAX_MODELS:
+            added["models"].append(model)
+    for name in ("input_tokens", "output_tokens"):
+        added[name] += increment.get(name, 0)
+    cost = cost_of(added) + increment.get("cost_usd", Decimal(0))
+    added["cost_usd"] = usd_text(cost)
+    added["wall_seconds"] = round(added["wall_seconds"] + increment.get("wall_seconds", 0.0), 3)
+    return added
+
+
+def cost_of(usage: dict) -> Decimal:
+    """The cost an attempt's ``usage`` totals record (0 when none was reported)."""
+    return Decimal((usage or {}).get("cost_usd") or 0)
+
+
+def shown(usage: dict) -> dict:
+    """An attempt's ``usage`` as the API shows it: the stored shape, marked self-reported."""
+    return {**empty(), **(usage or {}), "self_reported": True}
+
+
+def month_start(now: datetime) -> datetime:
+    """The first instant of ``now``'s calendar month in UTC."""
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def month_name(now: datetime) -> str:
+    """``2026-12``: the month a budget's spend is counted in."""
+    return month_start(now).strftime("%Y-%m")
