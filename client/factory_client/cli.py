@@ -51,8 +51,12 @@ def cmd_context(client, args):
     return None
 
 
+def _usage(args) -> dict | None:
+    return json.loads(args.usage) if args.usage else None
+
+
 def cmd_heartbeat(client, args):
-    result = client.heartbeat(args.attempt, lease_seconds=args.lease)
+    result = client.heartbeat(args.attempt, lease_seconds=args.lease, usage=_usage(args))
     return _print_json(result) if args.json else print(f"Lease until {result['lease_expires_at']}")
 
 
@@ -101,7 +105,11 @@ def cmd_submit(client, args):
         if v
     }
     result = client.submit(
-        args.attempt, args.summary, change=change, idempotency_key=args.idempotency_key
+        args.attempt,
+        args.summary,
+        change=change,
+        idempotency_key=args.idempotency_key,
+        usage=_usage(args),
     )
     return (
         _print_json(result)
@@ -353,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("heartbeat", help="extend the lease")
     p.add_argument("attempt", type=int)
     p.add_argument("--lease", type=int)
+    p.add_argument(
+        "--usage",
+        type=json_text,
+        help='what was used since the last report, e.g. {"input_tokens": 900, "cost_usd": "0.02"}',
+    )
     p.set_defaults(run=cmd_heartbeat)
 
     p = sub.add_parser("checkpoint", help="show, or with --set save, the checkpoint")
@@ -384,6 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--branch")
     p.add_argument("--url")
     p.add_argument("--idempotency-key")
+    p.add_argument(
+        "--usage",
+        type=json_text,
+        help='what was used since the last report, e.g. {"input_tokens": 900, "cost_usd": "0.02"}',
+    )
     p.set_defaults(run=cmd_submit)
 
     p = sub.add_parser("attempt", help="an attempt's state, gate runs and runner verdict")

@@ -178,14 +178,22 @@ class FactoryClient:
             )
         return response.text
 
-    def heartbeat(self, attempt: int, lease_seconds: int | None = None) -> dict:
+    def heartbeat(
+        self, attempt: int, lease_seconds: int | None = None, usage: dict | None = None
+    ) -> dict:
+        """Extend the lease; ``usage`` is what was used since the last report (an
+        increment: ``{model, input_tokens, output_tokens, cost_usd, wall_seconds}``)."""
         body = {} if lease_seconds is None else {"lease_seconds": lease_seconds}
+        if usage:
+            body["usage"] = usage
         return self._json("POST", f"/attempts/{attempt}/heartbeat/", json=body)
 
-    def keep_lease(self, attempt: int, lease_seconds: int) -> LeaseKeeper:
+    def keep_lease(self, attempt: int, lease_seconds: int, usage=None) -> LeaseKeeper:
         """``with client.keep_lease(attempt, 300) as lease:`` heartbeats every third of
-        the lease until the block ends; ``lease.lost`` tells when the lease is gone."""
-        return LeaseKeeper(self, attempt, lease_seconds)
+        the lease until the block ends; ``lease.lost`` tells when the lease is gone.
+        ``usage``, if given, has ``pending()`` (the increment to send, or None) and
+        ``sent(increment)`` (called once the server took it)."""
+        return LeaseKeeper(self, attempt, lease_seconds, usage)
 
     def checkpoint(self, attempt: int) -> dict:
         return self._json("GET", f"/attempts/{attempt}/checkpoint/", retry=True)
@@ -263,13 +271,18 @@ class FactoryClient:
         summary: str,
         change: dict | None = None,
         idempotency_key: str | None = None,
+        usage: dict | None = None,
     ) -> dict:
-        """Submit; safe to retry: the same Idempotency-Key is sent on every try."""
+        """Submit; safe to retry: the same Idempotency-Key is sent on every try (and
+        the server adds ``usage``, the increment since the last heartbeat, once)."""
         key = idempotency_key or str(uuid.uuid4())
+        body = {"summary": summary, "change": change or {}}
+        if usage:
+            body["usage"] = usage
         return self._json(
             "POST",
             f"/attempts/{attempt}/submit/",
-            json={"summary": summary, "change": change or {}},
+            json=body,
             headers={"Idempotency-Key": key},
             retry=True,
         )
@@ -499,12 +512,14 @@ class LeaseKeeper:
 
     A server that is briefly unreachable or unavailable is tried again at the next
     beat. A refusal (``409 lease_lost``: the lease ran out, or another agent holds the
-    task now) ends the keeping and is kept in ``lost``: stop working on the attempt,
-    since nothing more it writes will be accepted.
+    task now; ``409 budget_exhausted``: the usage reported reached the task's budget)
+    ends the keeping and is kept in ``lost``: stop working on the attempt, since nothing
+    more it writes will be accepted.
     """
 
-    def __init__(self, client: FactoryClient, attempt: int, lease_seconds: int):
+    def __init__(self, client: FactoryClient, attempt: int, lease_seconds: int, usage=None):
         self.client, self.attempt, self.lease_seconds = client, attempt, lease_seconds
+        self.usage = usage
         self.lost: FactoryError | None = None
         self.beats = 0
         self._stop = threading.Event()
@@ -512,13 +527,16 @@ class LeaseKeeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self.lease_seconds / 3):
+            increment = self.usage.pending() if self.usage is not None else None
             try:
-                self.client.heartbeat(self.attempt, self.lease_seconds)
+                self.client.heartbeat(self.attempt, self.lease_seconds, usage=increment)
             except FactoryError as exc:
                 if exc.status == 0 or exc.status >= 500:
-                    continue
+                    continue  # not taken (or not known to be): sent again with the next
                 self.lost = exc
                 return
+            if increment:
+                self.usage.sent(increment)
             self.beats += 1
 
     def __enter__(self) -> LeaseKeeper:

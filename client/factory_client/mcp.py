@@ -157,8 +157,14 @@ def get_context(
     return _api(ctx).context(task, max_chars=max_chars)
 
 
-def heartbeat(ctx: Context, attempt: int, lease_seconds: int | None = None) -> dict:
-    lease = _api(ctx).heartbeat(attempt, lease_seconds=lease_seconds)
+def heartbeat(
+    ctx: Context, attempt: int, lease_seconds: int | None = None, usage: dict | None = None
+) -> dict:
+    """usage: what you used since your last report, added once to the attempt's totals:
+    {"model": "…", "input_tokens": 0, "output_tokens": 0, "cost_usd": "0.0125",
+    "wall_seconds": 60}, each optional. Fails with budget_exhausted when it reaches the
+    task's budget: the attempt has ended."""
+    lease = _api(ctx).heartbeat(attempt, lease_seconds=lease_seconds, usage=usage)
     return {"attempt": lease["attempt"], "lease_expires_at": lease["lease_expires_at"]}
 
 
@@ -239,9 +245,11 @@ def submit_attempt(
     branch: str | None = None,
     url: str | None = None,
     idempotency_key: str | None = None,
+    usage: dict | None = None,
 ) -> dict:
+    """usage: what you used since your last heartbeat, as heartbeat takes it."""
     change = {k: v for k, v in {"commit": commit, "branch": branch, "url": url}.items() if v}
-    return _api(ctx).submit(attempt, summary, change, idempotency_key=idempotency_key)
+    return _api(ctx).submit(attempt, summary, change, idempotency_key=idempotency_key, usage=usage)
 
 
 def release_task(ctx: Context, attempt: int, reason: str = "", blocked: bool = False) -> dict:

@@ -5,7 +5,9 @@ the attempt, at the project's default branch; write the brief to ``.factory/brie
 run the agent command there while keeping the lease and saving
 ``.factory/checkpoint.json`` whenever the agent changes it; then either commit, push,
 verify locally (self-reported evidence), attach and submit, or release the task with
-the reason. Every step prints one line (``--json``: one JSON object per line). Nothing
+the reason. Usage goes with the heartbeats and the submit: the wall time factory work
+measures from the claim, and the running totals the agent may keep in
+``.factory/usage.json`` (``UsageMeter``). Every step prints one line (``--json``: one JSON object per line). Nothing
 is hidden: a change outside the allowed paths is submitted and the gates say no.
 
 Exit codes: 0 submitted, or nothing to claim; 1 the API refused; 2 usage, or the
@@ -22,12 +24,15 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 
 from factory_client import files
@@ -223,6 +228,97 @@ class Agent:
         self.log.close()
 
 
+class UsageMeter:
+    """What the attempt used, as increments for the server (which adds each once).
+
+    The agent may keep its running totals for the attempt in ``.factory/usage.json``
+    (``{"model": "…", "input_tokens": 0, "output_tokens": 0, "cost_usd": "0.00"}``,
+    rewritten as they grow); ``pending`` is those totals less what was already reported,
+    plus the wall time since the claim, which factory work measures itself (the file's
+    ``wall_seconds`` is not read). A field that is missing, malformed or smaller than
+    before adds nothing, so the server never refuses what is sent; a file that is not
+    JSON yet (half-written) is read again at the next report.
+    """
+
+    TOKENS = ("input_tokens", "output_tokens")
+    MAX_TOKENS = 10**12
+    MAX_COST = Decimal(1_000_000)
+    PLACES = Decimal("0.000001")
+
+    def __init__(self, read, clock=time.monotonic):
+        self.read, self.clock = read, clock  # read(): the file's bytes, or None
+        self.started = clock()
+        self.reported = {"input_tokens": 0, "output_tokens": 0, "cost_usd": Decimal(0)}
+        self.wall = 0.0
+        self.model = None
+        self.lock = threading.Lock()  # the lease's thread and the loop both report
+
+    def totals(self) -> dict:
+        """The agent's totals, each field only if it is well formed."""
+        try:
+            content = self.read()
+            data = json.loads(content) if content is not None else {}
+        except (OSError, ValueError, files.UnsafePath, Stop):
+            data = {}
+        if not isinstance(data, dict):
+            return {}
+        found = {}
+        model = data.get("model")
+        model = model.strip() if isinstance(model, str) else ""
+        if model and len(model) <= 100 and model.isprintable():
+            found["model"] = model
+        for name in self.TOKENS:
+            value = data.get(name)
+            if type(value) is int and 0 <= value <= self.MAX_TOKENS:
+                found[name] = value
+        cost = _dollars(data.get("cost_usd"))
+        if cost is not None and cost <= self.MAX_COST:
+            found["cost_usd"] = cost.quantize(self.PLACES, rounding=ROUND_HALF_UP)
+        return found
+
+    def pending(self) -> dict | None:
+        """What to send now (None: nothing new)."""
+        with self.lock:
+            totals, increment = self.totals(), {}
+            if totals.get("model") and totals["model"] != self.model:
+                increment["model"] = totals["model"]
+            for name in (*self.TOKENS, "cost_usd"):
+                grown = totals.get(name, self.reported[name]) - self.reported[name]
+                if grown > 0:
+                    increment[name] = (
+                        format(grown.normalize(), "f") if name == "cost_usd" else grown
+                    )
+            wall = round(self.clock() - self.started - self.wall, 3)
+            if wall > 0:
+                increment["wall_seconds"] = wall
+            return increment or None
+
+    def sent(self, increment: dict) -> None:
+        """The server took ``increment``: count it as reported."""
+        with self.lock:
+            self.model = increment.get("model", self.model)
+            for name in self.TOKENS:
+                self.reported[name] += increment.get(name, 0)
+            self.reported["cost_usd"] += Decimal(increment.get("cost_usd", 0))
+            self.wall += increment.get("wall_seconds", 0.0)
+
+
+def _dollars(value) -> Decimal | None:
+    """A cost the agent wrote (digits as a string, or a number), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            amount = Decimal(repr(value))
+        except InvalidOperation:
+            return None
+    elif isinstance(value, str) and re.fullmatch(r"[0-9]{1,15}(\.[0-9]{1,20})?", value):
+        amount = Decimal(value)
+    else:
+        return None
+    return amount if amount.is_finite() and amount >= 0 else None
+
+
 @dataclass
 class Outcome:
     code: int
@@ -241,6 +337,7 @@ class TaskRun:
         self.project = patiently(client.project, self.task["project"])
         self.revision = 0
         self.checkpoint_digest = None
+        self.usage = UsageMeter(self._read_usage)
 
     # --- the workspace ------------------------------------------------------------
 
@@ -334,6 +431,24 @@ class TaskRun:
             said = f"{FACTORY_DIR}/{name} cannot be read ({exc.strerror})"
             raise Stop(EXIT_RELEASED, said) from None
 
+    def _read_usage(self) -> bytes | None:
+        if not hasattr(self, "workspace"):
+            return None
+        return files.read_file(self.workspace, f"{FACTORY_DIR}/usage.json")
+
+    def report_usage(self) -> FactoryError | None:
+        """Send what was used since the last heartbeat (a release carries none); the
+        refusal when the attempt has ended (``budget_exhausted``, ``lease_lost``)."""
+        increment = self.usage.pending()
+        if not increment:
+            return None
+        try:
+            self.client.heartbeat(self.attempt_id, self.options.lease, usage=increment)
+        except FactoryError as exc:
+            return exc if exc.status == 409 else None
+        self.usage.sent(increment)
+        return None
+
     @staticmethod
     def _digest(content: bytes | None) -> str | None:
         return None if content is None else hashlib.sha256(content).hexdigest()
@@ -383,7 +498,9 @@ class TaskRun:
         )
         started = time.monotonic()
         try:
-            with self.client.keep_lease(self.attempt_id, self.options.lease) as lease:
+            with self.client.keep_lease(
+                self.attempt_id, self.options.lease, usage=self.usage
+            ) as lease:
                 while (code := agent.poll()) is None:
                     time.sleep(0.2)
                     self.save_checkpoint_if_changed()
@@ -427,6 +544,10 @@ class TaskRun:
 
     def release(self, reason: str, *, blocked: bool = False) -> None:
         self.keep_unfinished(reason)
+        ended = self.report_usage()
+        if ended is not None:  # the attempt is over: there is nothing to release
+            self.steps("stopped", f"{self.key} not released: {ended.code}: {ended.detail}")
+            return
         patiently(self.client.release, self.attempt_id, reason=reason, blocked=blocked)
         word = "blocked" if blocked else "released"
         self.steps(word, f"{self.key} {word}: {reason}", reason=reason, blocked=blocked)
@@ -469,13 +590,17 @@ class TaskRun:
                 return EXIT_RELEASED
             self.steps("push", f"pushed {self.branch} to {remote}", remote=remote)
         self.attach_evidence(commit)
+        usage = self.usage.pending()  # once: every retry sends the same body
         receipt = patiently(
             self.client.submit,
             self.attempt_id,
             summary or title,
             change={"commit": commit, "branch": self.branch},
             idempotency_key=f"factory-work-{self.attempt_id}-{commit}",
+            usage=usage,
         )
+        if usage:
+            self.usage.sent(usage)
         self.steps(
             "submit",
             f"{self.key} submitted at {commit[:12]}: {receipt['state']}",

@@ -12,6 +12,8 @@ nothing     change nothing
 blocked     write .factory/blocked.md
 link NAME   fix, then make .factory/NAME a link to $AGENT_LINK_TARGET
 fifo NAME   fix, then make .factory/NAME a FIFO (a read of it would wait for ever)
+
+With $AGENT_USAGE set, it first writes that text to .factory/usage.json (its running totals).
 """
 
 import json
@@ -40,6 +42,8 @@ print(f"agent {mode} on {os.environ['FACTORY_TASK']} (attempt {os.environ['FACTO
 print(
     f"brief on stdin: {len(brief)} chars; brief file: {Path(os.environ['FACTORY_BRIEF']).exists()}"
 )
+if os.environ.get("AGENT_USAGE"):
+    Path(".factory/usage.json").write_text(os.environ["AGENT_USAGE"])
 if mode == "fix":
     fix()
 elif mode == "touch":

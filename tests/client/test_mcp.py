@@ -602,3 +602,30 @@ def test_get_task_carries_where_its_approved_change_is_in_landing(flow):
         "batch": found["landing"]["batch"],
         "reason": "nothing landed: the project has no repository to land on (repository_url)",
     }
+
+
+def test_heartbeat_and_submit_carry_usage_and_a_budget_ends_the_attempt(flow):
+    flow.gates({})
+    _, first = flow.claimed(title="first")
+    _, second = flow.claimed(title="second", agent=flow.agent, budget_usd="1")
+
+    async def steps(client):
+        return [
+            await call(client, "heartbeat", attempt=first.pk, usage={"input_tokens": 5}),
+            await call(
+                client,
+                "submit_attempt",
+                attempt=first.pk,
+                summary="Done",
+                usage={"cost_usd": "0.2"},
+            ),
+            await call(client, "heartbeat", attempt=second.pk, usage={"cost_usd": 1}),
+        ]
+
+    beat, submitted, exhausted = run(flow.agent, steps)
+
+    assert (beat[0], submitted[0], exhausted[0]) == (False, False, True)
+    assert exhausted[1].startswith("budget_exhausted: budget exhausted: this attempt's")
+    first.refresh_from_db()
+    assert (first.usage["input_tokens"], first.usage["cost_usd"]) == (5, "0.20")
+    assert Attempt.objects.get(pk=second.pk).state == "abandoned"

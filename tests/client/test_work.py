@@ -603,3 +603,41 @@ def test_a_junit_path_outside_the_workspace_is_not_read(live_server, project, cl
     assert f"junit not attached: {junit} is not a plain path inside the directory" in run.stdout
     attempt = Attempt.objects.get(task=task)
     assert sorted(attempt.evidence.values_list("kind", flat=True)) == ["diff", "log"]
+
+
+def test_the_agents_usage_and_the_wall_time_reach_the_attempt(live_server, project, clone):
+    task = project.ready(title="A task", allowed_paths=["**"])
+    usage = {"model": "m-1", "input_tokens": 1200, "output_tokens": 300, "cost_usd": "0.42"}
+
+    run = factory_work(
+        live_server, project, clone, "--", *AGENT, "fix", env={"AGENT_USAGE": json.dumps(usage)}
+    )
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    attempt = Attempt.objects.get(task=task)
+    wall = attempt.usage.pop("wall_seconds")
+    assert attempt.usage == {**usage, "models": ["m-1"]}
+    assert wall > 0
+
+
+def test_an_agent_past_its_tasks_budget_is_stopped(live_server, project, clone, tmp_path):
+    task = project.ready(title="A task", allowed_paths=["**"], budget_usd="0.10")
+
+    run = factory_work(
+        live_server,
+        project,
+        clone,
+        "--lease",
+        "3",
+        "--",
+        *AGENT,
+        "hang",
+        env={"AGENT_USAGE": '{"cost_usd": 0.5}', "AGENT_PID_FILE": str(tmp_path / "pid")},
+    )
+
+    assert run.returncode == 5, run.stdout + run.stderr
+    task.refresh_from_db()
+    attempt = Attempt.objects.get(task=task)
+    assert (task.state, attempt.state, attempt.usage["cost_usd"]) == ("ready", "abandoned", "0.50")
+    assert attempt.end_reason.startswith("budget exhausted: this attempt's self-reported cost 0.50")
+    assert "lease lost (budget_exhausted: budget exhausted" in run.stdout

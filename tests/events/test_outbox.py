@@ -515,3 +515,31 @@ def test_landing_events_tell_a_webhook_where_the_change_went(
         "reason": "landing failed: conflict in calc.py",
         "paths": ["calc.py"],
     }
+
+
+def test_budget_exhausted_is_delivered_for_the_task_and_the_project(
+    flow, subscribe, receiver, django_capture_on_commit_callbacks
+):
+    flow.project.budget_usd = 1
+    flow.project.save(update_fields=["budget_usd"])
+    _, attempt = flow.claimed(budget_usd="1.00")
+    subscribe(types=["budget.exhausted"])
+
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(Conflict) as refused:
+        attempts.attempt_heartbeat(attempt=attempt, actor=flow.agent, usage={"cost_usd": "1.2"})
+
+    assert refused.value.code == "budget_exhausted"
+    payloads = sorted((p["data"]["scope"], p) for _, p in receiver.received)
+    assert [(scope, p["type"], p["actor"]) for scope, p in payloads] == [
+        ("project", "budget.exhausted", None),
+        ("task", "budget.exhausted", None),
+    ]
+    project, task = payloads[0][1]["data"], payloads[1][1]["data"]
+    assert (project["key"], project["spent_usd"], project["budget_usd"]) == ("FM", "1.20", "1.00")
+    assert (task["key"], task["spent_usd"], task["budget_usd"]) == (
+        attempt.task.key,
+        "1.20",
+        "1.00",
+    )
+    assert task["attempt"]["state"] == "abandoned"
+    assert task["usage"]["cost_usd"] == "1.20"
