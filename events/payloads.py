@@ -113,6 +113,7 @@ def _data(subject, event: Event, type_name: str) -> dict:
     if isinstance(subject, Project) and type_name == "budget.exhausted":
         return {
             "key": subject.slug,
+            "url": site(f"/tasks/?project={subject.slug}"),
             "api_url": site(f"/api/v1/projects/{subject.slug}/"),
             **_budget(event),
             "month": (event.extra or {}).get("month"),
