@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 from projects import services, verify
 from projects.models import Project
 from projects.policy import registry
-from projects.rest import IdCursorPagination, JSONInputSerializer, UsdField, errors
+from projects.rest import IdCursorPagination, JSONInputSerializer, budget_field, errors
 from projects.roles import roles_in
 from projects.selectors import project_ids_for, visible_project
 
@@ -198,7 +198,7 @@ class ProjectDetailApi(APIView):
             help_text="Claims prefer tasks whose allowed_paths overlap no task in progress, "
             "in review or queued to land; null: on when landing is on.",
         )
-        budget_usd = UsdField(
+        budget_usd = budget_field(services.PROJECT_BUDGET_DIGITS)(
             required=False,
             help_text="What its attempts may cost per calendar month (UTC), by their agents' "
             "self-reported usage; past it a claim is 409 budget_exhausted. Null: no limit.",

@@ -10,7 +10,7 @@ an exponent, and never through a binary float.
 
 import math
 import re
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_DOWN, Decimal
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -61,31 +61,35 @@ class WholeNumberField(forms.IntegerField):
         return number
 
 
-# A decimal from a request: ASCII digits, an optional fraction, no sign, no exponent.
-DECIMAL = re.compile(r"[0-9]{1,15}(\.[0-9]{1,20})?")
+def usd(value, *, places: int, digits: int) -> Decimal | None:
+    """``value`` as an amount of US dollars, cut to ``places`` decimals; None if it is not one.
 
-
-def usd(value, *, places: int, maximum: Decimal) -> Decimal | None:
-    """``value`` (a string of ASCII digits or a JSON number) as an amount of US dollars from
-    0 to ``maximum``, rounded half up to ``places`` decimals; None if it is not one.
-
-    A JSON number arrives as ``int`` or ``float``: a float is read by its shortest text
-    (0.1 is 0.1, not 0.1000000000000000055…); true, NaN and infinities are refused.
+    A string is ASCII digits, at most ``digits`` of them before an optional fraction (no
+    sign, no exponent, no spaces); a JSON number (``int`` or ``float``, read by its
+    shortest text: 0.1 is 0.1) is from 0 to ``10**digits - 1``; a ``Decimal`` (a form's)
+    is finite, from 0 and below ``10**digits``. True, NaN and infinities are refused.
+    Cutting (never rounding up) keeps every accepted amount within ``digits``.
     """
     if isinstance(value, bool):
         return None
-    if isinstance(value, Decimal):  # from a form's DecimalField
-        value = format(value, "f") if value.is_finite() else None
-    elif isinstance(value, int):
-        value = str(value)
-    elif isinstance(value, float):
-        if not math.isfinite(value) or value < 0:
+    if isinstance(value, Decimal):
+        amount = value if value.is_finite() and 0 <= value < 10**digits else None
+    elif isinstance(value, int | float):
+        if not math.isfinite(value) or not 0 <= value <= 10**digits - 1:
             return None
-        value = format(Decimal(repr(value)), "f")
-    if not isinstance(value, str) or not DECIMAL.fullmatch(value):
+        amount = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    elif isinstance(value, str) and re.fullmatch(rf"[0-9]{{1,{digits}}}(\.[0-9]{{1,20}})?", value):
+        amount = Decimal(value)
+    else:
         return None
-    amount = Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-    return amount if amount <= maximum else None
+    if amount is None:
+        return None
+    return amount.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN)
+
+
+def usd_pattern(digits: int) -> str:
+    """The strings ``usd`` takes, as a schema's pattern."""
+    return rf"^[0-9]{{1,{digits}}}(\.[0-9]{{1,20}})?$"
 
 
 def usd_text(amount: Decimal) -> str:
@@ -95,14 +99,17 @@ def usd_text(amount: Decimal) -> str:
     return f"{whole}.{fraction.rstrip('0').ljust(2, '0')}"
 
 
-def clean_budget(value, name: str, *, maximum: Decimal) -> Decimal | None:
-    """A budget in US dollars (cents; rounded half up), or None for no limit; 400 naming
-    ``name`` for anything else: a sign, an exponent, text that is not a number."""
-    if value is None or value == "":
+def clean_budget(value, name: str, *, digits: int) -> Decimal | None:
+    """A budget in US dollars (cents; more decimals are cut), or None for no limit; 400
+    naming ``name`` for anything else: a sign, an exponent, text that is not a number."""
+    if value is None:
         return None
-    amount = usd(value, places=2, maximum=maximum)
+    amount = usd(value, places=2, digits=digits)
     if amount is None:
         raise ValidationError(
-            {name: f'US dollars from 0 to {maximum}, e.g. "250" or "99.50"; null for no limit'}
+            {
+                name: f'US dollars, at most {digits} digits before the point, e.g. "250" or'
+                ' "99.50"; null for no limit'
+            }
         )
     return amount

@@ -30,7 +30,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from projects.errors import ServiceError
-from projects.numbers import whole_number
+from projects.numbers import usd_pattern, whole_number
 from projects.throttles import refused_authentication
 
 logger = logging.getLogger(__name__)
@@ -271,30 +271,41 @@ class JSONInputSerializer(KnownFieldsSerializer):
         return wrong_type | super().problems(data)
 
 
-@extend_schema_field(
-    {
+def usd_schema(digits: int) -> dict:
+    """What ``projects.numbers.usd`` takes: a string of digits or a number."""
+    return {
         "oneOf": [
-            {"type": "string", "pattern": r"^[0-9]{1,8}(\.[0-9]{1,20})?$"},
-            {"type": "number", "minimum": 0, "maximum": 99_999_999},
-        ],
-        "nullable": True,
-        "description": 'US dollars, as a string of digits ("250.00") or a number; '
-        "cents, rounded half up; null for no limit.",
+            {"type": "string", "pattern": usd_pattern(digits)},
+            {"type": "number", "minimum": 0, "maximum": 10**digits - 1},
+        ]
     }
-)
-class UsdField(serializers.Field):
-    """An amount of US dollars as sent (string, number or null); the service reads it
-    (``projects.numbers.clean_budget``) and names the field when refusing."""
 
-    def __init__(self, **kwargs):
-        kwargs.setdefault("allow_null", True)
-        super().__init__(**kwargs)
 
-    def to_internal_value(self, data):
-        return data
+def budget_field(digits: int) -> type:
+    """A budget field for ``digits`` digits before the point: the value as sent (string,
+    number or null), read by the service (``projects.numbers.clean_budget``), which names
+    the field when refusing."""
 
-    def to_representation(self, value):
-        return None if value is None else str(value)
+    @extend_schema_field(
+        {
+            **usd_schema(digits),
+            "nullable": True,
+            "description": 'US dollars, a string of digits ("250.00") or a number; '
+            "decimals past the cents are cut; null for no limit.",
+        }
+    )
+    class BudgetField(serializers.Field):
+        def __init__(self, **kwargs):
+            kwargs.setdefault("allow_null", True)
+            super().__init__(**kwargs)
+
+        def to_internal_value(self, data):
+            return data
+
+        def to_representation(self, value):
+            return None if value is None else str(value)
+
+    return BudgetField
 
 
 # A call that takes no body: an empty one, {} or no JSON at all; any field is refused.

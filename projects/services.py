@@ -83,8 +83,8 @@ PROJECT_EDITABLE_FIELDS = {
     "claim_avoid_overlap",
     "budget_usd",
 }
-# What Project.budget_usd holds (12 digits, 2 of them cents).
-PROJECT_BUDGET_MAX = Decimal("9999999999.99")
+# What Project.budget_usd holds: 12 digits, 2 of them cents.
+PROJECT_BUDGET_DIGITS = 10
 CLEANERS = {
     "gate_policy": clean_policy,
     "repository_url": clean_repository_url,
@@ -92,7 +92,7 @@ CLEANERS = {
     "verify": clean_verify,
     "landing": clean_landing,
     "claim_avoid_overlap": lambda value: _clean_switch(value, "claim_avoid_overlap"),
-    "budget_usd": lambda value: clean_budget(value, "budget_usd", maximum=PROJECT_BUDGET_MAX),
+    "budget_usd": lambda value: clean_budget(value, "budget_usd", digits=PROJECT_BUDGET_DIGITS),
 }
 
 

@@ -23,7 +23,7 @@ from projects.rest import (
     IdCursorPagination,
     JSONInputSerializer,
     ReasonSerializer,
-    UsdField,
+    budget_field,
     errors,
     whole_number_param,
 )
@@ -178,7 +178,7 @@ class TaskListCreateApi(generics.ListAPIView):
             help_text=ALLOWED_PATHS_HELP,
         )
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        budget_usd = UsdField(
+        budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
             required=False,
             help_text="What one attempt may cost by its agent's self-reported usage; an "
             "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
@@ -250,7 +250,7 @@ class TaskDetailApi(APIView):
             help_text=ALLOWED_PATHS_HELP,
         )
         max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        budget_usd = UsdField(
+        budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
             required=False,
             help_text="What one attempt may cost by its agent's self-reported usage; an "
             "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",

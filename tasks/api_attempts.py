@@ -31,6 +31,7 @@ from projects.rest import (
     JSONInputSerializer,
     KnownFieldsSerializer,
     errors,
+    usd_schema,
 )
 from projects.selectors import project_for
 from tasks import attempts, selectors
@@ -38,7 +39,7 @@ from tasks.api import TaskSerializer, reason_schema
 from tasks.landing import LANDING_STATES
 from tasks.models import AttemptState
 from tasks.review import applied_text
-from tasks.usage import MAX_MODEL, MAX_SECONDS, MAX_TOKENS
+from tasks.usage import COST_DIGITS, MAX_MODEL, MAX_SECONDS, MAX_TOKENS
 from tasks.usage import shown as usage_shown
 
 # --- Output -------------------------------------------------------------------------------
@@ -110,15 +111,12 @@ USAGE_REPORT = {
     "description": "What you used since your last report (an increment: it is added to the "
     "attempt's totals once). Every field is optional. docs/api.md, Usage.",
     "properties": {
-        "model": {"type": "string", "minLength": 1, "maxLength": MAX_MODEL},
+        "model": {"type": "string", "maxLength": MAX_MODEL, "pattern": NON_BLANK_TEXT},
         "input_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
         "output_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
         "cost_usd": {
-            "oneOf": [
-                {"type": "string", "pattern": r"^[0-9]{1,6}(\.[0-9]{1,20})?$"},
-                {"type": "number", "minimum": 0, "maximum": 999_999},
-            ],
-            "description": "US dollars (rounded half up to 6 places).",
+            **usd_schema(COST_DIGITS),
+            "description": "US dollars below a million (decimals past the sixth are cut).",
         },
         "wall_seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
     },

@@ -18,7 +18,6 @@ jobs all call these; none of them repeats a check.
 """
 
 from collections.abc import Iterable
-from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -36,8 +35,8 @@ from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 
 # --- Tasks ----------------------------------------------------------------------------------
 
-# What Task.budget_usd holds (10 digits, 2 of them cents).
-TASK_BUDGET_MAX = Decimal("99999999.99")
+# What Task.budget_usd holds: 10 digits, 2 of them cents.
+TASK_BUDGET_DIGITS = 8
 
 
 def clean_task_links(
@@ -91,7 +90,7 @@ def task_create(
     self-reported cost reaches it is ended (``tasks.attempts.attempt_heartbeat``).
     """
     require_role(actor, project.pk, Role.MANAGER)
-    budget_usd = clean_budget(budget_usd, "budget_usd", maximum=TASK_BUDGET_MAX)
+    budget_usd = clean_budget(budget_usd, "budget_usd", digits=TASK_BUDGET_DIGITS)
     depends_on = list(depends_on)
     allowed_paths = clean_task_links(
         project=project, spec=spec, depends_on=depends_on, allowed_paths=allowed_paths
@@ -232,7 +231,7 @@ def task_update(*, task: Task, actor, **changes) -> Task:
         raise ValidationError({name: "this field cannot be changed" for name in sorted(unknown)})
     if "budget_usd" in changes:
         changes["budget_usd"] = clean_budget(
-            changes["budget_usd"], "budget_usd", maximum=TASK_BUDGET_MAX
+            changes["budget_usd"], "budget_usd", digits=TASK_BUDGET_DIGITS
         )
     with transaction.atomic():
         task = _lock_task(task.pk)

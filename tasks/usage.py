@@ -26,10 +26,11 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 
 from projects.numbers import usd, usd_text
+from projects.services import check_storable
 
 FIELDS = ("model", "input_tokens", "output_tokens", "cost_usd", "wall_seconds")
 MAX_TOKENS = 10**12  # per report
-MAX_COST = Decimal(1_000_000)  # US dollars per report
+COST_DIGITS = 6  # US dollars per report: below a million
 MAX_SECONDS = 10**7  # per report, about 115 days
 MAX_MODEL = 100
 MAX_MODELS = 20  # distinct model names kept per attempt; later ones are still ``model``
@@ -53,12 +54,10 @@ def clean_usage(usage) -> dict:
     clean = {}
     if "model" in usage:
         model = usage["model"]
-        if not isinstance(model, str) or not model.strip():
-            _refuse("model", "the model's name, a non-empty string")
-        model = model.strip()
-        if len(model) > MAX_MODEL or not model.isprintable():
-            _refuse("model", f"at most {MAX_MODEL} printable characters")
-        clean["model"] = model
+        if not isinstance(model, str) or not model.strip() or len(model) > MAX_MODEL:
+            _refuse("model", f"the model's name, 1 to {MAX_MODEL} characters, not blank")
+        check_storable(model, "usage.model")
+        clean["model"] = model.strip()
     for name in ("input_tokens", "output_tokens"):
         if name in usage:
             value = usage[name]
@@ -68,11 +67,11 @@ def clean_usage(usage) -> dict:
                 _refuse(name, f"from 0 to {MAX_TOKENS} tokens")
             clean[name] = value
     if "cost_usd" in usage:
-        cost = usd(usage["cost_usd"], places=COST_PLACES, maximum=MAX_COST)
+        cost = usd(usage["cost_usd"], places=COST_PLACES, digits=COST_DIGITS)
         if cost is None:
             _refuse(
                 "cost_usd",
-                f'US dollars from 0 to {MAX_COST}, as a number or a string of digits ("0.0125")',
+                'US dollars below a million, as a number or a string of digits ("0.0125")',
             )
         clean["cost_usd"] = cost
     if "wall_seconds" in usage:

@@ -11,6 +11,8 @@ its request's query string (``ReadingQueryDict``); the others, which it must ign
 gets together, once per hostile value. The world is built once for the module.
 """
 
+from decimal import Decimal
+
 import pytest
 from django.core.handlers import wsgi
 from django.http import QueryDict
@@ -21,7 +23,7 @@ from knox.models import AuthToken
 from decisions import services as decision_services
 from events import services as events_services
 from interop import services as interop_services
-from projects.numbers import whole_number
+from projects.numbers import usd, usd_text, whole_number
 from tasks.models import LineComment
 from tests.conftest import module_media, world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory
@@ -301,3 +303,41 @@ def test_the_api_names_a_non_ascii_budget_in_its_400(world, callers):
 )
 def test_whole_number_takes_ascii_digits_only(text, number):
     assert whole_number(text) == number
+
+
+@pytest.mark.parametrize(
+    ("value", "amount"),
+    [
+        ("0.1", Decimal("0.100000")),
+        (0.1, Decimal("0.100000")),
+        (3, Decimal("3.000000")),
+        ("999999.9999999", Decimal("999999.999999")),  # cut, never rounded up past the digits
+        (1e-7, Decimal("0.000000")),
+        (Decimal("12.5"), Decimal("12.500000")),
+        ("1000000", None),
+        (1_000_000, None),
+        (999_999.5, None),
+        ("-1", None),
+        (-0.5, None),
+        ("1e3", None),
+        (" 1", None),
+        ("٣", None),
+        ("", None),
+        (True, None),
+        (float("nan"), None),
+        (float("inf"), None),
+        (Decimal("NaN"), None),
+        (None, None),
+        ([1], None),
+    ],
+)
+def test_usd_reads_digits_or_numbers_and_cuts_to_the_places(value, amount):
+    assert usd(value, places=6, digits=6) == amount
+
+
+@pytest.mark.parametrize(
+    ("amount", "text"),
+    [(Decimal("12.5"), "12.50"), (Decimal("0.000300"), "0.0003"), (Decimal("7"), "7.00")],
+)
+def test_usd_text_shows_cents_and_no_trailing_zeros_past_them(amount, text):
+    assert usd_text(amount) == text

@@ -24,19 +24,17 @@ import hashlib
 import io
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from pathlib import Path
 
 from factory_client import files
 from factory_client.client import FactoryClient, FactoryError
+from factory_client.usage import UsageMeter
 
 EXIT_SUBMITTED, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_RELEASED, EXIT_LEASE_LOST, EXIT_INTERRUPTED, EXIT_TERMINATED = 4, 5, 130, 143
@@ -226,97 +224,6 @@ class Agent:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)  # anything it left running
         self.log.close()
-
-
-class UsageMeter:
-    """What the attempt used, as increments for the server (which adds each once).
-
-    The agent may keep its running totals for the attempt in ``.factory/usage.json``
-    (``{"model": "…", "input_tokens": 0, "output_tokens": 0, "cost_usd": "0.00"}``,
-    rewritten as they grow); ``pending`` is those totals less what was already reported,
-    plus the wall time since the claim, which factory work measures itself (the file's
-    ``wall_seconds`` is not read). A field that is missing, malformed or smaller than
-    before adds nothing, so the server never refuses what is sent; a file that is not
-    JSON yet (half-written) is read again at the next report.
-    """
-
-    TOKENS = ("input_tokens", "output_tokens")
-    MAX_TOKENS = 10**12
-    MAX_COST = Decimal(1_000_000)
-    PLACES = Decimal("0.000001")
-
-    def __init__(self, read, clock=time.monotonic):
-        self.read, self.clock = read, clock  # read(): the file's bytes, or None
-        self.started = clock()
-        self.reported = {"input_tokens": 0, "output_tokens": 0, "cost_usd": Decimal(0)}
-        self.wall = 0.0
-        self.model = None
-        self.lock = threading.Lock()  # the lease's thread and the loop both report
-
-    def totals(self) -> dict:
-        """The agent's totals, each field only if it is well formed."""
-        try:
-            content = self.read()
-            data = json.loads(content) if content is not None else {}
-        except (OSError, ValueError, files.UnsafePath, Stop):
-            data = {}
-        if not isinstance(data, dict):
-            return {}
-        found = {}
-        model = data.get("model")
-        model = model.strip() if isinstance(model, str) else ""
-        if model and len(model) <= 100 and model.isprintable():
-            found["model"] = model
-        for name in self.TOKENS:
-            value = data.get(name)
-            if type(value) is int and 0 <= value <= self.MAX_TOKENS:
-                found[name] = value
-        cost = _dollars(data.get("cost_usd"))
-        if cost is not None and cost <= self.MAX_COST:
-            found["cost_usd"] = cost.quantize(self.PLACES, rounding=ROUND_HALF_UP)
-        return found
-
-    def pending(self) -> dict | None:
-        """What to send now (None: nothing new)."""
-        with self.lock:
-            totals, increment = self.totals(), {}
-            if totals.get("model") and totals["model"] != self.model:
-                increment["model"] = totals["model"]
-            for name in (*self.TOKENS, "cost_usd"):
-                grown = totals.get(name, self.reported[name]) - self.reported[name]
-                if grown > 0:
-                    increment[name] = (
-                        format(grown.normalize(), "f") if name == "cost_usd" else grown
-                    )
-            wall = round(self.clock() - self.started - self.wall, 3)
-            if wall > 0:
-                increment["wall_seconds"] = wall
-            return increment or None
-
-    def sent(self, increment: dict) -> None:
-        """The server took ``increment``: count it as reported."""
-        with self.lock:
-            self.model = increment.get("model", self.model)
-            for name in self.TOKENS:
-                self.reported[name] += increment.get(name, 0)
-            self.reported["cost_usd"] += Decimal(increment.get("cost_usd", 0))
-            self.wall += increment.get("wall_seconds", 0.0)
-
-
-def _dollars(value) -> Decimal | None:
-    """A cost the agent wrote (digits as a string, or a number), or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        try:
-            amount = Decimal(repr(value))
-        except InvalidOperation:
-            return None
-    elif isinstance(value, str) and re.fullmatch(r"[0-9]{1,15}(\.[0-9]{1,20})?", value):
-        amount = Decimal(value)
-    else:
-        return None
-    return amount if amount.is_finite() and amount >= 0 else None
 
 
 @dataclass

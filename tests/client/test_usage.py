@@ -2,7 +2,7 @@
 
 import json
 
-from factory_client.work import UsageMeter
+from factory_client.usage import UsageMeter
 
 
 class Clock:

@@ -1,5 +1,7 @@
 """Projects: the gate policy and attempt budget managers set, through the API and the admin."""
 
+from decimal import Decimal
+
 import pytest
 from django.urls import reverse
 
@@ -80,3 +82,29 @@ def test_the_admin_refuses_an_unknown_gate_on_the_form(admin_client, flow):
     assert response.status_code == 200
     assert "unknown gate &#x27;nope&#x27;" in response.content.decode()
     assert Project.objects.get(pk=project.pk).gate_policy == project.gate_policy
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("sent", "stored"), [("120.5", Decimal("120.50")), ("-5", None)])
+def test_the_admin_sets_the_monthly_budget_through_the_service(admin_client, flow, sent, stored):
+    project = flow.project
+    url = reverse("admin:projects_project_change", args=[project.pk])
+    form = {
+        "name": project.name,
+        "repository_url": "",
+        "gate_policy": "{}",
+        "landing": "{}",
+        "max_attempts": 3,
+        "budget_usd": sent,
+        "memberships-TOTAL_FORMS": 0,
+        "memberships-INITIAL_FORMS": 0,
+        "memberships-MIN_NUM_FORMS": 0,
+        "memberships-MAX_NUM_FORMS": 1000,
+    }
+
+    response = admin_client.post(url, form)
+
+    assert response.status_code == (302 if stored else 200)
+    assert Project.objects.get(pk=project.pk).budget_usd == stored
+    edits = Event.objects.filter(object_key="FM", transition="edit")
+    assert [e.extra.get("budget_usd") for e in edits] == ([str(stored)] if stored else [])
