@@ -144,7 +144,13 @@ def _after_commit(metric, value: float = 1, **labels) -> None:
     transaction commits: at once outside one, never for one rolled back."""
     child = metric.labels(**labels) if labels else metric
     add = getattr(child, "observe", None) or child.inc
-    transaction.on_commit(lambda: add(value))
+    connection = transaction.get_connection()
+    # Asking the connection whether it is in a transaction would open one: the runner
+    # and other callers outside any transaction never touch the database for a count.
+    if connection.in_atomic_block:
+        connection.on_commit(lambda: add(value))
+    else:
+        add(value)
 
 
 # --- What the services say ---------------------------------------------------------------

@@ -83,7 +83,8 @@ def test_the_scan_finds_each_way_of_naming_the_runner():
 def test_jobs_start_after_commit_only_through_enqueue_on_commit():
     raw = [
         f"{path.relative_to(ROOT)}:{number}"
-        for path in server_modules(outside=("projects/queue.py",))
+        # projects/metrics.py counts what committed; it starts no job.
+        for path in server_modules(outside=("projects/queue.py", "projects/metrics.py"))
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if "on_commit(" in line.partition("#")[0] and "enqueue_on_commit(" not in line
     ]

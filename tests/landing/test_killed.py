@@ -12,6 +12,8 @@ the runner root, and use Redis database 14, emptied before and after.
 """
 
 import ast
+import contextlib
+import json
 import os
 import re
 import signal
@@ -35,7 +37,7 @@ from tests.workers import database_for_workers, jobs_to_redis, wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REDIS_URL = os.environ.get("FACTORY_TEST_LANDING_REDIS_URL", "redis://127.0.0.1:6379/14")
-RESULT = re.compile(rb"landing\.jobs\.land_job\[[^\]]+\] succeeded in [0-9.]+s: (\{.*\})")
+RESULT = re.compile(rb"landing\.jobs\.land_job\[[^\]]+\] succeeded in [0-9.]+s: (\{.*\})$")
 ENDED = re.compile(rb"landing\.jobs\.land_job\[[^\]]+\] (?:succeeded|raised)")
 STOPPED_BEFORE = "its lander stopped before pushing; its changes stay queued"
 STOPPED_AFTER = "its lander stopped after pushing; settled from the target"
@@ -69,8 +71,14 @@ class Worker:
         return b"ready." in self.log_path.read_bytes()
 
     def results(self) -> list[dict]:
-        """What each lander's job this worker finished returned."""
-        return [ast.literal_eval(r.decode()) for r in RESULT.findall(self.log_path.read_bytes())]
+        """What each lander's job this worker finished returned (its log is JSON lines)."""
+        found = []
+        for line in self.log_path.read_bytes().splitlines():
+            with contextlib.suppress(ValueError):
+                match = RESULT.search(json.loads(line).get("message", "").encode())
+                if match:
+                    found.append(ast.literal_eval(match.group(1).decode()))
+        return found
 
     def ended(self) -> int:
         """How many lander's jobs this worker finished, returning or raising."""
