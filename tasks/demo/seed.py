@@ -144,14 +144,26 @@ class Demo:
     def claim(self, agent, **kwargs):
         return attempts.task_claim(agent=agent, project=self.project, lease_seconds=3600, **kwargs)
 
-    def submit(self, attempt, summary, commit):
+    def submit(self, attempt, summary, commit, usage=None):
         return attempts.attempt_submit(
             attempt=attempt,
             actor=attempt.agent,
             summary=summary,
             change={"commit": commit, "branch": f"agent/{attempt.task.key.lower()}"},
             idempotency_key=f"demo-{attempt.task.key}-{attempt.number}",
+            usage=usage,
         )
+
+
+def _usage(model, input_tokens, output_tokens, cost_usd, wall_seconds) -> dict:
+    """What an agent reports of an attempt (self-reported; the dashboard sums it)."""
+    return {
+        "model": model,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cost_usd": cost_usd,
+        "wall_seconds": wall_seconds,
+    }
 
 
 def seed(out) -> bool:
@@ -323,7 +335,12 @@ def _tasks(demo: Demo) -> None:
     demo.attach(first, ada, demo.broken.coverage, "coverage", "coverage.xml")
     demo.attach(first, ada, demo.diff, "diff", "change.diff")
     demo.attach(first, ada, demo.broken.log, "log", "pytest.log")
-    demo.submit(first, "Claim queue with priority ordering.", "3f1c2a7")
+    demo.submit(
+        first,
+        "Claim queue with priority ordering.",
+        "3f1c2a7",
+        usage=_usage("sonnet-4.5", 182_000, 9_400, "1.21", 840),
+    )
     demo.check(first)  # tests-pass fails (one test fails) and required-evidence (no screenshot)
     second = demo.claim(alan)
     attempts.attempt_checkpoint_save(
@@ -336,7 +353,12 @@ def _tasks(demo: Demo) -> None:
     demo.attach(second, alan, demo.good.coverage, "coverage", "coverage.xml")
     demo.attach(second, alan, demo.diff, "diff", "change.diff")
     demo.attach(second, alan, artifacts.screenshot(), "screenshot", "queue.png", ["AC-2"])
-    demo.submit(second, "Filter out tasks with open dependencies.", "8b9e0d1")
+    demo.submit(
+        second,
+        "Filter out tasks with open dependencies.",
+        "8b9e0d1",
+        usage=_usage("gpt-5", 240_500, 14_200, "0.74", 1_310),
+    )
     demo.check(second)
     review.task_review(
         task=claim_task,
@@ -355,7 +377,12 @@ def _tasks(demo: Demo) -> None:
     demo.attach(third, ada, demo.good.log, "log", "pytest.log")
     demo.attach(third, vera, demo.good.junit, "junit", "ci-junit.xml", ["AC-1"])
     demo.attach(third, vera, demo.good.coverage, "coverage", "ci-coverage.xml")
-    demo.submit(third, "Attach the CI run requested in review.", "c41d5e9")
+    demo.submit(
+        third,
+        "Attach the CI run requested in review.",
+        "c41d5e9",
+        usage=_usage("sonnet-4.5", 64_000, 2_100, "0.38", 260),
+    )
     demo.check(third)
     review.task_approve(
         task=claim_task,
@@ -383,7 +410,12 @@ def _tasks(demo: Demo) -> None:
     demo.attach(attempt, alan, artifacts.screenshot(), "screenshot", "queue.png", ["AC-2"])
     demo.attach(attempt, vera, demo.good.junit, "junit", "ci-junit.xml", ["AC-1"])
     demo.attach(attempt, vera, demo.good.coverage, "coverage", "ci-coverage.xml")
-    demo.submit(attempt, "Heartbeats push lease_expires_at forward.", "0aa4f3b")
+    demo.submit(
+        attempt,
+        "Heartbeats push lease_expires_at forward.",
+        "0aa4f3b",
+        usage=_usage("gpt-5", 121_000, 6_800, "0.41", 720),
+    )
     demo.check(attempt)
 
     # FM-3: claimed under a live lease, with a checkpoint and a proposed decision.
@@ -401,6 +433,12 @@ def _tasks(demo: Demo) -> None:
         actor=ada,
         revision=0,
         data={"step": "upload handler written", "next": "size limit and 413"},
+    )
+    attempts.attempt_heartbeat(
+        attempt=attempt,
+        actor=ada,
+        lease_seconds=3600,
+        usage=_usage("sonnet-4.5", 96_000, 4_300, "0.52", 610),
     )
     decisions.decision_propose(
         project=demo.project,
@@ -428,7 +466,12 @@ def _tasks(demo: Demo) -> None:
     demo.attach(attempt, alan, demo.good.junit, "junit", "junit.xml", ["AC-1"])
     demo.attach(attempt, alan, demo.good.coverage, "coverage", "coverage.xml")
     demo.attach(attempt, alan, artifacts.screenshot(), "screenshot", "queue.png", ["AC-2"])
-    demo.submit(attempt, "Raise the claim limit.", "77e2c90")
+    demo.submit(
+        attempt,
+        "Raise the claim limit.",
+        "77e2c90",
+        usage=_usage("gpt-5", 58_000, 1_900, "0.19", 300),
+    )
     demo.check(attempt)  # diff-scope: factory_site/settings.py is outside tasks/**
 
     # FM-5: blocked by its agent.
@@ -447,6 +490,11 @@ def _tasks(demo: Demo) -> None:
     # FM-6 ready, FM-7 draft, FM-8 cancelled.
     board = demo.task("Task board by state", labels=["ui"], allowed_paths=["templates/**"])
     services.task_publish(task=board, actor=maria)
-    demo.task("Decision log full-text search", labels=["ui"], description="Needs FM-S2 v2.")
+    demo.task(
+        "Decision log full-text search",
+        labels=["ui"],
+        description="Needs FM-S2 v2.",
+        depends_on=[board],  # the plan page draws the wait
+    )
     legacy = demo.task("Export tasks as legacy XML", labels=["ops"])
     services.task_cancel(task=legacy, actor=maria, reason="Nobody reads the XML export any more.")
