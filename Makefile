@@ -7,6 +7,8 @@ PORT ?= 8000
 # pytest-xdist: a process per core; tests sharing something the machine has once run in
 # one group on one worker (tests/conftest.py, KINDS).
 PYTEST_PARALLEL ?= -n auto --dist loadgroup
+# More pytest arguments: .ci/run's PostgreSQL run leaves out the browser tests (ADR 0015).
+PYTEST_ARGS ?=
 
 .PHONY: run setup test test-fast lint bootstrap browser sandbox shells proof
 
@@ -55,7 +57,7 @@ test: bootstrap browser sandbox shells
 	$(UV) run ruff format --check .
 	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py spectacular --validate --fail-on-warn --file /dev/null
-	$(UV) run pytest $(PYTEST_PARALLEL) --durations=15
+	$(UV) run pytest $(PYTEST_PARALLEL) --durations=15 $(PYTEST_ARGS)
 
 # The inner loop: everything but the browser, the sandbox, real workers and the route walks.
 test-fast: bootstrap
