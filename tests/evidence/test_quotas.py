@@ -213,7 +213,11 @@ def test_two_uploads_at_once_do_not_both_fit_under_the_quota(flow, settings, mon
 
     assert sorted(outcomes) == ["quota_exceeded", "stored"]
     assert Evidence.objects.count() == 1
-    assert files_in(settings.MEDIA_ROOT) == [Evidence.objects.get().file.name]
+    # The refused upload's bytes stay, named by no row and counted by no quota: a store
+    # never deletes, as another request may already rely on them (ADR 0017).
+    kept = Evidence.objects.get().file.name
+    assert kept in files_in(settings.MEDIA_ROOT)
+    assert len(files_in(settings.MEDIA_ROOT)) == 2
 
 
 @pytest.mark.django_db(transaction=True)
