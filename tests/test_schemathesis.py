@@ -29,11 +29,16 @@ from evidence.models import Evidence
 from factory_site.wsgi import application
 from tasks import attempts, comments
 from tasks.models import Attempt, Task
+from tests.conftest import ON_POSTGRES
 from tests.factories import CRITERIA, Flow, ProjectFactory
 
 pytestmark = pytest.mark.django_db
 
 ROLES = ["agent", "verifier", "reviewer", "manager"]
+# On PostgreSQL the fuzzing calls as the agent (the lease holder's writes) and the manager
+# (every other write): the callers whose input reaches deepest, where the engines differ. The
+# verifier's and the reviewer's runs are the SQLite run's, the README's `make test` (ADR 0015).
+FUZZ_ROLES = ["agent", "manager"] if ON_POSTGRES else ROLES
 JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
 
 schema = schemathesis.openapi.from_wsgi(
@@ -436,7 +441,7 @@ HYPOTHESIS = settings(
 )
 
 
-@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("role", FUZZ_ROLES)
 @schema.parametrize()
 @HYPOTHESIS
 def test_every_operation_answers_as_documented(case, role, world):
