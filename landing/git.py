@@ -192,6 +192,10 @@ def push(path: Path, url: str, commit: str, *, branch: str, expected: str) -> No
     nothing changes. Never a forced rewind.
     """
     pins = check_repository_location(url)
+    # Detached: a lander killed mid-push (its worker's process group) must not take the
+    # receiving git of a local repository with it, which would leave its ref locks behind
+    # and every later push refused (`HEAD.lock: File exists`). The push completes or fails
+    # on its own, and the next lander settles the batch from git (ADR 0016).
     git(
         "push",
         "--porcelain",
@@ -202,4 +206,5 @@ def push(path: Path, url: str, commit: str, *, branch: str, expected: str) -> No
         f"{commit}:refs/heads/{branch}",
         cwd=path,
         config=pins,
+        detached=True,
     )

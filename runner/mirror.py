@@ -92,9 +92,11 @@ def stream(
     cwd: Path | None = None,
     timeout: int = GIT_TIMEOUT,
     config: list[str] = (),
+    detached: bool = False,
 ) -> bool:
     """Run git (with ``config``, ``-c`` options, before the command), handing its output
-    to ``sink`` a piece at a time as it comes.
+    to ``sink`` a piece at a time as it comes; ``detached``: in a session of its own, so
+    that a signal to the caller's process group does not reach it.
 
     ``sink`` returns False to have git stopped there (killed: nothing more is read).
     Returns whether it was stopped so; raises ``GitError`` when git fails or outlives
@@ -109,6 +111,7 @@ def stream(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=detached,
     )
     deadline = time.monotonic() + timeout
     command = _command(args)
@@ -158,7 +161,11 @@ def _command(args) -> str:
 
 
 def git(
-    *args: str, cwd: Path | None = None, timeout: int = GIT_TIMEOUT, config: list[str] = ()
+    *args: str,
+    cwd: Path | None = None,
+    timeout: int = GIT_TIMEOUT,
+    config: list[str] = (),
+    detached: bool = False,
 ) -> str:
     """Run git (with ``config``, ``-c`` options, before the command); its output (at most ``OUTPUT_LIMIT`` bytes), or ``GitError`` with what git
     said. For commands whose output is short by nature: hashes, names, a setting."""
@@ -168,7 +175,7 @@ def git(
         out.extend(piece)
         return len(out) <= OUTPUT_LIMIT
 
-    if stream(*args, sink=keep, cwd=cwd, timeout=timeout, config=config):
+    if stream(*args, sink=keep, cwd=cwd, timeout=timeout, config=config, detached=detached):
         raise GitError(f"git {_command(args)} printed more than {OUTPUT_LIMIT} bytes; stopped")
     return out.decode(errors="replace")
 

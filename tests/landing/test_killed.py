@@ -241,7 +241,10 @@ def test_a_lander_killed_before_its_push_reached_the_origin_lands_on_the_next_ru
     wait_for(held.exists, 30, "the push to reach the origin's pre-receive hook")
     assert batch_state() == "pushing"
 
-    first.kill()  # git push and the origin's receive-pack die with it: main stays put
+    first.kill()
+    # The push runs in a session of its own (landing.git.push): a crash of the whole machine
+    # takes it too, before the origin's hook let it through. Main stays put.
+    subprocess.run(["pkill", "-KILL", "-f", str(origin.bare)], check=False)
     assert origin.tip() == origin.base
     release.touch()
     wake_and_finish(start_workers)
@@ -272,6 +275,26 @@ def test_a_lander_killed_after_its_push_reached_the_origin_is_settled_from_git(
     assert (settled.state, settled.reason, settled.pushes) == ("landed", STOPPED_AFTER, 1)
     assert_landed_once(origin, queued)
     assert len(origin.reflog_moves()) == 1
+
+
+def test_a_lander_killed_while_the_origin_holds_its_ref_locks_leaves_none_behind(
+    queued, flow, origin, start_workers, tmp_path
+):
+    # reference-transaction "prepared": the origin's receive-pack holds main's lock (and
+    # HEAD's) here. Killed with the lander, it would leave them, and every push after refused.
+    held, release = hold_pushes(origin, "reference-transaction", tmp_path)
+    (first,) = start_workers()
+    land_job.delay(flow.project.pk)
+    wait_for(held.exists, 30, "the push to hold the origin's ref locks")
+
+    first.kill()
+    release.touch()
+    wake_and_finish(start_workers)
+
+    settled = Batch.objects.get()
+    assert (settled.state, settled.reason, settled.pushes) == ("landed", STOPPED_AFTER, 1)
+    assert_landed_once(origin, queued)
+    assert sorted(p.name for p in origin.bare.rglob("*.lock")) == []
 
 
 def test_a_job_delivered_twice_at_once_lands_each_change_once(
