@@ -318,13 +318,21 @@ def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop
         if stop.is_set():
             return
         if kind == "kill":
-            # A moment into the state, so the kill lands mid-work rather than at its edge.
-            time.sleep(random.uniform(0.1, 0.6))
-            at = _active_batch(stack.url)
+            # A moment into the state, so the kill lands mid-work rather than at its edge. A
+            # batch that ended in that moment is not hit: wait for the next one instead.
+            at = None
+            while batch and time.monotonic() < deadline and not stop.is_set():
+                time.sleep(random.uniform(0.1, 0.6))
+                at = _active_batch(stack.url)
+                if at:
+                    break
+                batch = None
+                while not batch and time.monotonic() < deadline and not stop.wait(0.05):
+                    batch = _active_batch(stack.url, wanted)
+            if not at:
+                continue  # no batch to hit in time: "did what it set out to" says so
             killed = runners.kill_all()
-            run.faults.append(
-                {"kind": "sigkill_runners", "processes": killed, "batch": at and list(at)}
-            )
+            run.faults.append({"kind": "sigkill_runners", "processes": killed, "batch": list(at)})
         else:
             commit = origin.person_pushes(len(origin.pushed))
             run.faults.append(
