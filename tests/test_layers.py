@@ -21,6 +21,8 @@ from pathlib import Path
 from django.apps import apps
 from django.db.migrations.loader import MigrationLoader
 
+from tasks.plan import strongly_connected
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. docs/architecture.md says what each holds.
@@ -141,32 +143,12 @@ def test_every_import_points_down_the_layers():
 
 def test_no_module_is_in_an_import_circle():
     _, edges = graph()
-    circles, index, low, stack, on_stack = [], {}, {}, [], set()
+    successors = {node: list(targets) for node, targets in edges.items()}
+    for targets in edges.values():
+        for target in targets:
+            successors.setdefault(target, [])
 
-    def visit(node):  # Tarjan's strongly connected components
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in edges.get(node, {}):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                circles.append(sorted(component))
-
-    for node in list(edges):
-        if node not in index:
-            visit(node)
+    circles = [c for c in strongly_connected(successors) if len(c) > 1]
 
     assert circles == []
 
