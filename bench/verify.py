@@ -497,15 +497,24 @@ def real(work: Path, rounds: int, recipe: str) -> dict:
     }
 
 
-def main_real(rounds: int, recipe: str) -> None:
-    work = Path(tempfile.mkdtemp(prefix="factory-bench-verify-real-"))
+def site_on_a_work_folder(prefix: str) -> Path:
+    """A new work folder, the runner's root in it, and Django set up on them."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    # The sandbox's user (FACTORY_RUNNER_UID when this runs as root) must pass through to
+    # its workspace and the mirror under FACTORY_RUNNER_ROOT.
     work.chmod(0o711)
     os.environ["FACTORY_RUNNER_ROOT"] = str(work / "runner")
+    # The bench's repository is a local one, under its own folder (docs/runner.md).
     os.environ["FACTORY_LOCAL_REPOSITORY_ROOTS"] = str(work)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
     import django
 
     django.setup()
+    return work
+
+
+def main_real(rounds: int, recipe: str) -> None:
+    work = site_on_a_work_folder("factory-bench-verify-real-")
     from django.conf import settings
 
     try:
@@ -554,17 +563,7 @@ def main():
     args.suite_seconds = args.suite_seconds or defaults[1]
     args.suite_rounds = args.suite_rounds or defaults[2]
 
-    work = Path(tempfile.mkdtemp(prefix="factory-bench-verify-"))
-    # The sandbox's user (FACTORY_RUNNER_UID when this runs as root) must pass through to
-    # its workspace and the mirror under FACTORY_RUNNER_ROOT.
-    work.chmod(0o711)
-    os.environ["FACTORY_RUNNER_ROOT"] = str(work / "runner")
-    # The bench's repository is a local one, under its own folder (docs/runner.md).
-    os.environ["FACTORY_LOCAL_REPOSITORY_ROOTS"] = str(work)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
-    import django
-
-    django.setup()
+    work = site_on_a_work_folder("factory-bench-verify-")
     from django.conf import settings
 
     try:
