@@ -78,7 +78,7 @@ def usd(value, *, places: int, digits: int) -> Decimal | None:
         if not math.isfinite(value) or not 0 <= value <= 10**digits - 1:
             return None
         amount = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
-    elif isinstance(value, str) and re.fullmatch(rf"[0-9]{{1,{digits}}}(\.[0-9]{{1,20}})?", value):
+    elif isinstance(value, str) and re.fullmatch(usd_pattern(digits), value):
         amount = Decimal(value)
     else:
         return None

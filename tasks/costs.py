@@ -65,7 +65,8 @@ def _reported(key: str, pattern: str, field):
     )
 
 
-def _sum(key: str, pattern: str = DECIMAL_TEXT, field=AMOUNT):
+def usage_sum(key: str, pattern: str = DECIMAL_TEXT, field=AMOUNT):
+    """The sum of ``usage[key]`` over the rows, what is not a number counting 0."""
     return Coalesce(Sum(_reported(key, pattern, field)), Value(0, output_field=field))
 
 
@@ -74,10 +75,10 @@ def _sums() -> dict:
     tokens = BigIntegerField()
     return {
         "attempts": Count("pk"),
-        "cost": _sum("cost_usd"),
-        "input_tokens": _sum("input_tokens", WHOLE_TEXT, tokens),
-        "output_tokens": _sum("output_tokens", WHOLE_TEXT, tokens),
-        "wall_seconds": _sum("wall_seconds"),
+        "cost": usage_sum("cost_usd"),
+        "input_tokens": usage_sum("input_tokens", WHOLE_TEXT, tokens),
+        "output_tokens": usage_sum("output_tokens", WHOLE_TEXT, tokens),
+        "wall_seconds": usage_sum("wall_seconds"),
     }
 
 

@@ -4,14 +4,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Count, DecimalField, Exists, F, Min, OuterRef, Q, QuerySet, Sum
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
 
 from evidence.models import decisive
 from projects.kinds import Kind
 from projects.selectors import project_ids_for
 from projects.verify import LANDING_BATCH_MAX
+from tasks.costs import usage_sum
 from tasks.landing import landing_queue
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 from tasks.usage import month_start
@@ -140,12 +139,12 @@ def metric_figures(*, now: datetime) -> dict:
 
 def month_spend(*, project_ids: Iterable[int], now: datetime) -> dict[int, Decimal]:
     """What the attempts started in ``now``'s month (UTC) cost, by project, as their
-    agents reported it; a project with no reported cost is absent. One query."""
-    cost = Cast(KT("usage__cost_usd"), DecimalField(max_digits=20, decimal_places=6))
+    agents reported it (what is not a number counts 0); a project with no attempt this
+    month is absent. One query."""
     rows = (
         Attempt.objects.filter(task__project_id__in=project_ids, started_at__gte=month_start(now))
         .values("task__project_id")
-        .annotate(spent=Sum(cost))
+        .annotate(spent=usage_sum("cost_usd"))
         .values_list("task__project_id", "spent")
     )
-    return {project_id: spent for project_id, spent in rows if spent is not None}
+    return dict(rows)
