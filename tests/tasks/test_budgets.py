@@ -152,6 +152,24 @@ def test_a_malformed_usage_on_the_submit_changes_nothing(flow, api):
     assert snapshot() == before
 
 
+@pytest.mark.django_db
+def test_usage_cannot_be_charged_to_another_agents_attempt_or_a_lost_lease(flow, api):
+    # An agent that would exhaust a rival's budget, or report after it let go: neither adds.
+    _, attempt = flow.claimed()
+    _, released = flow.claimed(title="let go", agent=flow.agent2)
+    attempts.attempt_release(attempt=released, actor=flow.agent2, reason="done with it")
+    before = snapshot()
+
+    by_a_stranger = api(flow.agent2).post(
+        f"/api/v1/attempts/{attempt.pk}/heartbeat/", {"usage": USAGE}, format="json"
+    )
+    after_its_lease = heartbeat(api, released, usage=USAGE)
+
+    assert (by_a_stranger.status_code, by_a_stranger.json()["code"]) == (403, "not_lease_holder")
+    assert (after_its_lease.status_code, after_its_lease.json()["code"]) == (409, "lease_lost")
+    assert snapshot() == before
+
+
 # --- The project's budget -------------------------------------------------------------------
 
 
