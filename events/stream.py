@@ -78,6 +78,13 @@ def read_after(last: int, project_ids=None, limit: int = 2000):
     return typed(rows[:limit])
 
 
+def read_new(last: int, limit: int = 2000) -> tuple[list, int]:
+    """The typed events after ``last`` and the newest id read, typed or not: the
+    position to read on from, so an event is neither read twice nor skipped."""
+    rows = list(_events().filter(pk__gt=last).order_by("pk")[:limit])
+    return typed(rows), (rows[-1].pk if rows else last)
+
+
 def newest_id() -> int:
     return Event.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
 
@@ -121,7 +128,9 @@ class Hub:
         self.clients: set[Client] = set()
         self.listener: asyncio.Task | None = None
         self.listening = asyncio.Event()  # set once new events will be heard
-        self.last_seen = 0  # the newest event offered, to catch up after a lost connection
+        # The newest event id the listener has read: where it resumes after a failure.
+        # None until a listener starts, which hears only what comes after it.
+        self.position: int | None = None
 
     def join(self, client: Client) -> None:
         self.clients.add(client)
@@ -145,7 +154,6 @@ class Hub:
 
     def publish(self, items) -> None:
         for event_id, project_id, payload in items:
-            self.last_seen = max(self.last_seen, event_id)
             for client in list(self.clients):
                 if client.dropped:  # also one whose answer never started streaming
                     self.clients.discard(client)
@@ -153,6 +161,7 @@ class Hub:
                     client.offer((event_id, project_id, payload))
 
     async def _listen(self) -> None:
+        self.position = None  # a new listener: from now on; a retry resumes where it was
         while self.clients:
             self.listening.clear()
             try:
@@ -166,15 +175,24 @@ class Hub:
                 log.warning("the live stream's listener failed; retrying", exc_info=True)
                 await asyncio.sleep(1)
 
+    async def _catch_up(self) -> None:
+        """On (re)connecting: note where the event table ends, or, after a failure,
+        offer what was written meanwhile."""
+        if self.position is None:
+            self.position = await _closing(newest_id)()
+        else:
+            await self._read_new()
+
+    async def _read_new(self) -> None:
+        items, self.position = await _closing(read_new)(self.position)
+        self.publish(items)
+
     async def _poll(self) -> None:
-        last = await _closing(newest_id)()
+        await self._catch_up()
         self.listening.set()
         while self.clients:
             await asyncio.sleep(POLL_SECONDS)
-            items = await _closing(read_after)(last)
-            if items:
-                self.publish(items)
-            last = await _closing(newest_id)() if not items else max(last, items[-1][0])
+            await self._read_new()
 
     async def _listen_postgres(self) -> None:
         params = connections["default"].get_connection_params()
@@ -182,8 +200,7 @@ class Hub:
         params.pop("context", None)
         async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as listen:
             await listen.execute(f"LISTEN {STREAM_CHANNEL}")
-            if self.last_seen:  # the connection was lost: what was missed meanwhile
-                self.publish(await _closing(read_after)(self.last_seen))
+            await self._catch_up()
             self.listening.set()
             while self.clients:
                 ids = []
@@ -197,6 +214,7 @@ class Hub:
                         break
                 if ids:
                     self.publish(await _closing(read_by_ids)(sorted(set(ids))))
+                    self.position = max(self.position, *ids)
 
 
 _hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub]" = weakref.WeakKeyDictionary()

@@ -11,10 +11,11 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils import timezone
 from knox.models import AuthToken
 
+from events import stream
 from events.stream import Client, hub
 from projects.models import Membership
 from tasks import attempts
@@ -101,6 +102,64 @@ def test_a_member_hears_its_projects_events_as_they_happen(flow, other_flow, asg
     time.sleep(0.5)
     assert [e[1] for e in reader.events] == ["task.published", "task.claimed"]
     assert events[0][0] == events[0][2]["id"]
+
+
+def test_events_written_while_the_listener_failed_are_heard_once_it_is_back(
+    flow, asgi_server, monkeypatch, caplog
+):
+    reader = Reader(asgi_server, flow.reviewer)
+    failed = []
+
+    def failing_once(read):
+        # The listener's first read that finds events fails, as SQLite's "database table
+        # is locked" or a lost PostgreSQL connection does: they are written, not yet heard.
+        def first_read_fails(*args):
+            found = read(*args)
+            if not failed and (found[0] if isinstance(found, tuple) else found):
+                failed.append(args)
+                raise OperationalError("database table is locked: tasks_event")
+            return found
+
+        return first_read_fails
+
+    monkeypatch.setattr(stream, "read_new", failing_once(stream.read_new))
+    monkeypatch.setattr(stream, "read_by_ids", failing_once(stream.read_by_ids))
+
+    first = flow.ready(title="Written while the listener fails")
+    events = reader.wait_for(1)
+    second = flow.ready(title="Written after")
+    events = reader.wait_for(2)
+
+    assert failed, "the listener's read never failed"
+    assert "the live stream's listener failed; retrying" in caplog.messages
+    assert [(kind, payload["data"]["key"]) for _, kind, payload in events] == [
+        ("task.published", first.key),
+        ("task.published", second.key),
+    ]
+
+
+def hub_of(server):
+    """The hub of the server's event loop."""
+    return stream._hubs[server.server.servers[0].get_loop()]
+
+
+def test_a_listener_started_anew_does_not_replay_what_came_before_it(flow, asgi_server):
+    first = Reader(asgi_server, flow.reviewer)
+    before = flow.ready(title="Heard by the first stream only")
+    first.wait_for(1)
+    first.close()
+    deadline = time.monotonic() + 10
+    while hub_of(asgi_server).clients or not hub_of(asgi_server).listener.done():
+        assert time.monotonic() < deadline, "the listener did not stop with its last client"
+        time.sleep(0.05)
+
+    second = Reader(asgi_server, flow.reviewer)
+    after = flow.ready(title="Heard by the second")
+
+    second.wait_for(1)
+    time.sleep(0.5)
+    assert [p["data"]["key"] for _, _, p in second.events] == [after.key]
+    assert before.key != after.key
 
 
 def test_types_and_project_narrow_the_stream(flow, asgi_server):
