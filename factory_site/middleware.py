@@ -5,10 +5,14 @@ Policy); no inline script runs, so hostile text that slipped into a page could n
 execute. Responses that set their own policy (evidence downloads sandbox themselves) keep it.
 """
 
+import logging
+
 from django.http import HttpResponseNotAllowed
 
 from factory_site import health
 from projects import logs
+
+log = logging.getLogger(__name__)
 
 CSP = "; ".join(
     [
@@ -95,6 +99,7 @@ class DatabaseUnavailableMiddleware:
 
         if not isinstance(exception, OperationalError | InterfaceError):
             return None
+        log.warning("database unavailable: %s", exception)
         if request.path.startswith("/api/"):
             response = JsonResponse(
                 {"detail": "the database is unavailable; retry shortly", "code": "unavailable"},
@@ -107,4 +112,6 @@ class DatabaseUnavailableMiddleware:
                 content_type="text/plain",
             )
         response["Retry-After"] = "5"
+        # One warning above, not django.request's ERROR for every 503 of an outage.
+        response._has_been_logged = True
         return response

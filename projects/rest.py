@@ -99,6 +99,7 @@ def exception_handler(exc, context):
         logger.warning("database unavailable: %s", exc)
         response = _error("the database is unavailable; retry shortly", "unavailable", 503)
         response["Retry-After"] = "5"
+        response._has_been_logged = True  # the warning above; django.request would add an ERROR
         return response
     if isinstance(exc, DatabaseError):
         return None
@@ -116,6 +117,7 @@ def exception_handler(exc, context):
         logger.warning("rate-limit store unavailable: %s", exc)
         response = _error("the rate-limit store is unavailable; retry shortly", "unavailable", 503)
         response["Retry-After"] = "5"
+        response._has_been_logged = True
         return response
     response = drf_exception_handler(exc, context)
     if response is None:

@@ -43,6 +43,28 @@ def test_a_page_during_an_outage_is_503_not_500(flow, client, database_down):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("where", ["api", "page"])
+def test_an_outage_logs_one_warning_per_refused_request_not_an_error(
+    flow, api, client, database_down, caplog, where
+):
+    from tasks import views
+
+    flow.ready()
+    if where == "api":
+        database_down(attempts, "task_claim")
+        response = api(flow.agent).post("/api/v1/tasks/claim/", {}, format="json")
+    else:
+        client.force_login(flow.reviewer)
+        database_down(views, "user_projects")
+        response = client.get("/review/")
+
+    assert response.status_code == 503
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= 30] == [
+        ("WARNING", "database unavailable: server closed the connection unexpectedly")
+    ]
+
+
+@pytest.mark.django_db
 def test_a_verdict_whose_answer_cannot_be_read_is_rolled_back_with_the_503(
     flow, api, database_down
 ):
