@@ -284,6 +284,8 @@ class Event(AppendOnlyModel):
         indexes = [
             models.Index(fields=["content_type", "object_id"], name="event_subject"),
             models.Index(fields=["task", "created_at"], name="event_task_timeline"),
+            # The plan's history: a project's tasks reaching done, newest first.
+            models.Index(fields=["project", "to_state", "created_at"], name="event_project_state"),
         ]
 
     def __str__(self) -> str:
