@@ -1,4 +1,4 @@
-"""The admin for projects, memberships, API tokens and the audit trail.
+"""The admin for projects, memberships, single sign-on identities, API tokens and the audit trail.
 
 Saves go through the services (``ServiceAdmin``): a role granted or revoked here is
 recorded like any other, and a refusal is a form error.
@@ -10,7 +10,7 @@ from knox.models import AuthToken
 
 from projects import services
 from projects.admin_tools import ReadOnlyAdmin, ServiceAdmin, copy_saved
-from projects.models import Event, Membership, Project
+from projects.models import Event, Identity, Membership, Project
 
 
 class MembershipInline(admin.TabularInline):
@@ -133,6 +133,29 @@ class EventAdmin(ReadOnlyAdmin):
     search_fields = ["object_key", "reason"]
     list_select_related = ["actor"]
     date_hierarchy = "created_at"
+
+
+@admin.register(Identity)
+class IdentityAdmin(admin.ModelAdmin):
+    """Which provider account signs in as which user (ADR 0018).
+
+    A person who had a password account before single sign-on gets a second account at
+    their first sign-in: pointing the identity at the first account merges them (the
+    second keeps its history and can be deactivated). An identity added by hand links a
+    provider's subject to an account before its first sign-in; one deleted signs in next
+    time as a new account. The pair itself is fixed once saved: it is what the provider
+    asserts, not something to edit.
+    """
+
+    list_display = ["subject", "issuer", "user", "created_at"]
+    list_filter = ["issuer"]
+    search_fields = ["subject", "issuer", "user__username", "user__email"]
+    list_select_related = ["user"]
+    autocomplete_fields = ["user"]
+    fields = ["issuer", "subject", "user", "created_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["issuer", "subject", "created_at"] if obj else ["created_at"]
 
 
 # knox's own admin issues a token for any user with any expiry, past the bounds of

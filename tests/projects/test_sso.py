@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.test import Client
+from django.urls import reverse
 
 from projects.claims import claim_values, granted, managed, parse_role_map
 from projects.models import Event, Identity, Membership
@@ -163,6 +164,46 @@ def test_a_provider_asserting_a_taken_name_gets_a_new_account_not_the_existing_o
     assert (user.username, other_issuer.username, odd.username) == ("maria-3", "maria-4", "ab")
     assert local.identities.count() == 0
     assert User.objects.get(pk=local.pk).has_usable_password() is True
+
+
+@pytest.mark.django_db
+def test_the_admin_points_an_identity_at_the_password_account_it_replaces(admin_client):
+    old = UserFactory(username="maria")
+    identity_sign_in(issuer=ISSUER, subject="s-5", username="maria")  # made maria-2
+    identity = Identity.objects.get(subject="s-5")
+    url = reverse("admin:projects_identity_change", args=[identity.pk])
+
+    response = admin_client.post(
+        url, {"user": old.pk, "issuer": "https://evil.test", "subject": "other"}
+    )
+
+    assert response.status_code == 302, response.content
+    assert identity_sign_in(issuer=ISSUER, subject="s-5", username="ignored") == old
+    assert list(Identity.objects.values_list("issuer", "subject", "user__username")) == [
+        (ISSUER, "s-5", "maria")  # the pair the provider asserts cannot be edited
+    ]
+
+
+@pytest.mark.django_db
+def test_an_identity_added_in_the_admin_signs_in_as_its_account_at_the_first_sign_in(
+    admin_client,
+):
+    old = UserFactory(username="ravi")
+
+    response = admin_client.post(
+        reverse("admin:projects_identity_add"),
+        {"user": old.pk, "issuer": ISSUER, "subject": "s-6"},
+    )
+    refused = admin_client.post(
+        reverse("admin:projects_identity_add"),
+        {"user": UserFactory().pk, "issuer": ISSUER, "subject": "s-6"},
+    )
+
+    assert response.status_code == 302, response.content
+    assert refused.status_code == 200  # the form again, with the reason
+    assert "already exists" in refused.content.decode()
+    assert identity_sign_in(issuer=ISSUER, subject="s-6", username="ravi") == old
+    assert User.objects.filter(username__startswith="ravi").count() == 1
 
 
 @pytest.mark.django_db
