@@ -71,18 +71,20 @@ def read_by_ids(ids: list[int]):
     return typed(_events().filter(pk__in=ids).order_by("pk"))
 
 
-def read_after(last: int, project_ids=None, limit: int = 2000):
+def read_new(last: int, project_ids=None, limit: int = 2000) -> tuple[list, int]:
+    """The typed events after ``last`` (of ``project_ids``, when given) and the newest id
+    read, typed or not: the position to read on from, so an event is neither read twice
+    nor skipped."""
     rows = _events().filter(pk__gt=last).order_by("pk")
     if project_ids is not None:
         rows = rows.filter(project_id__in=project_ids)
-    return typed(rows[:limit])
-
-
-def read_new(last: int, limit: int = 2000) -> tuple[list, int]:
-    """The typed events after ``last`` and the newest id read, typed or not: the
-    position to read on from, so an event is neither read twice nor skipped."""
-    rows = list(_events().filter(pk__gt=last).order_by("pk")[:limit])
+    rows = list(rows[:limit])
     return typed(rows), (rows[-1].pk if rows else last)
+
+
+def read_after(last: int, project_ids=None, limit: int = 2000):
+    """The typed events after ``last`` (a stream's backlog since its Last-Event-ID)."""
+    return read_new(last, project_ids, limit)[0]
 
 
 def newest_id() -> int:
