@@ -255,6 +255,15 @@ def _active_batch(url: str, states=ACTIVE) -> tuple | None:
     return rows[0] if rows else None
 
 
+def _wait_for_batch(url: str, states, deadline: float, stop: threading.Event) -> tuple | None:
+    """The first batch in ``states``, asked every 50 ms until ``deadline`` or ``stop``."""
+    while time.monotonic() < deadline and not stop.is_set():
+        if batch := _active_batch(url, states):
+            return batch
+        stop.wait(0.05)
+    return None
+
+
 class Runners:
     """The runner workers: real Celery workers taking the queue ``verify`` (the runner's
     jobs and the lander's), killed with SIGKILL and started again."""
@@ -309,12 +318,7 @@ def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop
                 return
         wanted = ACTIVE if kind == "kill" else ("verifying",)
         deadline = time.monotonic() + 120
-        batch = None
-        while time.monotonic() < deadline and not stop.is_set():
-            batch = _active_batch(stack.url, wanted)
-            if batch:
-                break
-            time.sleep(0.05)
+        batch = _wait_for_batch(stack.url, wanted, deadline, stop)
         if stop.is_set():
             return
         if kind == "kill":
@@ -326,9 +330,7 @@ def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop
                 at = _active_batch(stack.url)
                 if at:
                     break
-                batch = None
-                while not batch and time.monotonic() < deadline and not stop.wait(0.05):
-                    batch = _active_batch(stack.url, wanted)
+                batch = _wait_for_batch(stack.url, wanted, deadline, stop)
             if not at:
                 continue  # no batch to hit in time: "did what it set out to" says so
             killed = runners.kill_all()
