@@ -160,6 +160,16 @@ def hold_pushes(origin, hook: str, folder: Path) -> tuple[Path, Path]:
     return held, release
 
 
+def lander_held_in(hook: str, flow, origin, start_workers, folder: Path):
+    """A lander started on the queue, its push held in the origin's ``hook``: its worker,
+    and the file whose creation lets the push go on."""
+    held, release = hold_pushes(origin, hook, folder)
+    (worker,) = start_workers()
+    land_job.delay(flow.project.pk)
+    wait_for(held.exists, 30, f"the push to reach the origin's {hook} hook")
+    return worker, release
+
+
 def slow_verify(flow, seconds: int) -> None:
     project_services.project_update(
         project=flow.project,
@@ -235,10 +245,7 @@ def test_a_lander_killed_mid_verify_leaves_its_changes_queued_and_the_next_lands
 def test_a_lander_killed_before_its_push_reached_the_origin_lands_on_the_next_run(
     queued, flow, origin, start_workers, tmp_path
 ):
-    held, release = hold_pushes(origin, "pre-receive", tmp_path)
-    (first,) = start_workers()
-    land_job.delay(flow.project.pk)
-    wait_for(held.exists, 30, "the push to reach the origin's pre-receive hook")
+    first, release = lander_held_in("pre-receive", flow, origin, start_workers, tmp_path)
     assert batch_state() == "pushing"
 
     first.kill()
@@ -259,10 +266,7 @@ def test_a_lander_killed_before_its_push_reached_the_origin_lands_on_the_next_ru
 def test_a_lander_killed_after_its_push_reached_the_origin_is_settled_from_git(
     queued, flow, origin, start_workers, tmp_path
 ):
-    held, release = hold_pushes(origin, "post-receive", tmp_path)
-    (first,) = start_workers()
-    land_job.delay(flow.project.pk)
-    wait_for(held.exists, 30, "the push to reach the origin's post-receive hook")
+    first, release = lander_held_in("post-receive", flow, origin, start_workers, tmp_path)
     pushed = Batch.objects.get()
 
     first.kill()  # main has moved already; the lander never heard it
@@ -282,10 +286,7 @@ def test_a_lander_killed_while_the_origin_holds_its_ref_locks_leaves_none_behind
 ):
     # reference-transaction "prepared": the origin's receive-pack holds main's lock (and
     # HEAD's) here. Killed with the lander, it would leave them, and every push after refused.
-    held, release = hold_pushes(origin, "reference-transaction", tmp_path)
-    (first,) = start_workers()
-    land_job.delay(flow.project.pk)
-    wait_for(held.exists, 30, "the push to hold the origin's ref locks")
+    first, release = lander_held_in("reference-transaction", flow, origin, start_workers, tmp_path)
 
     first.kill()
     release.touch()
