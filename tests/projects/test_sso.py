@@ -185,6 +185,21 @@ def test_the_admin_points_an_identity_at_the_password_account_it_replaces(admin_
 
 
 @pytest.mark.django_db
+def test_staff_without_the_identity_permission_cannot_repoint_an_identity(client):
+    old = UserFactory(username="maria")
+    identity_sign_in(issuer=ISSUER, subject="s-7", username="maria")
+    identity = Identity.objects.get(subject="s-7")
+    client.force_login(UserFactory(username="clerk", is_staff=True))
+    url = reverse("admin:projects_identity_change", args=[identity.pk])
+
+    seen = client.get(url)
+    posted = client.post(url, {"user": old.pk})
+
+    assert (seen.status_code, posted.status_code) == (403, 403)
+    assert Identity.objects.get(pk=identity.pk).user.username == "maria-2"
+
+
+@pytest.mark.django_db
 def test_an_identity_added_in_the_admin_signs_in_as_its_account_at_the_first_sign_in(
     admin_client,
 ):
