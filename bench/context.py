@@ -150,7 +150,10 @@ def main():
     for n in range(3):  # its own history: three attempts, each through (empty) gates and rejected
         attempt = task_attempts.task_claim(agent=agent, lease_seconds=3600)
         task_attempts.attempt_submit(
-            attempt=attempt, actor=agent, summary=f"try {n}", change={"commit": "abcdef1"}
+            attempt=attempt,
+            actor=agent,
+            summary=f"try {n}",
+            change={"commit": "abcdef1000000000000000000000000000000000"},
         )
         review.task_reject(task=task, actor=reviewer, reason=f"reason {n}")
     for n in range(5):

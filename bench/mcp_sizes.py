@@ -99,7 +99,11 @@ def main():
                     ("claim_task", {}),
                     (
                         "submit_attempt",
-                        lambda s: {"attempt": s["attempt"], "summary": "done", "commit": "abcdef1"},
+                        lambda s: {
+                            "attempt": s["attempt"],
+                            "summary": "done",
+                            "commit": "abcdef1000000000000000000000000000000000",
+                        },
                     ),
                 ],
             )

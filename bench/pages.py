@@ -74,7 +74,10 @@ def build(demo_size: int):
             criteria=["AC-1"],
         )
     attempts.attempt_submit(
-        attempt=attempt, actor=agent, summary="many files", change={"commit": "abcdef1"}
+        attempt=attempt,
+        actor=agent,
+        summary="many files",
+        change={"commit": "abcdef1000000000000000000000000000000000"},
     )
 
     batch = []

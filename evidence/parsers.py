@@ -570,6 +570,27 @@ def diff_paths(files: Iterable) -> list[str]:
     return list(paths)
 
 
+# What a rebase moves without changing the change: a hunk header's line numbers and the
+# enclosing line git prints after it (which names the nearest line above the hunk that
+# looks like a function, wherever that is), and an index line's blob ids (of the whole
+# file). Every other byte of a diff is kept.
+HUNK_HEADER = re.compile(rb"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@.*$", re.DOTALL)
+INDEX_IDS = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+")
+
+
+def without_offsets(line: bytes) -> bytes:
+    """One line of a git diff as it counts when two changes are compared: a hunk header
+    as its line counts only (``@@ -,3 +,4 @@``), an index line without its blob ids; any
+    other line as it is (``runner.mirror.change_id``, the review's interdiff)."""
+    if line.startswith(b"@@ "):
+        return HUNK_HEADER.sub(
+            lambda m: b"@@ -" + (m[1] or b"") + b" +" + (m[2] or b"") + b" @@", line
+        )
+    if line.startswith(b"index "):
+        return INDEX_IDS.sub(b"index", line)
+    return line
+
+
 def parse_diff(data: bytes) -> PatchSet:
     """A diff's head parsed whole, lines and all, for the page (which shows at most that)."""
     text = _text(data, "diff")

@@ -8,6 +8,7 @@ table lists at most ``JUNIT_ROWS`` tests. A file larger than
 its download instead.
 """
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from pygments.util import ClassNotFound
 from evidence import storage
 from evidence.gates import test_ids
 from evidence.models import Evidence, Kind
-from evidence.parsers import junit_cases, parse_diff
+from evidence.parsers import junit_cases, parse_diff, without_offsets
 
 LIMIT_BYTES = 512 * 1024
 LOG_TAIL_LINES = 400
@@ -328,6 +329,76 @@ def diff_view(evidence) -> DiffView:
                 item.lines.append(DiffLine(kind, line.source_line_no, line.target_line_no, html))
         files.append(item)
     return DiffView(files=files, cut=cut)
+
+
+# --- What differs between two versions of a change (the review's interdiff) ---------------
+
+INTERDIFF_ROWS = 2000  # rows of an interdiff a page shows; the rest are counted
+TRAILING = re.compile(r"[ \t]+$")
+
+
+@dataclass
+class Interdiff:
+    """A diff of two diffs, as Gerrit shows between patch sets: ``rows`` are
+    ``(kind, html)`` with kind ``del`` (only in the approved change), ``add`` (only in the
+    new one), ``ctx`` or ``gap``; whitespace on changed rows is drawn visibly.
+    ``whitespace_only``: every difference is in whitespace; ``same_text``: the two read
+    alike as text (they can still differ in bytes that are not UTF-8, or in binary files,
+    which the text diffs do not show)."""
+
+    rows: list = field(default_factory=list)
+    hidden: int = 0
+    whitespace_only: bool = False
+    same_text: bool = False
+    too_large: bool = False
+
+
+def _visible_whitespace(text: str) -> str:
+    """``text`` escaped, with tabs, carriage returns and trailing spaces drawn."""
+    body = TRAILING.sub(lambda m: m[0].replace(" ", "\0S").replace("\t", "\0T"), text)
+    html = escape(body)
+    for mark, drawn in (("\0S", "·"), ("\t", "→\t"), ("\0T", "→\t"), ("\r", "␍")):
+        html = html.replace(mark, f'<span class="ws">{drawn}</span>')
+    return html
+
+
+def interdiff_view(approved, current) -> Interdiff:
+    """What differs between the diffs ``approved`` and ``current`` (evidence of kind
+    diff), compared line by line as a rebase leaves them (``evidence.parsers.without_offsets``:
+    line numbers in hunk headers and blob ids do not count), showing the lines as written.
+    Either past what a page reads is ``too_large``: the page links to both instead."""
+    if not (inline(approved) and inline(current)):
+        return Interdiff(too_large=True)
+    (before, cut_before), (after, cut_after) = read_head(approved), read_head(current)
+    if cut_before or cut_after:
+        return Interdiff(too_large=True)
+    old, new = before.split(b"\n"), after.split(b"\n")
+    matcher = difflib.SequenceMatcher(
+        None,
+        [without_offsets(line) for line in old],
+        [without_offsets(line) for line in new],
+        autojunk=False,
+    )
+    rows, removed, added = [], [], []
+    for group in matcher.get_grouped_opcodes(3):
+        rows.append(("gap", "…"))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows += [("ctx", escape(line.decode(errors="replace"))) for line in new[j1:j2]]
+                continue
+            for kind, lines, kept in (("del", old[i1:i2], removed), ("add", new[j1:j2], added)):
+                for line in lines:
+                    text = line.decode(errors="replace")
+                    kept.append(text)
+                    rows.append((kind, mark_safe(_visible_whitespace(text))))
+    if not rows:
+        return Interdiff(same_text=True)
+    bare = re.compile(r"\s+")
+    return Interdiff(
+        rows=rows[:INTERDIFF_ROWS],
+        hidden=max(len(rows) - INTERDIFF_ROWS, 0),
+        whitespace_only=bare.sub("", "".join(removed)) == bare.sub("", "".join(added)),
+    )
 
 
 # --- Text -----------------------------------------------------------------------------------

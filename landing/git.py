@@ -15,6 +15,7 @@ from pathlib import Path
 from django.conf import settings
 
 from projects.verify import check_repository_location
+from runner import mirror
 from runner.mirror import GitError, git, stream
 
 # What a conflict's record keeps: enough for the next attempt to see the clash.
@@ -65,11 +66,10 @@ def tip(path: Path, branch: str) -> str | None:
 
 
 def resolve(path: Path, commit: str) -> str | None:
-    """The full hash of the approved ``commit`` in the mirror, or None if it is not there."""
+    """The approved ``commit`` if it is a commit object in the mirror, else None: a full
+    id, never a name or a prefix, and never what a tag leads to (``runner.mirror.resolve``)."""
     try:
-        return git(
-            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}", cwd=path
-        ).strip()
+        return mirror.resolve(path, commit)
     except GitError:
         return None
 

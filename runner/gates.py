@@ -21,7 +21,6 @@ from evidence.gates import Attachment, Gate, Verdict, test_ids
 from evidence.models import Kind, Provenance
 from evidence.parsers import junit_cases, summarize
 from evidence.selectors import tested_criteria
-from runner.mirror import patch_id
 from runner.verify import CommitNotFound, CommitRefused, Result, RunnerUnavailable, verify
 
 FAILED_NAMED = 5
@@ -104,8 +103,9 @@ class RunnerGate(Gate):
             "verified": True,
             "commit": result.commit,
             "base": result.base,
-            # A clean rebase of an approved change has the same patch id (tasks.landing).
-            "patch_id": patch_id(result.diff),
+            # The same change byte for byte, up to line offsets, carries an approval
+            # (tasks.landing.carried_approval).
+            "change_id": result.change_id,
             "seconds": result.seconds,
             "mirror": result.mirror,
             "steps": result.steps,

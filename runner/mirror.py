@@ -13,8 +13,10 @@ stopped at a limit.
 
 import codecs
 import fcntl
+import hashlib
 import logging
 import os
+import re
 import selectors
 import shutil
 import stat
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from evidence.parsers import without_offsets
 from projects.errors import Conflict
 from projects.verify import check_repository_location
 
@@ -41,6 +44,8 @@ CHUNK = 64 * 1024
 # A record of ``git ls-tree`` longer than this (a path of that many bytes) is refused
 # rather than buffered.
 RECORD_LIMIT = 64 * 1024
+# A commit as a key: the full object id, SHA-1 or SHA-256, never a name or a prefix.
+FULL_ID = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
 # Only git's own transports; ext:: and other helpers would run commands on this machine.
 PROTOCOLS = [
     "-c",
@@ -241,15 +246,31 @@ def mirror(project) -> tuple[Path, str]:
 
 
 def resolve(path: Path, commit: str) -> str:
-    """The full hash of ``commit`` in the mirror, or ``UnknownCommit`` saying it is not there."""
+    """``commit``, a full object id, if it names a commit object in the mirror.
+
+    ``UnknownCommit`` when it is not there; ``BadCommit`` when it names something else (a
+    tag, a tree) or is not a full id: a short id or a name can come to mean another commit
+    (``git rev-parse`` prefers a branch called ``c0ffee1234`` to the object), so only the
+    object itself is taken, never what it leads to.
+    """
+    if not FULL_ID.fullmatch(commit or ""):
+        raise BadCommit(
+            f"{commit[:40]!r} is not a full commit id (40 hex digits, or 64 in a SHA-256 "
+            "repository): a short id or a name can come to mean another commit"
+        )
     try:
-        return git(
+        found = git(
             "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}", cwd=path
         ).strip()
     except GitError:
         raise UnknownCommit(
             f"commit {commit} is not in the repository (fetched just now); was it pushed?"
         ) from None
+    if found != commit.lower():
+        raise BadCommit(
+            f"{commit[:12]} is not a commit (it leads to commit {found[:12]}): name the commit itself"
+        )
+    return found
 
 
 def merge_base(path: Path, branch: str, sha: str) -> str:
@@ -392,22 +413,53 @@ def _give(workspace: Path, owner: int) -> None:
                 os.lchown(entry, owner, owner)
 
 
-def patch_id(diff: bytes) -> str:
-    """``git patch-id --stable`` of a diff: the same for the same change whatever commit it
-    is based on (line numbers and whitespace do not count). Empty for an empty diff."""
-    if not diff.strip():
+def change_id(path: Path, base: str, sha: str, *, limit: int) -> str:
+    """What the change from ``base`` to ``sha`` is, byte for byte, up to line offsets: the
+    SHA-256 of the raw bytes of ``git diff --binary`` with every hunk header's line
+    numbers and every index line's blob ids taken out. Empty when the diff is empty or
+    over ``limit`` bytes (nothing can then be compared).
+
+    Two changes have the same id only when they add and remove the same bytes, in the same
+    files, with the same context lines: whitespace, line endings, bytes that are not
+    UTF-8 and binary files all count (``git patch-id`` ignores whitespace, and the text
+    diff the runner shows says only "Binary files differ"). Where a hunk sits in its file
+    does not: a clean rebase onto a target that moved elsewhere keeps its id.
+    """
+    digest = hashlib.sha256()
+    pending = b""
+    size = 0
+
+    def take(piece: bytes) -> bool:
+        nonlocal pending, size
+        size += len(piece)
+        if size > limit:
+            return False
+        lines = (pending + piece).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            digest.update(without_offsets(line) + b"\n")
+        return True
+
+    try:
+        cut = stream(
+            "diff",
+            "--binary",
+            "--full-index",
+            "--no-renames",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            base,
+            sha,
+            sink=take,
+            cwd=path,
+        )
+    except GitError as exc:
+        raise BadCommit(f"commit {sha[:12]} cannot be diffed: {exc}") from None
+    if cut or size == 0:
         return ""
-    done = subprocess.run(
-        ["git", "patch-id", "--stable"],
-        input=diff,
-        env=_env(),
-        capture_output=True,
-        timeout=GIT_TIMEOUT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise GitError(f"git patch-id: {done.stderr.decode(errors='replace').strip()}")
-    return done.stdout.decode().split(" ", 1)[0].strip()
+    digest.update(without_offsets(pending))
+    return digest.hexdigest()
 
 
 def diff(path: Path, base: str, sha: str, *, limit: int) -> tuple[bytes, bool]:

@@ -60,6 +60,8 @@ class Result:
     junit: bytes | None = None
     coverage: bytes | None = None
     diff: bytes = b""
+    # What the change is byte for byte, up to line offsets (``runner.mirror.change_id``).
+    change_id: str = ""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -89,6 +91,7 @@ def verify(*, project, commit: str) -> Result:
         size = git.tree_size(path, sha, limit=settings.FACTORY_RUNNER_MAX_CHECKOUT_BYTES)
         _check_room(size)
         diff, cut = git.diff(path, base, sha, limit=limit)
+        change = git.change_id(path, base, sha, limit=limit)
         workspace = git.checkout(path, sha, owner=_owner())
     except git.UnknownCommit as exc:
         raise CommitNotFound(str(exc)) from exc
@@ -96,7 +99,7 @@ def verify(*, project, commit: str) -> Result:
         raise CommitRefused(str(exc)) from exc
     except git.GitError as exc:
         raise RunnerUnavailable(str(exc)) from exc
-    result = Result(commit=sha, base=base, mirror=how, diff=diff)
+    result = Result(commit=sha, base=base, mirror=how, diff=diff, change_id=change)
     return run_checked_out(box, project, workspace, result, cut=cut)
 
 

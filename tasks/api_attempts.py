@@ -240,8 +240,20 @@ class AttemptDetailSerializer(AttemptSerializer):
 
 class ChangeSerializer(JSONInputSerializer):
     commit = serializers.RegexField(
-        r"^[0-9a-fA-F]{7,64}$", required=False, help_text="Commit hash."
+        r"^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$",
+        required=False,
+        help_text="The commit's full object id (40 hex digits, or 64 in a SHA-256 "
+        "repository): a short id or a name can come to mean another commit.",
+        error_messages={
+            "invalid": "the commit's full object id: 40 hex digits (64 in a SHA-256 "
+            "repository), as `git rev-parse HEAD` prints it; a short id or a branch name "
+            "can come to mean another commit"
+        },
     )
+
+    def validate_commit(self, value: str) -> str:
+        return value.lower()
+
     branch = serializers.CharField(max_length=255, required=False)
     url = serializers.URLField(max_length=2000, required=False)
 

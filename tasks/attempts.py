@@ -39,7 +39,7 @@ from projects.selectors import project_ids_for
 from projects.services import check_storable
 from tasks import claim_sql, selectors
 from tasks.comments import comments_resolve_changed
-from tasks.landing import attempt_requeue, clean_rebase_of
+from tasks.landing import approval_to_carry, attempt_requeue
 from tasks.models import Attempt, AttemptState, Task, TaskState
 from tasks.services import lock_task, lock_task_and_attempt
 from tasks.usage import add_usage, clean_usage, cost_of, month_name, month_start
@@ -502,7 +502,9 @@ def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
     """When every gate run of a checking attempt has finished, move the task on exactly once.
 
     All passed → in review (or, with landing on, straight back to the landing queue when
-    it is a clean rebase of a change that came back: ``tasks.landing.attempt_requeue``);
+    it is byte for byte the approved change that came back, under the rules of
+    ``tasks.landing.approval_to_carry``; the reason says why an earlier approval was or
+    was not carried);
     any failed or errored → ready (or failed when attempts are
     used up), with the failing gates and their summaries as the reason. Called when a
     gate run finishes (``evidence.signals.gate_run_finished``) and by the reconciler;
@@ -519,9 +521,9 @@ def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
         if failures:
             reason = "; ".join(f"{run.gate}: {run.summary}" for run in failures)
             return attempt_gates_failed(attempt=attempt, reason=f"gates failed — {reason}")
-        if attempt.task.project.lands:
-            earlier = clean_rebase_of(attempt)
-            if earlier is not None:
-                return attempt_requeue(attempt=attempt, earlier=earlier)
+        carry = approval_to_carry(attempt)
+        if carry.carries and attempt.task.project.lands:
+            return attempt_requeue(attempt=attempt, carry=carry)
         passed = ", ".join(run.gate for run in runs) or "no gates configured"
-        return attempt_gates_passed(attempt=attempt, reason=f"gates passed: {passed}")
+        reason = f"gates passed: {passed}" + (f"; {carry.why}" if carry.earlier else "")
+        return attempt_gates_passed(attempt=attempt, reason=reason)

@@ -9,6 +9,8 @@ attempt rows locked, and each is safe to call twice: a task no longer queued wit
 attempt is left as it is, so a lander delivered twice moves nothing twice.
 """
 
+from dataclasses import dataclass
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
@@ -19,6 +21,7 @@ from projects import metrics
 from projects.errors import Conflict
 from projects.fsm import check, fire
 from projects.queue import enqueue_on_commit
+from runner.mirror import FULL_ID
 from tasks.models import Attempt, AttemptState, Task, TaskState
 from tasks.services import lock_task_and_attempt
 
@@ -28,56 +31,109 @@ LAND_JOB = "landing.jobs.land_job"
 
 
 def queued_landing(attempt: Attempt) -> dict:
-    """The ``landing`` block an approval queues: the commit the runner verified (else the
-    one submitted) and its patch id. Never a branch: a branch moved after approval must
-    not land (409 ``no_commit`` when the attempt names no commit at all)."""
+    """The ``landing`` block an approval queues: the commit the runner verified, else the
+    one submitted if it is a full object id, and what the change is byte for byte
+    (``change_id``). Never a branch or a short id: a name resolved later can lead
+    somewhere else (409 ``no_commit`` when the attempt names no such commit)."""
     _, runner = measured_run(attempt)
-    commit = (runner or {}).get("commit") or (attempt.change or {}).get("commit")
-    if not commit:
+    commit = (runner or {}).get("commit") or (attempt.change or {}).get("commit") or ""
+    if not FULL_ID.fullmatch(commit):
+        said = f"names {commit!r}, not a full commit id" if commit else "names no commit"
         raise Conflict(
-            f"{attempt} names no commit, and landing is on: the queue lands a commit, "
-            "never a branch",
+            f"{attempt} {said}, and the runner verified none; with landing on, the queue "
+            "lands only a commit the runner verified or a full object id (40 hex digits): "
+            "ask for a new attempt that names its commit in full",
             code="no_commit",
         )
-    return {"state": "queued", "commit": commit, "patch_id": _patch_id(attempt)}
+    return {"state": "queued", "commit": commit.lower(), "change_id": change_id_of(attempt)}
 
 
-def _patch_id(attempt: Attempt) -> str:
+def change_id_of(attempt: Attempt) -> str:
+    """What the attempt's change is byte for byte, up to line offsets, as the runner
+    measured it (``runner.mirror.change_id``); empty when it measured nothing."""
     run, _ = measured_run(attempt)
-    return ((run.verdict or {}).get("patch_id") or "") if run is not None else ""
+    return ((run.verdict or {}).get("change_id") or "") if run is not None else ""
 
 
-def clean_rebase_of(attempt: Attempt) -> Attempt | None:
-    """The earlier attempt of the same task whose approved change came back from landing
-    with the same patch id as ``attempt``'s: a clean rebase of it, or None."""
-    patch = _patch_id(attempt)
-    if not patch:
-        return None
+@dataclass(frozen=True)
+class Carry:
+    """What an earlier approval of the task means for an attempt that passed its gates:
+    ``earlier`` is the latest approved attempt before it (None when there is none),
+    ``carries`` whether its approval goes over to this one, and ``why`` says why or why not,
+    for the trail and the reviewer."""
+
+    earlier: Attempt | None = None
+    carries: bool = False
+    why: str = ""
+
+
+def approval_to_carry(attempt: Attempt) -> Carry:
+    """Whether ``attempt`` takes over an earlier approval of its task without a review.
+
+    Only when all hold: the earlier approved change came back from landing (a conflict,
+    or tests failing once merged; not taken out by a manager); this change is byte for
+    byte that one up to line offsets (``change_id``: whitespace, line endings and bytes
+    that are not UTF-8 all count); it is held to the same spec version, so the same
+    criteria; it was submitted by someone other than the reviewer whose verdict would be
+    carried; and that approval was given by a reviewer, not itself carried, and never
+    carried before. Anything else goes to review, where the reviewer sees what differs
+    (``tasks.interdiff``). ``git patch-id`` was the rule once, and it ignores whitespace,
+    which is meaning in Python, YAML and Makefiles (docs/landing.md).
+    """
+    if attempt.number == 1:
+        return Carry()  # nothing came before it
     earlier = (
         Attempt.objects.filter(
-            task_id=attempt.task_id,
-            state=AttemptState.APPROVED,
-            number__lt=attempt.number,
-            landing__state__in=["conflict", "failed"],
+            task_id=attempt.task_id, state=AttemptState.APPROVED, number__lt=attempt.number
         )
-        .select_related("reviewed_by")
+        .select_related("reviewed_by", "spec_version__spec")
         .order_by("-number")
         .first()
     )
-    if earlier is None or earlier.landing.get("patch_id") != patch:
-        return None
-    return earlier
-
-
-def attempt_requeue(*, attempt: Attempt, earlier: Attempt) -> Attempt:
-    """checking → approved without a second review: ``attempt`` passed its gates and is a
-    clean rebase of ``earlier``, whose approval it carries (Gerrit's trivial-rebase rule).
-    Fired by the system only, when the gates conclude; the record says so."""
+    if earlier is None:
+        return Carry()
     reviewer = earlier.reviewed_by.get_username() if earlier.reviewed_by_id else "a reviewer"
-    reason = (
-        f"a clean rebase of attempt #{earlier.number} (the same patch id), which {reviewer} "
-        "approved: queued to land again without a second review"
-    )
+    approved = f"attempt #{earlier.number}, which {reviewer} approved"
+    landing = earlier.landing or {}
+    mine = change_id_of(attempt)
+    if landing.get("state") not in ("conflict", "failed"):
+        why = f"{approved}, did not come back from landing ({landing.get('state') or 'not queued'})"
+    elif not mine:
+        why = f"the runner did not measure this change byte for byte, to compare with {approved}"
+    elif not landing.get("change_id"):
+        why = f"{approved}, was not measured byte for byte (approved before that was recorded)"
+    elif landing["change_id"] != mine:
+        why = f"the change differs from {approved}"
+    elif attempt.spec_version_id != earlier.spec_version_id:
+        why = f"it is held to {_version(attempt)}; {approved}, was held to {_version(earlier)}"
+    elif attempt.agent_id == earlier.reviewed_by_id:
+        why = f"{reviewer} submitted it and approved attempt #{earlier.number}: nobody approves their own work"
+    elif "rebase_of" in landing:
+        why = f"{approved}, had its approval carried from attempt #{landing['rebase_of']}: an approval is carried once"
+    elif Attempt.objects.filter(
+        task_id=attempt.task_id, landing__rebase_of=earlier.number
+    ).exists():
+        why = f"the approval of {approved}, was carried to an attempt before: an approval is carried once"
+    else:
+        return Carry(
+            earlier,
+            True,
+            f"the same change byte for byte as {approved} (up to line offsets), held to "
+            f"{_version(attempt)}: queued to land again without a second review",
+        )
+    return Carry(earlier, False, f"reviewed again: {why}")
+
+
+def _version(attempt: Attempt) -> str:
+    version = attempt.spec_version
+    return f"{version.spec.key} v{version.number}" if version is not None else "no spec"
+
+
+def attempt_requeue(*, attempt: Attempt, carry: Carry) -> Attempt:
+    """checking → approved without a second review: ``attempt`` passed its gates and
+    ``approval_to_carry`` found that it carries ``carry.earlier``'s approval. Fired by the
+    system only, when the gates conclude; the record says whose approval it is and why."""
+    earlier = carry.earlier
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(attempt.pk)
         landing = {**queued_landing(attempt), "rebase_of": earlier.number}
@@ -85,13 +141,13 @@ def attempt_requeue(*, attempt: Attempt, earlier: Attempt) -> Attempt:
             attempt,
             "requeue",
             actor=None,
-            reason=reason,
-            extra={"rebase_of": earlier.number},
+            reason=carry.why,
+            extra={"rebase_of": earlier.number, "change_id": landing["change_id"]},
             earlier=earlier,
-            end_reason=reason,
+            end_reason=carry.why,
             landing=landing,
         )
-        fire(task, "requeue", actor=None, reason=reason, extra={"attempt": attempt.number})
+        fire(task, "requeue", actor=None, reason=carry.why, extra={"attempt": attempt.number})
         enqueue_on_commit(LAND_JOB, task.project_id)
     return attempt
 

@@ -599,8 +599,8 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         permission=SYSTEM,
     )
     def requeue(self, earlier, end_reason: str, landing: dict):
-        # A clean rebase of an approved change: its approval carries over, and the record
-        # says whose it was and why no second review was needed.
+        # The approved change byte for byte, rebased (tasks.landing.approval_to_carry): its
+        # approval carries over, and the record says whose it was and why no second review.
         self.reviewed_by = earlier.reviewed_by
         self.applied = earlier.applied
         self.criteria_verdicts = earlier.criteria_verdicts

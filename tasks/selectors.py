@@ -6,12 +6,13 @@ from decimal import Decimal
 
 from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
 
-from evidence.models import decisive
+from evidence.models import Evidence, decisive
+from evidence.viewers import interdiff_view
 from projects.kinds import Kind
 from projects.selectors import project_ids_for
 from projects.verify import LANDING_BATCH_MAX
 from tasks.costs import usage_sum
-from tasks.landing import landing_queue
+from tasks.landing import approval_to_carry, change_id_of, landing_queue
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 from tasks.usage import month_start
 
@@ -72,6 +73,36 @@ def commented_diff(evidence: Iterable):
     the newest of those; None without a diff."""
     rows = decisive([e for e in evidence if e.kind == Kind.DIFF])
     return rows[-1] if rows else None
+
+
+def approval_before(attempt: Attempt | None, evidence: Iterable) -> dict | None:
+    """What a reviewer compares ``attempt`` with: the latest earlier attempt of its task a
+    reviewer approved, whose reviewer, whether this is the same change byte for byte, why
+    the approval was or was not carried (``tasks.landing.approval_to_carry``), and what
+    differs between the two diffs (``evidence.viewers.interdiff_view``). None when no
+    earlier attempt was approved or either has no diff. ``evidence`` is ``attempt``'s."""
+    if attempt is None:
+        return None
+    carry = approval_to_carry(attempt)
+    earlier = carry.earlier
+    if earlier is None:
+        return None
+    mine = commented_diff(evidence)
+    theirs = commented_diff(Evidence.objects.filter(attempt=earlier, kind=Kind.DIFF).order_by("pk"))
+    if mine is None or theirs is None:
+        return None
+    same = bool(change_id_of(attempt)) and change_id_of(attempt) == (earlier.landing or {}).get(
+        "change_id"
+    )
+    return {
+        "earlier": earlier,
+        "reviewer": earlier.reviewed_by,
+        "same_change": same,
+        "why": carry.why if attempt.state == AttemptState.PASSED else "",
+        "approved_diff": theirs,
+        "diff": mine,
+        "interdiff": interdiff_view(theirs, mine),
+    }
 
 
 # A batch holds at most this many changes: the partners a task page shows are bounded.

@@ -252,6 +252,7 @@ def _task_page(request, task, *, posted=None, status=200):
         "gate_reports": [e for e in material.evidence if e.provenance == "gate"],
         "runner": runner_view(attempt, material.runs, material.evidence),
         "landing": selectors.landing_of(task, attempt),
+        "approved_before": selectors.approval_before(attempt, material.evidence),
         "submitted_evidence": shown,
         "proposed_here": proposed_here,
         "decisions": material.decisions,

@@ -121,7 +121,10 @@ class Flow:
     def checking(self, **kwargs):
         task, attempt = self.claimed(**kwargs)
         attempt = attempts.attempt_submit(
-            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": "abc123"}
+            attempt=attempt,
+            actor=attempt.agent,
+            summary="done",
+            change={"commit": "abc1230000000000000000000000000000000000"},
         )
         task.refresh_from_db()
         return task, attempt

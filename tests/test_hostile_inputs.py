@@ -215,7 +215,7 @@ ENDPOINTS = {
         "POST",
         lambda w: f"/api/v1/attempts/{w.attempt.pk}/submit/",
         "agent",
-        {"summary": "done", "change": {"commit": "abc1234"}},
+        {"summary": "done", "change": {"commit": "abc1234000000000000000000000000000000000"}},
     ),
     "release": Endpoint(
         "POST", lambda w: f"/api/v1/attempts/{w.attempt.pk}/release/", "agent", {"reason": "r"}
@@ -411,8 +411,8 @@ FIELD_ROWS = [
     ("submit", "summary-nul", valid("submit", summary=NUL), 400, "invalid", "summary"),
     ("submit", "summary-object", valid("submit", summary={"a": 1}), 400, "invalid", "summary"),
     ("submit", "summary-too-long", valid("submit", summary="x" * 10_001), 400, "invalid", "summary"),
-    ("submit", "change-string", valid("submit", change="abc1234"), 400, "invalid", "change"),
-    ("submit", "change-list", valid("submit", change=["abc1234"]), 400, "invalid", "change"),
+    ("submit", "change-string", valid("submit", change="abc1234000000000000000000000000000000000"), 400, "invalid", "change"),
+    ("submit", "change-list", valid("submit", change=["abc1234000000000000000000000000000000000"]), 400, "invalid", "change"),
     ("submit", "commit-not-hex", valid("submit", change={"commit": "zz"}), 400, "invalid", "change"),
     ("submit", "url-javascript", valid("submit", change={"url": "javascript:alert(1)"}), 400, "invalid", "change"),
     ("submit", "branch-nul", valid("submit", change={"branch": NUL}), 400, "invalid", "change"),

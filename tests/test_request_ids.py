@@ -28,7 +28,7 @@ def test_follows_one_request_id_from_the_submit_through_its_gate_jobs_log_lines(
 ):
     flow.gates({"diff-scope": {}, "tests-pass": {}})
     task, attempt = flow.claimed()
-    body = {"summary": "Did it.", "change": {"commit": "abcdef1"}}
+    body = {"summary": "Did it.", "change": {"commit": "abcdef1000000000000000000000000000000000"}}
 
     with django_capture_on_commit_callbacks(execute=True):
         response = api(flow.agent).post(

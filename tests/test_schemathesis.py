@@ -86,7 +86,10 @@ def build_world() -> None:
     _, reviewing = flow.claimed(title="to review", spec=spec, agent=flow.agent2)
     flow.attach(reviewing, SAMPLES["diff"].encode(), kind="diff", name="change.diff")
     attempts.attempt_submit(
-        attempt=reviewing, actor=flow.agent2, summary="done", change={"commit": "abc123"}
+        attempt=reviewing,
+        actor=flow.agent2,
+        summary="done",
+        change={"commit": "abc1230000000000000000000000000000000000"},
     )
     reviewing.refresh_from_db()
     if reviewing.state == "checking":

@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", help="submit the attempt for checking")
     p.add_argument("attempt", type=int)
     p.add_argument("--summary", required=True)
-    p.add_argument("--commit")
+    p.add_argument("--commit", help="the commit's full id (git rev-parse HEAD)")
     p.add_argument("--branch")
     p.add_argument("--url")
     p.add_argument("--idempotency-key")

@@ -247,7 +247,8 @@ def submit_attempt(
     idempotency_key: str | None = None,
     usage: dict | None = None,
 ) -> dict:
-    """usage: what you used since your last heartbeat, as heartbeat takes it."""
+    """commit: the full id of the commit to verify (`git rev-parse HEAD`; a short id is
+    refused); usage: what you used since your last heartbeat, as heartbeat takes it."""
     change = {k: v for k, v in {"commit": commit, "branch": branch, "url": url}.items() if v}
     return _api(ctx).submit(attempt, summary, change, idempotency_key=idempotency_key, usage=usage)
 

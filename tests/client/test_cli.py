@@ -82,7 +82,14 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
         "D",
     )
     submitted = factory_json(
-        live_server, flow.agent, "submit", attempt, "--summary", "Done", "--commit", "abcdef1"
+        live_server,
+        flow.agent,
+        "submit",
+        attempt,
+        "--summary",
+        "Done",
+        "--commit",
+        "abcdef1000000000000000000000000000000000",
     )
     checked = factory_json(live_server, flow.reviewer, "tasks", "--project", "FM")[0]["state"]
     marks = ["--criterion", "AC-2=na:no screen in this change", "--criterion", "AC-3=met"]
@@ -94,7 +101,10 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
     assert saved["revision"] == 1
     assert (evidence["kind"], evidence["criteria"]) == ("junit", ["AC-1"])
     assert decided["key"] == "FM-D1"
-    assert (submitted["state"], submitted["change"]) == ("checking", {"commit": "abcdef1"})
+    assert (submitted["state"], submitted["change"]) == (
+        "checking",
+        {"commit": "abcdef1000000000000000000000000000000000"},
+    )
     assert checked == "in_review"  # the tests-pass gate ran (eagerly) on the JUnit report
     assert (reviewed.returncode, reviewed.stdout.strip()) == (0, f"{task.key} is done")
     done = Task.objects.get(pk=task.pk)
@@ -546,7 +556,7 @@ def test_landing_shows_the_queue_and_a_manager_dequeues_from_it(live_server, flo
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == [
         "Landing push (merge, batches of up to 2); 0 landed in the last hour",
-        f"  1. {task.key:<10} queued   abc123  Land me",
+        f"  1. {task.key:<10} queued   abc123000000  Land me",
     ]
     assert refused.returncode == 2
     assert refused.stderr.splitlines()[-1] == (

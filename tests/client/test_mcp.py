@@ -140,7 +140,11 @@ def test_an_agent_works_a_task_from_claim_to_review_with_tool_calls(flow, tmp_pa
             client, "propose_decision", attempt=attempt, title="T", context="C", decision="D"
         )
         out["submit"] = await call(
-            client, "submit_attempt", attempt=attempt, summary="Done", commit="abcdef1"
+            client,
+            "submit_attempt",
+            attempt=attempt,
+            summary="Done",
+            commit="abcdef1000000000000000000000000000000000",
         )
         out["task"] = await call(client, "get_task", task=task.key)
         return out
@@ -597,8 +601,8 @@ def test_get_task_carries_where_its_approved_change_is_in_landing(flow):
     # The lander ran when the approval committed, and could not work without a repository.
     assert found["landing"] == {
         "state": "error",
-        "commit": "abc123",
-        "patch_id": "",
+        "commit": "abc1230000000000000000000000000000000000",
+        "change_id": "",
         "batch": found["landing"]["batch"],
         "reason": "nothing landed: the project has no repository to land on (repository_url)",
     }

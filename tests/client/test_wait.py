@@ -58,7 +58,10 @@ def factory(server, user, *args):
 
 def submit(attempt):
     return lambda: attempts.attempt_submit(
-        attempt=attempt, actor=attempt.agent, summary="done", change={"commit": "abc123"}
+        attempt=attempt,
+        actor=attempt.agent,
+        summary="done",
+        change={"commit": "abc1230000000000000000000000000000000000"},
     )
 
 

@@ -132,7 +132,7 @@ def test_an_agent_is_told_when_its_earlier_change_came_back_from_landing(
     said = [line for line in run.stdout.splitlines() if "came back from landing" in line]
     assert said == [
         "factory work: attempt #1 was approved but came back from landing: landing failed: "
-        "the approved commit abc123 is not in the repository any more; push it again and "
+        "the approved commit abc123000000 is not in the repository any more; push it again and "
         "submit a new attempt"
     ]
 

@@ -158,7 +158,7 @@ def test_a_rejection_tells_the_verdict_the_reason_and_the_commit(flow, subscribe
     assert (data["key"], data["to_state"], data["change"]) == (
         task.key,
         "ready",
-        {"commit": "abc123"},
+        {"commit": "abc1230000000000000000000000000000000000"},
     )
     assert data["attempt"]["number"] == 1
 
@@ -200,7 +200,9 @@ def test_a_commit_status_subscription_posts_the_code_hosts_shape(
         task, _ = flow.in_review()
         review.task_approve(task=task, actor=flow.reviewer)
 
-    assert [path for path, _, _ in receiver.requests] == ["/hook/statuses/abc123"] * 3
+    assert [path for path, _, _ in receiver.requests] == [
+        "/hook/statuses/abc1230000000000000000000000000000000000"
+    ] * 3
     assert {h["authorization"] for _, h, _ in receiver.requests} == {"Bearer ghp_secret"}
     assert receiver.json_bodies() == [
         {
@@ -238,7 +240,9 @@ def test_a_commit_status_url_without_sha_gets_the_commit_appended(
     with django_capture_on_commit_callbacks(execute=True):
         flow.checking()
 
-    assert [path for path, _, _ in receiver.requests] == ["/hook/statuses/abc123"]
+    assert [path for path, _, _ in receiver.requests] == [
+        "/hook/statuses/abc1230000000000000000000000000000000000"
+    ]
 
 
 def test_unknown_event_types_are_refused_by_name(flow, receiver):
@@ -346,7 +350,10 @@ def test_a_gates_verdict_is_an_event_and_the_runners_has_a_type_of_its_own(
 
     with django_capture_on_commit_callbacks(execute=True):
         attempts.attempt_submit(
-            attempt=attempt, actor=flow.agent, summary="done", change={"commit": "abc123"}
+            attempt=attempt,
+            actor=flow.agent,
+            summary="done",
+            change={"commit": "abc1230000000000000000000000000000000000"},
         )
 
     [payload] = payloads(subscription).values()
@@ -430,7 +437,10 @@ def test_a_new_url_clears_the_token_so_nothing_carries_it_there(
     subscription.refresh_from_db()
     assert subscription.token == ""
     [(path, headers, _)] = receiver.requests
-    assert (path, "authorization" in headers) == ("/hook/statuses/abc123", False)
+    assert (path, "authorization" in headers) == (
+        "/hook/statuses/abc1230000000000000000000000000000000000",
+        False,
+    )
     event = Event.objects.filter(transition="edit").get()
     assert event.extra == {"fields": ["url"], "token_cleared": True}
 

@@ -116,7 +116,7 @@ def test_a_gate_called_runner_that_measures_nothing_takes_a_submission_without_a
 def test_the_measured_run_is_the_renamed_runners_with_its_summary(renamed, flow):
     flow.gates({"measure": {}, "runner": {}})
     _, attempt = flow.claimed()
-    submit(attempt, {"commit": "abc123"})
+    submit(attempt, {"commit": "abc1230000000000000000000000000000000000"})
     GateRun.objects.filter(attempt=attempt, gate="measure").update(
         state="passed", verdict=VERDICT, summary="verified"
     )

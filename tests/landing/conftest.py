@@ -241,7 +241,7 @@ def lands(flow):
 
 
 def queued(flow, title="A change"):
-    """A task approved with landing on: queued, its approved commit ``abc123``."""
+    """A task approved with landing on: queued, its approved commit ``abc1230000000000000000000000000000000000``."""
     task, attempt = flow.done(title=title)
     task.refresh_from_db()
     attempt.refresh_from_db()

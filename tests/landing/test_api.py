@@ -41,7 +41,7 @@ def test_members_see_the_queue_in_landing_order(api, lands):
             "task": first.key,
             "title": "First",
             "attempt": one.pk,
-            "commit": "abc123",
+            "commit": "abc1230000000000000000000000000000000000",
             "queued_at": one.queued_at.isoformat().replace("+00:00", "Z"),
             "state": "queued",
             "batch": None,
@@ -52,7 +52,7 @@ def test_members_see_the_queue_in_landing_order(api, lands):
             "task": second.key,
             "title": "Second",
             "attempt": two.pk,
-            "commit": "abc123",
+            "commit": "abc1230000000000000000000000000000000000",
             "queued_at": two.queued_at.isoformat().replace("+00:00", "Z"),
             "state": "queued",
             "batch": None,
@@ -72,7 +72,13 @@ def test_batches_show_newest_first_with_each_change_and_what_it_cost(api, lands)
         target="main",
         method="squash",
         base="b" * 40,
-        changes=[{"attempt": attempt.pk, "task": task.key, "commit": "abc123"}],
+        changes=[
+            {
+                "attempt": attempt.pk,
+                "task": task.key,
+                "commit": "abc1230000000000000000000000000000000000",
+            }
+        ],
         verify_runs=3,
         bisect_steps=1,
         reason="",
@@ -93,7 +99,7 @@ def test_batches_show_newest_first_with_each_change_and_what_it_cost(api, lands)
         {
             "attempt": attempt.pk,
             "task": task.key,
-            "commit": "abc123",
+            "commit": "abc1230000000000000000000000000000000000",
             "built": "",
             "outcome": "queued",
             "reason": "",
@@ -170,8 +176,8 @@ def test_a_manager_sends_a_queued_task_back_to_ready(api, lands):
     assert attempt.state == "approved"
     assert attempt.landing == {
         "state": "dequeued",
-        "commit": "abc123",
-        "patch_id": "",
+        "commit": "abc1230000000000000000000000000000000000",
+        "change_id": "",
         "reason": "redo it on the new API",
     }
 

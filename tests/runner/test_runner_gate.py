@@ -172,13 +172,15 @@ def test_an_unknown_commit_is_an_error_with_gits_message_after_every_try(
 ):
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(attempt, "0123456789abcdef", django_capture_on_commit_callbacks)
+    attempt = submit(
+        attempt, "0123456789abcdef000000000000000000000000", django_capture_on_commit_callbacks
+    )
 
     runner = runs(attempt)["runner"]
     assert (runner.state, runner.tries) == ("error", settings.FACTORY_GATE_MAX_TRIES)
     assert runner.summary == (
         f"the gate crashed on all {settings.FACTORY_GATE_MAX_TRIES} tries: CommitNotFound: "
-        "commit 0123456789abcdef is not in the repository (fetched just now); was it pushed?"
+        "commit 0123456789abcdef000000000000000000000000 is not in the repository (fetched just now); was it pushed?"
     )
     assert (attempt.task.state, attempt.state) == ("ready", "failed")
     assert not Evidence.objects.filter(attempt=attempt, provenance="runner").exists()
@@ -195,7 +197,9 @@ def test_an_optional_runner_that_cannot_run_lets_the_other_gates_decide(
     )
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(attempt, "0123456789abcdef", django_capture_on_commit_callbacks)
+    attempt = submit(
+        attempt, "0123456789abcdef000000000000000000000000", django_capture_on_commit_callbacks
+    )
 
     runner = runs(attempt)["runner"]
     assert runner.state == "passed"
@@ -304,7 +308,7 @@ def test_a_runner_root_the_sandbox_cannot_reach_is_the_machines_fault_not_the_su
     project = type("P", (), {"pk": 1, "repository_url": "file:///x", "verify": VERIFY})()
 
     with pytest.raises(RunnerUnavailable) as refused:
-        verify(project=project, commit="abc1234")
+        verify(project=project, commit="abc1234000000000000000000000000000000000")
 
     assert str(refused.value).startswith(
         f"the sandbox's user (65534) cannot pass through {private} on the way to"
@@ -321,12 +325,14 @@ def test_an_unknown_commit_fails_even_an_optional_runner(
     )
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(attempt, "0123456789abcdef", django_capture_on_commit_callbacks)
+    attempt = submit(
+        attempt, "0123456789abcdef000000000000000000000000", django_capture_on_commit_callbacks
+    )
 
     runner = runs(attempt)["runner"]
     assert (runner.state, runner.verdict["verified"]) == ("failed", False)
     assert runner.summary == (
-        "commit 0123456789abcdef is not in the repository (fetched just now); was it pushed?"
+        "commit 0123456789abcdef000000000000000000000000 is not in the repository (fetched just now); was it pushed?"
     )
     assert attempt.task.state == "ready"
 

@@ -353,7 +353,10 @@ def test_a_stale_checkpoint_is_409_with_the_current_revision(flow, api):
 def test_submit_is_202_and_a_retry_with_the_key_gets_the_same_answer(flow, api):
     task, attempt = flow.claimed()
     client = api(flow.agent)
-    body = {"summary": "Did it.", "change": {"commit": "abcdef1", "branch": "agent/fm-1"}}
+    body = {
+        "summary": "Did it.",
+        "change": {"commit": "abcdef1000000000000000000000000000000000", "branch": "agent/fm-1"},
+    }
 
     first = client.post(
         f"/api/v1/attempts/{attempt.pk}/submit/", body, format="json", HTTP_IDEMPOTENCY_KEY="key-1"
@@ -368,7 +371,7 @@ def test_submit_is_202_and_a_retry_with_the_key_gets_the_same_answer(flow, api):
     assert (first.json()["task"], first.json()["state"], first.json()["change"]["commit"]) == (
         task.key,
         "checking",
-        "abcdef1",
+        "abcdef1000000000000000000000000000000000",
     )
     assert Event.objects.count() == events
 
@@ -378,7 +381,7 @@ def test_submit_answers_the_receipt_and_where_to_follow_it_and_the_model_keeps_n
     flow, api
 ):
     task, attempt = flow.claimed()
-    body = {"summary": "Did it.", "change": {"commit": "abcdef1"}}
+    body = {"summary": "Did it.", "change": {"commit": "abcdef1000000000000000000000000000000000"}}
 
     answer = api(flow.agent).post(f"/api/v1/attempts/{attempt.pk}/submit/", body, format="json")
 
@@ -389,7 +392,7 @@ def test_submit_answers_the_receipt_and_where_to_follow_it_and_the_model_keeps_n
         "state": "checking",
         "submitted_at": attempt.submitted_at.isoformat().replace("+00:00", "Z"),
         "summary": "Did it.",
-        "change": {"commit": "abcdef1"},
+        "change": {"commit": "abcdef1000000000000000000000000000000000"},
         "status_url": f"/api/v1/attempts/{attempt.pk}/",
     }
     assert list(answer.json())[-1] == "status_url"
@@ -400,7 +403,7 @@ def test_submit_answers_the_receipt_and_where_to_follow_it_and_the_model_keeps_n
 def test_a_retry_of_a_submission_whose_stored_receipt_kept_the_address_answers_the_same(flow, api):
     _, attempt = flow.claimed()
     client = api(flow.agent)
-    body = {"summary": "Did it.", "change": {"commit": "abcdef1"}}
+    body = {"summary": "Did it.", "change": {"commit": "abcdef1000000000000000000000000000000000"}}
     url = f"/api/v1/attempts/{attempt.pk}/submit/"
     first = client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="key-1").json()
     stored = {**Attempt.objects.get(pk=attempt.pk).submit_receipt, "status_url": "/old/"}
@@ -423,6 +426,49 @@ def test_submit_without_a_summary_is_400_and_changes_nothing(flow, api):
     assert response.status_code == 400
     assert set(response.json()["fields"]) == {"summary", "change"}
     assert Task.objects.get(pk=task.pk).state == "claimed"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "commit", ["c0ffee1234", "main", "c0ffee1234" * 3, "HEAD~1", "c0ffee1234" * 4 + "^{tree}"]
+)
+def test_a_submission_naming_a_commit_by_anything_but_its_full_id_is_400_and_changes_nothing(
+    flow, api, commit
+):
+    _, attempt = flow.claimed()
+    events = Event.objects.count()
+
+    response = api(flow.agent).post(
+        f"/api/v1/attempts/{attempt.pk}/submit/",
+        {"summary": "Did it.", "change": {"commit": commit}},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["fields"] == {
+        "change": [
+            "commit: the commit's full object id: 40 hex digits (64 in a SHA-256 repository), as `git "
+            "rev-parse HEAD` prints it; a short id or a branch name can come to mean another commit"
+        ]
+    }
+    attempt.refresh_from_db()
+    assert (attempt.state, attempt.change, Event.objects.count()) == ("running", {}, events)
+
+
+@pytest.mark.django_db
+def test_a_full_commit_id_in_capitals_is_kept_in_small_letters(flow, api):
+    _, attempt = flow.claimed()
+
+    response = api(flow.agent).post(
+        f"/api/v1/attempts/{attempt.pk}/submit/",
+        {"summary": "Did it.", "change": {"commit": "C0FFEE" * 6 + "ABCD"}},
+        format="json",
+    )
+
+    assert (response.status_code, response.json()["change"]) == (
+        202,
+        {"commit": "c0ffee" * 6 + "abcd"},
+    )
 
 
 @pytest.mark.django_db
@@ -481,7 +527,7 @@ def test_attempt_detail_shows_gate_runs_and_review(flow, api):
         flow.reviewer.username,
         "no screenshot",
     )
-    assert review["applied"]["commit"] == "abc123"
+    assert review["applied"]["commit"] == "abc1230000000000000000000000000000000000"
     assert review["applied_text"].startswith("no spec, no decisions, gates diff-scope queued")
     assert [(r["gate"], r["state"]) for r in body["gate_runs"]] == [
         ("diff-scope", "queued"),
@@ -569,7 +615,10 @@ def test_handoff_answers_the_four_questions(flow, api):
         criteria=["AC-1"],
     )
     attempts.attempt_submit(
-        attempt=attempt, actor=flow.agent, summary="Changed x.", change={"commit": "abcdef1"}
+        attempt=attempt,
+        actor=flow.agent,
+        summary="Changed x.",
+        change={"commit": "abcdef1000000000000000000000000000000000"},
     )
 
     body = api(flow.reviewer).get(f"/api/v1/tasks/{task.key}/handoff/").json()

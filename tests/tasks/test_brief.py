@@ -122,12 +122,12 @@ def test_the_runner_gates_failing_tests_are_listed_under_it():
         "state": "failed",
         "ended_because": "gates failed — runner: the runner found problems",
         "summary": "",
-        "change": {"commit": "abc123"},
+        "change": {"commit": "abc1230000000000000000000000000000000000"},
         "gates": [
             {
                 "gate": "runner",
                 "state": "failed",
-                "summary": "the runner found problems at abc123: tests failed",
+                "summary": "the runner found problems at abc1230000000000000000000000000000000000: tests failed",
                 "verdict": {"tests": {"tests": 2, "failed": 1, "failing": ["t.py::test_b"]}},
             },
             {"gate": "diff-scope", "state": "passed", "summary": "2 files inside"},
@@ -136,8 +136,8 @@ def test_the_runner_gates_failing_tests_are_listed_under_it():
     }
 
     assert brief.block("attempt", attempt) == (
-        "## Earlier attempt #1: failed\n\nBy ada.\nChange: commit abc123\nFailed gates:\n"
-        "- runner (failed): the runner found problems at abc123: tests failed\n"
+        "## Earlier attempt #1: failed\n\nBy ada.\nChange: commit abc1230000000000000000000000000000000000\nFailed gates:\n"
+        "- runner (failed): the runner found problems at abc1230000000000000000000000000000000000: tests failed\n"
         "  - `t.py::test_b`\nGates passed: diff-scope\n\n"
     )
 
@@ -167,7 +167,10 @@ def test_a_dependencys_outcome_is_stated(flow, api):
     text = markdown(api, flow.agent, task).content.decode()
 
     assert "Depends on: FM-1\n" in text
-    assert "## Dependency FM-1: Schema (done)\n\nOutcome: done\nChange: commit abc123\n\n" in text
+    assert (
+        "## Dependency FM-1: Schema (done)\n\nOutcome: done\nChange: commit abc1230000000000000000000000000000000000\n\n"
+        in text
+    )
 
 
 @pytest.mark.django_db

@@ -34,7 +34,10 @@ def test_an_approval_keeps_the_spec_version_decisions_gates_and_commit(
     flow.attach(attempt, PASSING, kind="junit", name="junit.xml")
     with django_capture_on_commit_callbacks(execute=True):
         attempts.attempt_submit(
-            attempt=attempt, actor=flow.agent, summary="s", change={"commit": "4be1c0d"}
+            attempt=attempt,
+            actor=flow.agent,
+            summary="s",
+            change={"commit": "4be1c0d000000000000000000000000000000000"},
         )
     task.refresh_from_db()
 
@@ -48,7 +51,10 @@ def test_an_approval_keeps_the_spec_version_decisions_gates_and_commit(
     assert applied["gates"] == [
         {"gate": "tests-pass", "state": "passed", "summary": "1 tests passed"}
     ]
-    assert (applied["commit"], applied["runner"]) == ("4be1c0d", None)
+    assert (applied["commit"], applied["runner"]) == (
+        "4be1c0d000000000000000000000000000000000",
+        None,
+    )
 
 
 def test_the_record_is_unchanged_when_the_spec_moves_on_and_the_decision_is_superseded(
@@ -72,7 +78,10 @@ def test_the_record_is_unchanged_when_the_spec_moves_on_and_the_decision_is_supe
     assert [c["key"] for c in verdicts] == ["AC-1", "AC-2", "AC-3"]  # v2 has no criteria
     review = api(flow.manager).get(f"/api/v1/attempts/{attempt.pk}/").json()["review"]
     assert review["applied"] == before
-    assert review["applied_text"] == f"{spec.key} v1, decisions {old.key}, no gates, commit abc123"
+    assert (
+        review["applied_text"]
+        == f"{spec.key} v1, decisions {old.key}, no gates, commit abc123000000"
+    )
     client.force_login(flow.manager)
     page = client.get(f"/tasks/{task.key}/").content.decode()
     in_force = page[page.index('id="in-force"') :]
@@ -89,5 +98,5 @@ def test_a_rejection_keeps_its_record_too(flow):
     assert (attempt.applied["spec"], attempt.applied["decisions"], attempt.applied["commit"]) == (
         None,
         [],
-        "abc123",
+        "abc1230000000000000000000000000000000000",
     )

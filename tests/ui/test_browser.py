@@ -35,7 +35,7 @@ def submitted(flow, agent, junit):
         attempt=attempt,
         actor=agent,
         summary="Claim skips open dependencies",
-        change={"commit": "abcdef1"},
+        change={"commit": "abcdef1000000000000000000000000000000000"},
     )
     return attempt
 

@@ -18,7 +18,12 @@ def submit(flow, agent, diff, attempt=None):
     flow.attach(attempt, JUNIT, kind="junit", name="junit.xml", criteria=["AC-1"])
     flow.attach(attempt, PNG, kind="screenshot", name="queue.png", criteria=["AC-2"])
     flow.attach(attempt, diff, kind="diff", name="change.diff")
-    attempts.attempt_submit(attempt=attempt, actor=agent, summary="s", change={"commit": "abc1234"})
+    attempts.attempt_submit(
+        attempt=attempt,
+        actor=agent,
+        summary="s",
+        change={"commit": "abc1234000000000000000000000000000000000"},
+    )
     return attempt
 
 
