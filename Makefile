@@ -10,7 +10,7 @@ PYTEST_PARALLEL ?= -n auto --dist loadgroup
 # More pytest arguments: .ci/run's PostgreSQL run leaves out the browser tests (ADR 0015).
 PYTEST_ARGS ?=
 
-.PHONY: run setup test test-fast lint bootstrap browser sandbox shells proof
+.PHONY: run setup test test-fast lint bootstrap browser sandbox shells pooler proof
 
 bootstrap:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -50,9 +50,16 @@ shells:
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh >/dev/null; } \
 	  || echo "zsh is not installed: the zsh completion test will be skipped"
 
+# The tests behind a pooler start Debian's PgBouncer of their own (tests/pgbouncer.py),
+# never its system service; on PostgreSQL only.
+pooler:
+	@command -v pgbouncer >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; } \
+	  || echo "pgbouncer is not installed: the tests behind a transaction-mode pooler will be skipped"
+
 # The checks before pytest use pytest's settings (factory_site.settings_test): DEBUG off as
 # in production, with a test key, and no environment needed on a fresh machine.
-test: bootstrap browser sandbox shells
+test: bootstrap browser sandbox shells pooler
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	DJANGO_SETTINGS_MODULE=factory_site.settings_test $(UV) run python manage.py makemigrations --check --dry-run
