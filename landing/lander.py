@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from evidence.services import evidence_measured
 from landing import git
-from landing.locks import lander_lock
+from landing.locks import ensure_held, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
 from projects.errors import Conflict
 from projects.models import Project
@@ -275,6 +275,7 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float)
             batch.plan = [{"attempt": c.attempt.pk, "built": c.built} for c in landing]
             batch.pushes += 1
             batch.save()
+        ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
         try:
             git.push(path, project.repository_url, head, branch=batch.target, expected=base)
         except mirror.GitError as exc:

@@ -6,6 +6,7 @@ runs the lander in the test's thread; what reached ``main`` is read back with gi
 
 from evidence.models import Evidence
 from landing.lander import land, land_batch
+from landing.locks import lander_lock
 from landing.models import Batch, BatchState
 from projects.models import Event
 from tasks.landing import attempt_landing_note, landing_queue, task_dequeue
@@ -258,7 +259,8 @@ def test_changes_behind_a_culprit_wait_queued_not_landing(queue, origin, flow):
     queue.approved(broken("beta"), branch="beta")
     after, after_attempt = queue.approved(feature("gamma"), branch="gamma")
 
-    batch = land_batch(project, list(landing_queue(project.pk)[:8]))
+    with lander_lock(project.pk):  # as ``land`` holds it: the push checks it is held
+        batch = land_batch(project, list(landing_queue(project.pk)[:8]))
 
     after_attempt.refresh_from_db()
     assert [c["outcome"] for c in batch.changes] == ["landed", "failed", "queued"]
