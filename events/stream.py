@@ -2,11 +2,12 @@
 
 The hub waits for new audit events — PostgreSQL ``LISTEN factory_events`` (the outbox
 ``NOTIFY``s each typed event's id when its transaction commits), or a poll of the event
-table on SQLite — reads each batch once, builds its envelopes once, and offers them to
-every connected client whose projects and types want them. A client is a bounded
-queue: one that stops reading falls ``FACTORY_STREAM_BACKLOG`` events behind and is
-dropped. No client holds a database connection: the hub's reads run in a worker thread
-that closes its connection when done, and the listener's one connection is shared.
+table on SQLite and behind a pooler in transaction mode (``DATABASE_POOL_MODE``) —
+reads each batch once, builds its envelopes once, and offers them to every connected
+client whose projects and types want them. A client is a bounded queue: one that stops
+reading falls ``FACTORY_STREAM_BACKLOG`` events behind and is dropped. No client holds
+a database connection: the hub's reads run in a worker thread that closes its connection
+when done, and the listener's one connection is shared.
 """
 
 import asyncio
@@ -167,7 +168,9 @@ class Hub:
         while self.clients:
             self.listening.clear()
             try:
-                if connection.vendor == "postgresql":
+                # Behind a pooler in transaction mode a LISTEN stays on whichever server
+                # connection ran it, and no notification comes back: poll there too.
+                if connection.vendor == "postgresql" and settings.DATABASE_POOL_MODE == "session":
                     await self._listen_postgres()
                 else:
                     await self._poll()

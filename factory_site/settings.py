@@ -115,6 +115,12 @@ TEMPLATES = [
 ]
 
 # --- Database -----------------------------------------------------------------
+# "transaction" behind a pooler in transaction mode (PgBouncer's pool_mode = transaction),
+# where nothing may outlive a transaction: no prepared statements, no server-side cursors,
+# and the live stream polls instead of LISTEN (docs/deploy.md, "Behind PgBouncer").
+DATABASE_POOL_MODE = env("DATABASE_POOL_MODE", "session")
+if DATABASE_POOL_MODE not in ("session", "transaction"):
+    raise ImproperlyConfigured("DATABASE_POOL_MODE must be session or transaction")
 DATABASES = {
     "default": dj_database_url.parse(
         env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
@@ -131,10 +137,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     # Django's cursors bind parameters on the client and never prepare; this lets the
     # one cursor that binds on the server (the claim statement, tasks.claim_sql) keep
-    # its plan per connection. Set DATABASE_PREPARE=0 behind a transaction-mode pooler.
+    # its plan per connection. Off with DATABASE_PREPARE=0, and behind a pooler in
+    # transaction mode, where the next transaction may run on another server connection.
+    _prepare = env("DATABASE_PREPARE", "1") != "0" and DATABASE_POOL_MODE != "transaction"
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"prepare_threshold": 5 if env("DATABASE_PREPARE", "1") != "0" else None}
+        {"prepare_threshold": 5 if _prepare else None}
     )
+    # A server-side cursor (QuerySet.iterator()) is fetched from over several transactions
+    # in autocommit, on the one server connection that has it: not behind such a pooler.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_POOL_MODE == "transaction"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -78,6 +78,36 @@ def test_rates_are_counted_in_redis_or_in_memory_only_where_that_is_exact():
     assert debug["CACHES"]["default"]["BACKEND"].endswith("LocMemCache")
 
 
+POSTGRES = "postgres://factory@db.internal/factory"
+
+
+def test_behind_a_transaction_pooler_nothing_is_prepared_and_no_cursor_outlives_a_transaction():
+    loaded = load_settings(DEBUG="1", DATABASE_URL=POSTGRES, DATABASE_POOL_MODE="transaction")
+
+    database = loaded["DATABASES"]["default"]
+    assert (database["OPTIONS"]["prepare_threshold"], database["DISABLE_SERVER_SIDE_CURSORS"]) == (
+        None,
+        True,
+    )
+    assert loaded["DATABASE_POOL_MODE"] == "transaction"
+
+
+def test_by_default_the_claim_is_prepared_and_server_side_cursors_are_allowed():
+    database = load_settings(DEBUG="1", DATABASE_URL=POSTGRES)["DATABASES"]["default"]
+
+    assert (database["OPTIONS"]["prepare_threshold"], database["DISABLE_SERVER_SIDE_CURSORS"]) == (
+        5,
+        False,
+    )
+
+
+def test_an_unknown_pool_mode_is_refused_naming_the_two_there_are():
+    with pytest.raises(ImproperlyConfigured) as refused:
+        load_settings(DEBUG="1", DATABASE_URL=POSTGRES, DATABASE_POOL_MODE="statement")
+
+    assert str(refused.value) == "DATABASE_POOL_MODE must be session or transaction"
+
+
 def test_with_debug_off_the_site_is_https_only_by_default():
     site = load_settings(SECRET_KEY=KEY, CACHE_URL="redis://127.0.0.1:6379/1")
 

@@ -20,6 +20,7 @@ from events.stream import Client, hub
 from projects.models import Membership
 from tasks import attempts
 from tests.conftest import postgres_only
+from tests.pgbouncer import behind, pgbouncer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -282,6 +283,21 @@ def test_idle_stream_clients_hold_no_database_connection(flow, asgi_server, sett
     assert connections_now() == before
     flow.ready()
     assert all(len(r.wait_for(1)) == 1 for r in readers)
+
+
+@postgres_only
+def test_behind_a_transaction_pooler_a_member_still_hears_events(flow, asgi_server, settings):
+    settings.DATABASE_POOL_MODE = "transaction"
+    with pgbouncer() as pooler, behind(pooler):
+        reader = Reader(asgi_server, flow.reviewer)
+        task = flow.ready(title="Live")  # written by this thread's own connection, direct
+
+        events = reader.wait_for(1)
+        reader.close()
+
+    assert [(kind, payload["data"]["key"]) for _, kind, payload in events] == [
+        ("task.published", task.key)
+    ]
 
 
 def heartbeats_after(reader, count=2):
