@@ -73,11 +73,17 @@ def database() -> str:
         {**settings_dict, "OPTIONS": options}, "default"
     )
     try:
+        if postgres:
+            wrapper.set_autocommit(False)  # one transaction, for SET LOCAL
         with wrapper.cursor() as cursor:
             if postgres:
-                cursor.execute(f"SET statement_timeout = {TIMEOUT * 1000}")
+                # LOCAL: this transaction's only. Behind a pooler in transaction mode a
+                # plain SET would stay on the server connection for whoever gets it next.
+                cursor.execute(f"SET LOCAL statement_timeout = {TIMEOUT * 1000}")
             cursor.execute("SELECT 1")
             cursor.fetchone()
+        if postgres:
+            wrapper.rollback()
     finally:
         wrapper.close()
     return "ok"

@@ -7,8 +7,11 @@ from unittest import mock
 import pytest
 from django.db import OperationalError
 
+from factory_site import health
 from factory_site.celery import app as celery_app
 from runner.sandbox import Sandbox, SandboxUnavailable
+from tests.conftest import postgres_only
+from tests.pgbouncer import behind, pgbouncer
 
 # What a real error message would carry, and an answer must not.
 SECRETS = ["db.internal.example", "10.20.30.40", "hunter2", "factory_owner", "/srv/factory"]
@@ -150,3 +153,19 @@ def test_the_probes_answer_only_get_and_head(client):
     ]
 
     assert answers == [(200, 405), (200, 405)]
+
+
+@postgres_only
+@pytest.mark.django_db
+def test_the_database_check_leaves_no_setting_on_a_pooled_server_connection():
+    # One server connection: whoever comes after the probe gets the one the probe used.
+    with pgbouncer(pool_size=1) as pooler, behind(pooler):
+        with pooler.connect(autocommit=True) as before:
+            default = before.execute("SHOW statement_timeout").fetchone()[0]
+
+        checked = health.database()
+
+        with pooler.connect(autocommit=True) as after:
+            left = after.execute("SHOW statement_timeout").fetchone()[0]
+
+    assert (checked, left) == ("ok", default)
