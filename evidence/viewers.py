@@ -334,7 +334,7 @@ def diff_view(evidence) -> DiffView:
 # --- What differs between two versions of a change (the review's interdiff) ---------------
 
 INTERDIFF_ROWS = 2000  # rows of an interdiff a page shows; the rest are counted
-TRAILING = re.compile(r"[ \t]+$")
+TRAILING = re.compile(r"[ \t]+(?=\r?$)")
 
 
 @dataclass
@@ -357,7 +357,7 @@ def _visible_whitespace(text: str) -> str:
     """``text`` escaped, with tabs, carriage returns and trailing spaces drawn."""
     body = TRAILING.sub(lambda m: m[0].replace(" ", "\0S").replace("\t", "\0T"), text)
     html = escape(body)
-    for mark, drawn in (("\0S", "·"), ("\t", "→\t"), ("\0T", "→\t"), ("\r", "␍")):
+    for mark, drawn in (("\0S", "·"), ("\t", "→\t"), ("\0T", "→\t"), ("\r", "CR")):
         html = html.replace(mark, f'<span class="ws">{drawn}</span>')
     return html
 

@@ -87,21 +87,20 @@ def approval_before(attempt: Attempt | None, evidence: Iterable) -> dict | None:
     earlier = carry.earlier
     if earlier is None:
         return None
-    mine = commented_diff(evidence)
+    diff = commented_diff(evidence)
     theirs = commented_diff(Evidence.objects.filter(attempt=earlier, kind=Kind.DIFF).order_by("pk"))
-    if mine is None or theirs is None:
+    if diff is None or theirs is None:
         return None
-    same = bool(change_id_of(attempt)) and change_id_of(attempt) == (earlier.landing or {}).get(
-        "change_id"
-    )
+    mine, approved = change_id_of(attempt), (earlier.landing or {}).get("change_id")
     return {
         "earlier": earlier,
         "reviewer": earlier.reviewed_by,
-        "same_change": same,
+        "measured": bool(mine and approved),
+        "same_change": bool(mine) and mine == approved,
         "why": carry.why if attempt.state == AttemptState.PASSED else "",
         "approved_diff": theirs,
-        "diff": mine,
-        "interdiff": interdiff_view(theirs, mine),
+        "diff": diff,
+        "interdiff": interdiff_view(theirs, diff),
     }
 
 

@@ -283,3 +283,71 @@ def test_image_type_only_for_screenshots(flow):
         None,
         None,
     ]
+
+
+# --- interdiff_view --------------------------------------------------------------------------
+
+GUARD = 'def may_delete(roles):\n    if "admin" in roles:\n        return True\n    return False\n'
+
+
+def two_diffs(flow, before: dict, after: dict, *, above: str = ""):
+    """The diff adding ``before`` to a file, and the one adding ``after`` to the same file
+    with ``above`` written at its top (a target that moved elsewhere)."""
+    _, attempt = flow.claimed()
+    padding = "# who may do what\n" * 8
+    first = git_diff({"guard.py": padding}, {k: padding + v for k, v in before.items()})
+    second = git_diff(
+        {"guard.py": above + padding}, {k: above + padding + v for k, v in after.items()}
+    )
+    return (
+        flow.attach(attempt, first, kind="diff", name="approved.diff"),
+        flow.attach(attempt, second, kind="diff", name="again.diff"),
+    )
+
+
+@pytest.mark.django_db
+def test_an_interdiff_shows_the_line_whose_indentation_changed_and_says_only_whitespace_differs(
+    flow,
+):
+    approved, again = two_diffs(
+        flow,
+        {"guard.py": GUARD},
+        {"guard.py": GUARD.replace("        return True", "    return True")},
+    )
+
+    view = viewers.interdiff_view(approved, again)
+
+    changed = [(kind, html) for kind, html in view.rows if kind in ("add", "del")]
+    assert changed == [("del", "+        return True"), ("add", "+    return True")]
+    assert (view.whitespace_only, view.same_text, view.too_large) == (True, False, False)
+
+
+@pytest.mark.django_db
+def test_an_interdiff_draws_tabs_trailing_spaces_and_carriage_returns(flow):
+    approved, again = two_diffs(flow, {"guard.py": "x = 1\n"}, {"guard.py": "\tx = 1 \r\n"})
+
+    changed = [html for kind, html in viewers.interdiff_view(approved, again).rows if kind == "add"]
+
+    assert changed == [
+        '+<span class="ws">→\t</span>x = 1<span class="ws">·</span><span class="ws">CR</span>'
+    ]
+
+
+@pytest.mark.django_db
+def test_an_interdiff_of_a_change_moved_down_its_file_is_empty(flow):
+    approved, again = two_diffs(flow, {"guard.py": GUARD}, {"guard.py": GUARD}, above="import os\n")
+
+    view = viewers.interdiff_view(approved, again)
+
+    assert (view.rows, view.same_text) == ([], True)
+
+
+@pytest.mark.django_db
+def test_an_interdiff_escapes_what_the_diffs_hold(flow):
+    approved, again = two_diffs(
+        flow, {"guard.py": "x = 1\n"}, {"guard.py": "x = '<script>alert(1)</script>'\n"}
+    )
+
+    html = "".join(html for _, html in viewers.interdiff_view(approved, again).rows)
+
+    assert "<script" not in html and "&lt;script&gt;" in html
