@@ -6,6 +6,7 @@ Redis with ``DATABASE_URL`` and ``CELERY_BROKER_URL``; see docs/deploy.md.
 """
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -368,6 +369,17 @@ FACTORY_QUOTA_ATTEMPT_BYTES = env_int("FACTORY_QUOTA_ATTEMPT_BYTES", 4 * 1024**3
 FACTORY_QUOTA_ATTEMPT_FILES = env_int("FACTORY_QUOTA_ATTEMPT_FILES", 500)
 FACTORY_QUOTA_PROJECT_BYTES = env_int("FACTORY_QUOTA_PROJECT_BYTES", 200 * 1024**3)
 FACTORY_QUOTA_PROJECT_FILES = env_int("FACTORY_QUOTA_PROJECT_FILES", 200_000)
+# The most one usage report (a heartbeat's or a submit's increment) may say it cost, in
+# whole US dollars; a report above it is refused (400) and changes nothing, so one report
+# cannot use up a project's month (ADR 0021). The API's schema states it, so it is read once.
+_usage_max_report = env("FACTORY_USAGE_MAX_REPORT_USD", "100").strip()
+if not re.fullmatch(r"[0-9]{1,6}", _usage_max_report) or int(_usage_max_report) < 1:
+    raise ImproperlyConfigured(
+        f"FACTORY_USAGE_MAX_REPORT_USD={_usage_max_report!r}: the most one usage report may "
+        "cost must be a whole number of US dollars from 1 to 999999 (default 100). "
+        "See docs/deploy.md."
+    )
+FACTORY_USAGE_MAX_REPORT_USD = int(_usage_max_report)
 
 # Gates by name (a project's gate_policy picks which run). More can be added without
 # editing this file: FACTORY_EXTRA_GATES="name=dotted.path.Class,other=...".

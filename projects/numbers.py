@@ -92,6 +92,51 @@ def usd_pattern(digits: int) -> str:
     return rf"^[0-9]{{1,{digits}}}(\.[0-9]{{1,20}})?$"
 
 
+def usd_pattern_at_most(limit: int, digits: int) -> str:
+    """The strings ``usd_pattern(digits)`` takes whose amount is at most ``limit`` whole
+    dollars (compared exactly, before any cutting), as a schema's pattern: a schema cannot
+    compare a string with a number, but it can spell out the strings that are small enough.
+
+    The whole part may have leading zeros (``usd`` reads "0042"); what is below ``limit``
+    takes any fraction, what equals it only zeros after the point.
+    """
+    if not 0 <= limit < 10**digits:
+        raise ValueError(f"the limit {limit} does not fit {digits} digits")
+    text = str(limit)
+    size = len(text)
+
+    def zeros(most: int, least: int = 0) -> str:
+        """Leading zeros, ``least`` to ``most`` of them."""
+        if most <= 0:
+            return ""
+        return "0" if (least, most) == (1, 1) else f"0{{{least},{most}}}"
+
+    def digit_span(low: int, high: int) -> str:
+        return str(low) if low == high else f"[{low}-{high}]"
+
+    def any_digits(count: int) -> str:
+        return "" if count == 0 else "[0-9]" if count == 1 else f"[0-9]{{{count}}}"
+
+    below = []
+    if limit > 0:
+        below.append(zeros(digits, 1))  # zero itself
+    for length in range(1, size):  # fewer significant digits than the limit
+        below.append(zeros(digits - length) + "[1-9]" + any_digits(length - 1))
+    for place in range(size):  # as many digits: equal up to ``place``, smaller there
+        low, high = (1 if place == 0 else 0), int(text[place]) - 1
+        if low <= high:
+            below.append(
+                zeros(digits - size)
+                + text[:place]
+                + digit_span(low, high)
+                + any_digits(size - place - 1)
+            )
+    equal = zeros(digits - size) + text + r"(?:\.0{1,20})?"
+    if not below:
+        return rf"^{equal}$"
+    return rf"^(?:(?:{'|'.join(below)})(?:\.[0-9]{{1,20}})?|{equal})$"
+
+
 def usd_text(amount: Decimal) -> str:
     """An amount as the API writes it: plain digits, no exponent, no trailing zeros
     past the cents ("12.5" → "12.50", "0.000300" → "0.0003")."""

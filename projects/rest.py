@@ -30,7 +30,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from projects.errors import ServiceError
-from projects.numbers import usd_pattern, whole_number
+from projects.numbers import usd_pattern, usd_pattern_at_most, whole_number
 from projects.throttles import refused_authentication
 
 logger = logging.getLogger(__name__)
@@ -273,12 +273,17 @@ class JSONInputSerializer(KnownFieldsSerializer):
         return wrong_type | super().problems(data)
 
 
-def usd_schema(digits: int) -> dict:
-    """What ``projects.numbers.usd`` takes: a string of digits or a number."""
+def usd_schema(digits: int, *, at_most: int | None = None) -> dict:
+    """What ``projects.numbers.usd`` takes: a string of digits or a number; with
+    ``at_most``, only amounts up to that many whole dollars."""
+    if at_most is None:
+        string, most = usd_pattern(digits), 10**digits - 1
+    else:
+        string, most = usd_pattern_at_most(at_most, digits), at_most
     return {
         "oneOf": [
-            {"type": "string", "pattern": usd_pattern(digits)},
-            {"type": "number", "minimum": 0, "maximum": 10**digits - 1},
+            {"type": "string", "pattern": string},
+            {"type": "number", "minimum": 0, "maximum": most},
         ]
     }
 

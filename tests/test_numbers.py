@@ -11,6 +11,8 @@ its request's query string (``ReadingQueryDict``); the others, which it must ign
 gets together, once per hostile value. The world is built once for the module.
 """
 
+import random
+import re
 from decimal import Decimal
 
 import pytest
@@ -23,7 +25,7 @@ from knox.models import AuthToken
 from decisions import services as decision_services
 from events import services as events_services
 from interop import services as interop_services
-from projects.numbers import usd, usd_text, whole_number
+from projects.numbers import usd, usd_pattern, usd_pattern_at_most, usd_text, whole_number
 from tasks.models import LineComment
 from tests.conftest import module_media, world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory
@@ -341,3 +343,47 @@ def test_usd_reads_digits_or_numbers_and_cuts_to_the_places(value, amount):
 )
 def test_usd_text_shows_cents_and_no_trailing_zeros_past_them(amount, text):
     assert usd_text(amount) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "taken"),
+    [
+        ("0", True),
+        ("000000", True),
+        ("99.999999999", True),
+        ("0099", True),
+        ("100", True),
+        ("000100", True),
+        ("100.00000000000000000000", True),
+        ("100.0000001", False),  # above, however little: the limit is compared before cutting
+        ("100.5", False),
+        ("101", False),
+        ("0000100", False),  # seven digits: not an amount usd takes at all
+        ("999999", False),
+        ("1e2", False),
+        ("-1", False),
+        (".5", False),
+    ],
+)
+def test_the_pattern_at_most_a_limit_takes_the_amounts_up_to_it(text, taken):
+    pattern = re.compile(usd_pattern_at_most(100, 6))
+
+    assert bool(pattern.fullmatch(text)) is taken
+
+
+@pytest.mark.parametrize("limit", [0, 1, 7, 10, 99, 100, 250, 909_090, 999_999])
+def test_the_pattern_at_most_a_limit_agrees_with_usd_on_every_kind_of_amount(limit):
+    pattern, amounts = re.compile(usd_pattern_at_most(limit, 6)), re.compile(usd_pattern(6))
+    shapes = random.Random(limit)
+    texts = [str(limit), f"0{limit}", f"{limit}.0", f"{limit}.01", str(limit + 1), str(limit - 1)]
+    for _ in range(3000):
+        whole = "".join(shapes.choice("0012345679") for _ in range(shapes.randint(1, 7)))
+        fraction = "".join(shapes.choice("00123456789") for _ in range(shapes.randint(1, 21)))
+        texts += [whole, f"{whole}.{fraction}"]
+
+    def small_enough(text):
+        return bool(amounts.fullmatch(text) and Decimal(text) <= limit)
+
+    wrong = [text for text in texts if bool(pattern.fullmatch(text)) != small_enough(text)]
+
+    assert wrong == []

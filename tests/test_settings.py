@@ -178,6 +178,26 @@ def test_https_responses_carry_hsts_and_secure_cookies():
     assert response.cookies["csrftoken"]["secure"] is True
 
 
+def test_one_usage_report_may_cost_100_usd_unless_the_operator_says_otherwise():
+    default = load_settings(DEBUG="1")
+    chosen = load_settings(DEBUG="1", FACTORY_USAGE_MAX_REPORT_USD=" 250 ")
+
+    assert default["FACTORY_USAGE_MAX_REPORT_USD"] == 100
+    assert chosen["FACTORY_USAGE_MAX_REPORT_USD"] == 250
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1.5", "1e3", "lots", "", "1000000", "٣"])
+def test_a_usage_bound_that_is_not_a_whole_number_of_dollars_stops_the_site(value):
+    with pytest.raises(ImproperlyConfigured) as refused:
+        load_settings(DEBUG="1", FACTORY_USAGE_MAX_REPORT_USD=value)
+
+    assert str(refused.value) == (
+        f"FACTORY_USAGE_MAX_REPORT_USD={value.strip()!r}: the most one usage report may cost"
+        " must be a whole number of US dollars from 1 to 999999 (default 100). See"
+        " docs/deploy.md."
+    )
+
+
 def test_manage_py_says_why_it_cannot_start_instead_of_a_later_error(tmp_path):
     database = f"sqlite:///{tmp_path / 'db.sqlite3'}"
 
