@@ -14,6 +14,7 @@ from evidence.models import GateRun
 from projects.models import Event, Project
 from tasks.models import Attempt, Task
 from tasks.usage import shown as usage_shown
+from tasks.usage import shown_with_void
 
 
 def site(path: str) -> str:
@@ -76,6 +77,9 @@ def _data(subject, event: Event, type_name: str) -> dict:
         elif type_name == "budget.exhausted":
             data.update(_budget(event))
             data["usage"] = usage_shown(subject.usage)
+        elif type_name == "usage.voided":
+            data["voided"] = shown_with_void(subject.usage, subject.usage_voided)["voided"]
+            data["month"] = (event.extra or {}).get("month")
         elif type_name == "lease.expired":
             data["lease_expired_at"] = (
                 subject.lease_expires_at.isoformat() if subject.lease_expires_at else None

@@ -32,6 +32,7 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("tasks.task", "exhaust_budget", "failed", "task.failed"),
     ("tasks.attempt", "exhaust_budget", None, "budget.exhausted"),
     ("projects.project", "exhaust_budget", None, "budget.exhausted"),
+    ("tasks.attempt", "void_usage", None, "usage.voided"),
     ("decisions.decision", "propose", None, "decision.proposed"),
     ("decisions.decision", "accept", None, "decision.accepted"),
     ("decisions.decision", "reject", None, "decision.rejected"),
@@ -75,6 +76,8 @@ DESCRIPTIONS = {
     "budget.exhausted": "a budget was reached, by self-reported cost: an attempt's cost reached "
     "its task's budget and the attempt ended (scope task), or a project's spend this month "
     "reached its budget and claims are refused (scope project; once when the spend crosses it)",
+    "usage.voided": "a manager voided the usage an attempt had reported: it no longer counts "
+    "toward any budget (a project refusing claims for its budget may take them again)",
     "gate.finished": "a gate run reached its verdict",
     "runner.finished": "Factory Memory's runner reached its verdict on the commit",
 }

@@ -25,6 +25,7 @@ from evidence.models import Kind
 from evidence.selectors import measured_run
 from evidence.uploads import HashingUploadHandler
 from projects.errors import TooLarge
+from projects.fsm import check
 from projects.rest import (
     NON_BLANK_TEXT,
     TEXT,
@@ -39,8 +40,7 @@ from tasks.api import TaskSerializer, reason_schema
 from tasks.landing import LANDING_STATES
 from tasks.models import AttemptState
 from tasks.review import applied_text
-from tasks.usage import COST_DIGITS, MAX_MODEL, MAX_SECONDS, MAX_TOKENS
-from tasks.usage import shown as usage_shown
+from tasks.usage import COST_DIGITS, MAX_MODEL, MAX_SECONDS, MAX_TOKENS, shown_with_void
 
 # --- Output -------------------------------------------------------------------------------
 
@@ -73,35 +73,50 @@ class LandingField(serializers.JSONField):
         return value or None
 
 
+USAGE_FIGURES = {
+    "model": {"type": "string", "nullable": True, "description": "The last model reported."},
+    "models": {"type": "array", "items": {"type": "string"}},
+    "input_tokens": {"type": "integer", "minimum": 0},
+    "output_tokens": {"type": "integer", "minimum": 0},
+    "cost_usd": {"type": "string", "description": 'US dollars, a decimal string ("0.42").'},
+    "wall_seconds": {"type": "number", "minimum": 0},
+    "self_reported": {"type": "boolean", "enum": [True]},
+}
+USAGE_SHOWN = {"type": "object", "properties": USAGE_FIGURES, "required": list(USAGE_FIGURES)}
 USAGE_TOTALS = {
-    "type": "object",
+    **USAGE_SHOWN,
     "description": "What the attempt used, summed over its heartbeats and submit, as its "
-    "agent reported it (self_reported: always true; never verified). docs/api.md, Usage.",
+    "agent reported it (self_reported: always true; never verified); what counts toward "
+    "the budgets and the cost views. docs/api.md, Usage.",
     "properties": {
-        "model": {"type": "string", "nullable": True, "description": "The last model reported."},
-        "models": {"type": "array", "items": {"type": "string"}},
-        "input_tokens": {"type": "integer", "minimum": 0},
-        "output_tokens": {"type": "integer", "minimum": 0},
-        "cost_usd": {"type": "string", "description": 'US dollars, a decimal string ("0.42").'},
-        "wall_seconds": {"type": "number", "minimum": 0},
-        "self_reported": {"type": "boolean", "enum": [True]},
+        **USAGE_FIGURES,
+        "voided": {
+            "type": "object",
+            "nullable": True,
+            "description": "null, or the void of what the attempt had reported until a "
+            "manager voided it: kept as reported, counted nowhere.",
+            "properties": {
+                "by": {"type": "string", "description": "The manager who voided it."},
+                "at": {"type": "string", "format": "date-time"},
+                "reason": {"type": "string"},
+                "usage": {**USAGE_SHOWN, "description": "The totals voided."},
+            },
+            "required": ["by", "at", "reason", "usage"],
+        },
     },
-    "required": [
-        "model",
-        "models",
-        "input_tokens",
-        "output_tokens",
-        "cost_usd",
-        "wall_seconds",
-        "self_reported",
-    ],
+    "required": [*USAGE_FIGURES, "voided"],
 }
 
 
 @extend_schema_field(USAGE_TOTALS)
 class UsageTotalsField(serializers.JSONField):
+    """The attempt's usage totals and its void (the field's source is the attempt)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", **kwargs)
+
     def to_representation(self, value):
-        return usage_shown(value)
+        return shown_with_void(value.usage, value.usage_voided)
 
 
 USAGE_REPORT = {
@@ -115,8 +130,9 @@ USAGE_REPORT = {
         "input_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
         "output_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
         "cost_usd": {
-            **usd_schema(COST_DIGITS),
-            "description": "US dollars below a million (decimals past the sixth are cut).",
+            **usd_schema(COST_DIGITS, at_most=settings.FACTORY_USAGE_MAX_REPORT_USD),
+            "description": f"US dollars, at most {settings.FACTORY_USAGE_MAX_REPORT_USD} in "
+            "one report (FACTORY_USAGE_MAX_REPORT_USD; decimals past the sixth are cut).",
         },
         "wall_seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
     },
@@ -520,6 +536,31 @@ class AttemptReleaseApi(APIView):
         data.is_valid(raise_exception=True)
         attempt = attempts.attempt_release(
             attempt=attempt, actor=request.user, **data.validated_data
+        )
+        return Response(AttemptSerializer(attempt).data)
+
+
+class AttemptUsageVoidApi(APIView):
+    """Void the usage the attempt's agent has reported so far (managers of its project):
+    kept on the attempt as reported, counted toward no budget and no cost view from now.
+    409 invalid_state when already voided, nothing_to_void when nothing was reported."""
+
+    class InputSerializer(JSONInputSerializer):
+        reason = serializers.CharField(
+            max_length=10_000, help_text="Why this usage should not count."
+        )
+
+    @extend_schema(
+        request=InputSerializer, responses={200: AttemptSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, attempt_id):
+        attempt = selectors.attempt_for(request.user, attempt_id)
+        # Who may, before what the body says: the transition's own permission, asked early.
+        check(attempt, "void_usage", actor=request.user)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = attempts.attempt_usage_void(
+            attempt=attempt, actor=request.user, reason=data.validated_data["reason"]
         )
         return Response(AttemptSerializer(attempt).data)
 

@@ -6,6 +6,7 @@ task back or marks it blocked (``attempt_release``), or submits it for checking
 (``attempt_submit``). A lease that runs out ends the attempt (``attempt_expire``,
 ``leases_expire_overdue``). When every gate run has finished, ``attempt_checks_conclude``
 moves the attempt and its task on (``attempt_gates_passed`` or ``attempt_gates_failed``).
+A manager voids the usage an attempt reported (``attempt_usage_void``).
 
 Each locks through ``tasks.services.lock_task_and_attempt`` (task first, then attempt)
 and fires the transition with ``projects.fsm.fire``, in one transaction.
@@ -336,6 +337,54 @@ def _end_past_task_budget(task: Task, attempt: Attempt) -> Conflict | None:
         code="budget_exhausted",
         extra={"spent_usd": spent_usd, "budget_usd": budget_usd},
     )
+
+
+def attempt_usage_void(*, attempt: Attempt, actor, reason: str) -> Attempt:
+    """A manager of the attempt's project voids the usage its agent has reported so far.
+
+    The totals move to ``usage_voided`` (``{by, at, reason, usage}``), kept as the agent
+    said them, and the attempt's ``usage`` starts again from nothing: from this commit no
+    budget (the project's month, the task's) and no cost view counts them, so a claim
+    refused for the month's budget goes ahead at once. What a running attempt reports
+    afterwards counts as usual. One ``void_usage`` Event says who, why and what.
+
+    Refused, changing nothing: 403 for anyone but a manager (the transition's
+    permission), 409 ``invalid_state`` when already voided, 409 ``nothing_to_void`` when
+    nothing was reported, 400 naming ``reason`` without one. An attempt the report ended
+    (past its task's budget) stays ended.
+    """
+    reason = (reason or "").strip()
+    with transaction.atomic():
+        _, attempt = lock_task_and_attempt(attempt.pk)
+        check(attempt, "void_usage", actor=actor)
+        if not reason:
+            raise ValidationError({"reason": "say why this usage should not count"})
+        check_storable(reason, "reason")
+        if not attempt.usage:
+            raise Conflict(
+                f"attempt {attempt} has reported no usage since it started or was last voided",
+                code="nothing_to_void",
+            )
+        voided = attempt.usage
+        fire(
+            attempt,
+            "void_usage",
+            actor=actor,
+            reason=reason,
+            extra={"usage": voided, "month": month_name(attempt.started_at)},
+            voided={
+                "by": actor.get_username(),
+                "at": timezone.now().isoformat().replace("+00:00", "Z"),
+                "reason": reason,
+            },
+        )
+    log.info(
+        "usage of attempt %s voided: %s USD",
+        attempt.pk,
+        usd_text(cost_of(voided)),
+        extra={"task": attempt.task.key, "attempt": attempt.pk},
+    )
+    return attempt
 
 
 def attempt_checkpoint_save(*, attempt: Attempt, actor, data, revision: int) -> Attempt:

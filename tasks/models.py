@@ -320,6 +320,13 @@ class AttemptState(models.TextChoices):
     BLOCKED = "blocked"
 
 
+class UsageState(models.TextChoices):
+    """Whether an attempt's reported usage counts toward budgets and the cost views."""
+
+    COUNTED = "counted"
+    VOIDED = "voided"  # a manager voided what it had reported (``Attempt.usage_voided``)
+
+
 # An attempt in one of these states still holds its task; at most one per task.
 LIVE_ATTEMPT_STATES = [AttemptState.RUNNING, AttemptState.CHECKING, AttemptState.PASSED]
 
@@ -350,7 +357,9 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
     Guarantees: numbers are 1, 2, ... per task; a task has at most one live attempt
     (running, checking or passed — a database constraint); the spec version current
     at claim time is pinned; only the agent holding a live lease changes a running
-    attempt (``LEASE_LIVE`` and ``Attempt.fence``).
+    attempt (``LEASE_LIVE`` and ``Attempt.fence``). ``usage`` holds what its agent reported
+    that counts toward budgets; a manager's void (``usage_state``) moves it to
+    ``usage_voided`` once, and nothing else ever lowers it.
     """
 
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="attempts")
@@ -425,6 +434,20 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         editable=False,
         help_text="What the attempt used, as its agent reported it (self-reported): {model,"
         " input_tokens, output_tokens, cost_usd, wall_seconds}, summed over heartbeats and the submit.",
+    )
+    usage_state = FSMField(
+        default=UsageState.COUNTED,
+        choices=UsageState.choices,
+        protected=True,
+        help_text="voided: a manager voided the usage reported until then (usage_voided);"
+        " what is reported after it counts again.",
+    )
+    usage_voided = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="The void: {by, at, reason, usage}, usage being the totals reported until"
+        " then, kept as the agent said them and counted nowhere.",
     )
     started_at = models.DateTimeField(default=timezone.now, editable=False)
 
@@ -633,6 +656,15 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         self.applied = applied
         self.criteria_verdicts = criteria_verdicts
         self._end(end_reason)
+
+    @transition(
+        field=usage_state, source=UsageState.COUNTED, target=UsageState.VOIDED, permission=MANAGER
+    )
+    def void_usage(self, voided: dict):
+        # What was reported moves aside, kept as said; the totals the budgets and the cost
+        # views read start again from nothing, so later reports of a running attempt count.
+        self.usage_voided = {**voided, "usage": self.usage}
+        self.usage = {}
 
 
 # --- Line comments -------------------------------------------------------------------------

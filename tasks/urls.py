@@ -50,6 +50,11 @@ api_patterns = [
         name="api-attempt-release",
     ),
     path(
+        "attempts/<id:attempt_id>/usage/void/",
+        api_attempts.AttemptUsageVoidApi.as_view(),
+        name="api-attempt-usage-void",
+    ),
+    path(
         "attempts/<id:attempt_id>/decisions/",
         api_attempts.AttemptDecisionCreateApi.as_view(),
         name="api-attempt-decisions",

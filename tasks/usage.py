@@ -14,7 +14,12 @@ read, always have this shape once anything was reported::
      "wall_seconds": 0.0}
 
 Everything here is self-reported: it is shown as such and never trusted for more than
-a budget, which an agent can only use up faster by over-reporting.
+a budget, which an agent can only use up faster by over-reporting. So one report may
+cost at most ``FACTORY_USAGE_MAX_REPORT_USD`` (a slip of the agent's meter, "999999",
+is refused rather than spending a project's month), and a manager may void what an
+attempt reported (``tasks.attempts.attempt_usage_void``): it moves to the attempt's
+``usage_voided`` and ``usage`` starts again from ``{}``, so everything that reads
+``usage`` (the budgets, the cost views) stops counting it without knowing about voids.
 
 A project's month is the calendar month in UTC; an attempt counts in the month it
 started (``month_start``), so the spend of a month never changes once it is over.
@@ -23,6 +28,7 @@ started (``month_start``), so the spend of a month never changes once it is over
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from projects.numbers import usd, usd_text
@@ -73,6 +79,15 @@ def clean_usage(usage) -> dict:
                 "cost_usd",
                 'US dollars below a million, as a number or a string of digits ("0.0125")',
             )
+        # The amount as sent, not as cut to six places: "100.0000001" is above 100.
+        limit, sent = settings.FACTORY_USAGE_MAX_REPORT_USD, _exact(usage["cost_usd"])
+        if sent > limit:
+            _refuse(
+                "cost_usd",
+                f"one report may cost at most {limit} USD (FACTORY_USAGE_MAX_REPORT_USD, set by"
+                f" the site's operator), not {usd_text(sent)}: report what was used since the"
+                " last report",
+            )
         clean["cost_usd"] = cost
     if "wall_seconds" in usage:
         seconds = usage["wall_seconds"]
@@ -84,6 +99,11 @@ def clean_usage(usage) -> dict:
             _refuse("wall_seconds", f"seconds from 0 to {MAX_SECONDS}")
         clean["wall_seconds"] = round(float(seconds), 3)
     return clean
+
+
+def _exact(amount) -> Decimal:
+    """An amount ``usd`` accepted, as sent (a float by its shortest text)."""
+    return Decimal(repr(amount)) if isinstance(amount, float) else Decimal(amount)
 
 
 def empty() -> dict:
@@ -123,6 +143,21 @@ def cost_of(usage: dict) -> Decimal:
 def shown(usage: dict) -> dict:
     """An attempt's ``usage`` as the API shows it: the stored shape, marked self-reported."""
     return {**empty(), **(usage or {}), "self_reported": True}
+
+
+def shown_with_void(usage: dict, voided: dict) -> dict:
+    """An attempt's ``usage`` as the API shows it (``shown``), with ``voided``: None, or
+    ``{by, at, reason, usage}`` when a manager voided what it had reported until then,
+    ``usage`` being those totals as the agent reported them, counted nowhere."""
+    answer = {**shown(usage), "voided": None}
+    if voided:
+        answer["voided"] = {
+            "by": voided.get("by"),
+            "at": voided.get("at"),
+            "reason": voided.get("reason", ""),
+            "usage": shown(voided.get("usage")),
+        }
+    return answer
 
 
 def month_start(now: datetime) -> datetime:

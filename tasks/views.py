@@ -16,6 +16,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from decisions.models import Check, DecisionState, Spec, SpecVersion
@@ -37,6 +38,7 @@ from tasks.filters import TaskFilter
 from tasks.forms import STATE_ORDER, BoardFilterForm, CommentForm, ReasonForm, ReviewForm
 from tasks.models import AttemptState, LineComment, Task, TaskState
 from tasks.plan import plan_for, spec_in
+from tasks.usage import shown_with_void
 
 MANAGER_ACTIONS = {
     "publish": services.task_publish,
@@ -253,6 +255,7 @@ def _task_page(request, task, *, posted=None, status=200):
         "runner": runner_view(attempt, material.runs, material.evidence),
         "landing": selectors.landing_of(task, attempt),
         "approved_before": selectors.approval_before(attempt, material.evidence),
+        "usage": _usage_view(attempt),
         "submitted_evidence": shown,
         "proposed_here": proposed_here,
         "decisions": material.decisions,
@@ -271,6 +274,17 @@ def _task_page(request, task, *, posted=None, status=200):
         "nav": "board",
     }
     return render(request, "tasks/task_detail.html", context, status=status)
+
+
+def _usage_view(attempt) -> dict | None:
+    """The attempt's self-reported usage and its void, for the Usage panel; None when it
+    reported nothing and nothing was voided."""
+    if attempt is None or not (attempt.usage or attempt.usage_voided):
+        return None
+    usage = shown_with_void(attempt.usage, attempt.usage_voided)
+    if usage["voided"]:
+        usage["voided"]["at"] = parse_datetime(usage["voided"]["at"] or "")
+    return usage
 
 
 def _hang_comments(page_viewers, comments, diff, commentable: bool) -> None:

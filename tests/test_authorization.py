@@ -135,6 +135,12 @@ ENDPOINTS = {
         "json",
     ),
     "attempts.release": lambda f: ("post", f"/api/v1/attempts/{f.held[1].pk}/release/", {}, "json"),
+    "attempts.usage.void": lambda f: (
+        "post",
+        f"/api/v1/attempts/{f.reported().pk}/usage/void/",
+        {"reason": "the meter was wrong"},
+        "json",
+    ),
     "evidence.detail": lambda f: ("get", f"/api/v1/evidence/{f.evidence().pk}/", None, None),
     "evidence.content": lambda f: (
         "get",
@@ -321,6 +327,12 @@ class World(Flow):
         if not hasattr(self, "_held"):
             self._held = self.claimed(agent=self.agent)
         return self._held
+
+    def reported(self):
+        """The held attempt, with usage its agent reported (a manager may void it)."""
+        attempt = self.held[1]
+        attempts.attempt_heartbeat(attempt=attempt, actor=self.agent, usage={"cost_usd": "2.5"})
+        return attempt
 
     def reviewable(self):
         return self.in_review(agent=self.agent)[0]

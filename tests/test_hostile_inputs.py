@@ -118,6 +118,8 @@ class World:
         self.spec = flow.spec()
         self.review_task, self.review_attempt = flow.in_review(agent=flow.agent2)
         self.task, self.attempt = flow.claimed(agent=flow.agent, spec=self.spec)
+        # Usage reported, so a manager may void it.
+        attempts.attempt_heartbeat(attempt=self.attempt, actor=flow.agent, usage={"cost_usd": 1})
         # In review with a diff, and a comment on it.
         _, self.commented = flow.claimed(agent=flow.agent2, title="Commented")
         flow.attach(self.commented, DIFF_SAMPLE, kind="diff", name="change.diff")
@@ -219,6 +221,12 @@ ENDPOINTS = {
     ),
     "release": Endpoint(
         "POST", lambda w: f"/api/v1/attempts/{w.attempt.pk}/release/", "agent", {"reason": "r"}
+    ),
+    "usage.void": Endpoint(
+        "POST",
+        lambda w: f"/api/v1/attempts/{w.attempt.pk}/usage/void/",
+        "manager",
+        {"reason": "r"},
     ),
     "review": Endpoint(
         "POST",
@@ -422,6 +430,11 @@ FIELD_ROWS = [
     ("release", "reason-too-long", {"reason": "x" * 10_001}, 400, "invalid", "reason"),
     ("release", "blocked-words", {"blocked": "maybe"}, 400, "invalid", "blocked"),
     ("release", "blocked-without-reason", {"blocked": True}, 400, "invalid", "reason"),
+    ("usage.void", "reason-nul", {"reason": NUL}, 400, "invalid", "reason"),
+    ("usage.void", "reason-object", {"reason": {"a": 1}}, 400, "invalid", "reason"),
+    ("usage.void", "reason-too-long", {"reason": "x" * 10_001}, 400, "invalid", "reason"),
+    ("usage.void", "reason-blank", {"reason": " "}, 400, "invalid", "reason"),
+    ("usage.void", "reason-missing", {}, 400, "invalid", "reason"),
     ("review", "verdict-unknown", {"verdict": "maybe"}, 400, "invalid", "verdict"),
     ("review", "verdict-list", {"verdict": ["approve"]}, 400, "invalid", "verdict"),
     ("review", "verdict-missing", {"reason": "r"}, 400, "invalid", "verdict"),

@@ -660,6 +660,7 @@ BODIES = {
     ("PATCH", "/api/v1/projects/{slug}/webhooks/{id}/"): {"description": "d"},
     ("POST", "/api/v1/attempts/{attempt_id}/comments/"): {"path": "x.py", "line": 1, "body": "b"},
     ("POST", "/api/v1/projects/{slug}/landing/{key}/dequeue/"): {"to": "ready", "reason": "r"},
+    ("POST", "/api/v1/attempts/{attempt_id}/usage/void/"): {"reason": "r"},
 }
 
 
@@ -699,6 +700,8 @@ def caller_for(world, method: str, template: str):
     """Who would be allowed to make the call with a live token."""
     if "/comments/" in template and method == "POST":
         return world.flow.reviewer
+    if template.endswith("/usage/void/"):
+        return world.flow.manager
     if template == "/api/v1/tasks/claim/" or (
         "{attempt_id}" in template and method != "GET" and not template.endswith("/evidence/")
     ):
@@ -812,6 +815,7 @@ SHOWN_FIELD = {
     ("POST", "/api/v1/attempts/{attempt_id}/heartbeat/"): ("lease_expires_at", UNKNOWN),
     ("POST", "/api/v1/attempts/{attempt_id}/release/"): ("state", UNKNOWN),
     ("POST", "/api/v1/attempts/{attempt_id}/submit/"): ("state", UNKNOWN),
+    ("POST", "/api/v1/attempts/{attempt_id}/usage/void/"): ("usage", UNKNOWN),
     ("POST", "/api/v1/decisions/"): ("state", READ_ONLY),
     ("POST", "/api/v1/decisions/{key}/accept/"): ("state", UNKNOWN),
     ("POST", "/api/v1/decisions/{key}/reject/"): ("state", UNKNOWN),
@@ -849,7 +853,7 @@ def live_client(world, method: str, template: str) -> APIClient:
 
 def test_every_write_of_the_schema_has_a_shown_field_to_try():
     assert set(WRITES) == set(SHOWN_FIELD)
-    assert len(WRITES) == 29
+    assert len(WRITES) == 30
 
 
 @pytest.mark.django_db
@@ -882,8 +886,8 @@ def test_every_write_refuses_a_field_only_the_server_sets(
 
 
 def test_every_operation_of_the_schema_is_walked():
-    """57 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 57
+    """58 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
+    assert len(OPERATIONS) == 58
     assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 

@@ -553,3 +553,24 @@ def test_budget_exhausted_is_delivered_for_the_task_and_the_project(
     )
     assert task["attempt"]["state"] == "abandoned"
     assert task["usage"]["cost_usd"] == "1.20"
+
+
+def test_a_void_of_an_attempts_usage_is_delivered_with_what_was_voided(flow, subscribe):
+    subscription = subscribe(types=["usage.voided"])
+    _, attempt = flow.claimed()
+    attempts.attempt_heartbeat(attempt=attempt, actor=flow.agent, usage={"cost_usd": "42"})
+
+    attempts.attempt_usage_void(attempt=attempt, actor=flow.manager, reason="meter slipped")
+
+    sent = payloads(subscription)
+    assert list(sent) == ["usage.voided"]
+    payload = sent["usage.voided"]
+    assert (payload["actor"], payload["data"]["key"]) == ("fm-manager", attempt.task.key)
+    voided = payload["data"]["voided"]
+    assert (voided["by"], voided["reason"], voided["usage"]["cost_usd"]) == (
+        "fm-manager",
+        "meter slipped",
+        "42.00",
+    )
+    assert payload["data"]["month"] == attempt.started_at.strftime("%Y-%m")
+    assert (payload["data"]["from_state"], payload["data"]["to_state"]) == ("counted", "voided")

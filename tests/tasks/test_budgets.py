@@ -67,7 +67,7 @@ def test_usage_is_summed_over_two_heartbeats_and_the_submit(flow, api):
         "wall_seconds": 32.5,
     }
     shown = api(flow.reviewer).get(f"/api/v1/attempts/{attempt.pk}/").json()["usage"]
-    assert shown == {**attempt.usage, "self_reported": True}
+    assert shown == {**attempt.usage, "self_reported": True, "voided": None}
 
 
 @pytest.mark.django_db
@@ -84,6 +84,7 @@ def test_an_attempt_without_reports_shows_empty_self_reported_usage(flow, api):
         "cost_usd": "0.00",
         "wall_seconds": 0.0,
         "self_reported": True,
+        "voided": None,
     }
 
 
