@@ -130,14 +130,43 @@ def runner_line(runner: dict | None) -> str:
     )
 
 
+def usage_lines(usage: dict | None) -> list[str]:
+    """An attempt's self-reported usage and its void, if it has any, in a line each."""
+    if not usage:
+        return []
+    lines = []
+    if usage.get("cost_usd") not in (None, "0.00") or usage.get("input_tokens"):
+        lines.append(
+            f"usage: ${usage['cost_usd']} self-reported, {usage['input_tokens']} tokens in,"
+            f" {usage['output_tokens']} out"
+        )
+    voided = usage.get("voided")
+    if voided:
+        lines.append(
+            f"voided by {voided['by']}: ${voided['usage']['cost_usd']} reported until then"
+            f" counts toward no budget ({voided['reason']})"
+        )
+    return lines
+
+
 def cmd_attempt(client, args):
-    result = client.attempt(args.attempt)
+    if args.void_usage is not None:
+        if not args.void_usage.strip():
+            raise FactoryError(
+                0, "invalid", "--void-usage needs a reason: say why it should not count"
+            )
+        result = client.void_usage(args.attempt, args.void_usage)
+    else:
+        result = client.attempt(args.attempt)
     if args.json:
         return _print_json(result)
     print(f"Attempt {result['id']} of {result['task']} (#{result['number']}): {result['state']}")
-    for run in result["gate_runs"]:
+    for run in result.get("gate_runs", []):
         print(f"  {run['gate']:<20} {run['state']:<8} {run['summary']}")
-    print(runner_line(result.get("runner")))
+    if args.void_usage is None:
+        print(runner_line(result.get("runner")))
+    for line in usage_lines(result.get("usage")):
+        print(line)
     return None
 
 
@@ -406,6 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("attempt", help="an attempt's state, gate runs and runner verdict")
     p.add_argument("attempt", type=int)
+    p.add_argument(
+        "--void-usage",
+        metavar="REASON",
+        help="void the usage it reported so far, so no budget counts it (managers)",
+    )
     p.set_defaults(run=cmd_attempt)
 
     p = sub.add_parser("release", help="give the task back, or --blocked")
@@ -498,6 +532,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "dequeue", None) and not (args.reason or "").strip():
         parser.error("landing --dequeue needs --reason: say why it leaves the queue")
+    if getattr(args, "void_usage", None) is not None and not args.void_usage.strip():
+        parser.error("attempt --void-usage needs a reason: say why it should not count")
     if getattr(args, "local", False):  # needs no server, nor a token
         return args.run(None, args) or 0
     try:

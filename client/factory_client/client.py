@@ -309,6 +309,11 @@ class FactoryClient:
     def attempt(self, attempt: int) -> dict:
         return self._json("GET", f"/attempts/{attempt}/", retry=True)
 
+    def void_usage(self, attempt: int, reason: str) -> dict:
+        """Void the usage the attempt has reported so far (managers): kept on the attempt,
+        counted toward no budget from now on. Answers the attempt."""
+        return self._json("POST", f"/attempts/{attempt}/usage/void/", json={"reason": reason})
+
     def handoff(self, key: str) -> dict:
         return self._json("GET", f"/tasks/{key}/handoff/", retry=True)
 

@@ -565,3 +565,52 @@ def test_landing_shows_the_queue_and_a_manager_dequeues_from_it(live_server, flo
     assert (taken.returncode, taken.stdout) == (0, f"{task.key} is in_review\n")
     attempt.refresh_from_db()
     assert attempt.state == "passed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_manager_voids_an_attempts_usage_from_the_command_line(live_server, flow):
+    from tasks import attempts
+
+    task, attempt = flow.claimed()
+    attempts.attempt_heartbeat(
+        attempt=attempt, actor=flow.agent, usage={"cost_usd": "42", "input_tokens": 900}
+    )
+
+    blank = factory(live_server, flow.manager, "attempt", str(attempt.pk), "--void-usage", " ")
+    refused = factory(live_server, flow.agent, "attempt", str(attempt.pk), "--void-usage", "mine")
+    voided = factory(
+        live_server, flow.manager, "attempt", str(attempt.pk), "--void-usage", "meter slipped"
+    )
+
+    assert blank.returncode == 2
+    assert blank.stderr.splitlines()[-1] == (
+        "factory: error: attempt --void-usage needs a reason: say why it should not count"
+    )
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        "permission_denied: this needs the manager role in the project\n",
+    )
+    assert voided.returncode == 0, voided.stderr
+    assert voided.stdout.splitlines() == [
+        f"Attempt {attempt.pk} of {task.key} (#1): running",
+        "voided by fm-manager: $42.00 reported until then counts toward no budget (meter slipped)",
+    ]
+    attempt.refresh_from_db()
+    assert (attempt.usage_state, attempt.usage) == ("voided", {})
+
+
+def test_attempt_prints_its_self_reported_usage_and_its_void():
+    from factory_client.cli import usage_lines
+
+    counted = {"cost_usd": "1.25", "input_tokens": 40, "output_tokens": 3, "voided": None}
+    voided = {
+        **counted,
+        "voided": {"by": "maria", "reason": "meter", "usage": {"cost_usd": "90.00"}},
+    }
+
+    assert usage_lines(None) == []
+    assert usage_lines({"cost_usd": "0.00", "input_tokens": 0, "voided": None}) == []
+    assert usage_lines(counted) == ["usage: $1.25 self-reported, 40 tokens in, 3 out"]
+    assert usage_lines(voided)[1] == (
+        "voided by maria: $90.00 reported until then counts toward no budget (meter)"
+    )
