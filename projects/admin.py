@@ -1,15 +1,23 @@
-"""The admin for projects, memberships, single sign-on identities, API tokens and the audit trail.
+"""The admin for projects, memberships, single sign-on identities, users, API tokens and the
+audit trail.
 
 Saves go through the services (``ServiceAdmin``): a role granted or revoked here is
 recorded like any other, and a refusal is a form error.
 """
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
+from django.shortcuts import redirect
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 from knox.models import AuthToken
 
 from projects import services
-from projects.admin_tools import ReadOnlyAdmin, ServiceAdmin, copy_saved
+from projects.admin_tools import ReadOnlyAdmin, ServiceAdmin, ServiceRefused, copy_saved
+from projects.errors import refusal_text
 from projects.models import Event, Identity, Membership, Project
 
 
@@ -135,16 +143,21 @@ class EventAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
+LINK_WORDS = {"link": "linked to", "relink": "pointed at", "unlink": "unlinked from"}
+
+
 @admin.register(Identity)
-class IdentityAdmin(admin.ModelAdmin):
-    """Which provider account signs in as which user (ADR 0018).
+class IdentityAdmin(ServiceAdmin):
+    """Which provider account signs in as which user (ADR 0018, ADR 0022).
 
     A person who had a password account before single sign-on gets a second account at
     their first sign-in: pointing the identity at the first account merges them (the
     second keeps its history and can be deactivated). An identity added by hand links a
     provider's subject to an account before its first sign-in; one deleted signs in next
     time as a new account. The pair itself is fixed once saved: it is what the provider
-    asserts, not something to edit.
+    asserts, not something to edit. Every save and deletion is ``identity_link`` or
+    ``identity_unlink``: only a superuser links to, changes or deletes an identity of a
+    staff or superuser account, and each is an Event naming who did it.
     """
 
     list_display = ["subject", "issuer", "user", "created_at"]
@@ -152,10 +165,85 @@ class IdentityAdmin(admin.ModelAdmin):
     search_fields = ["subject", "issuer", "user__username", "user__email"]
     list_select_related = ["user"]
     autocomplete_fields = ["user"]
-    fields = ["issuer", "subject", "user", "created_at"]
+    fields = ["issuer", "subject", "user", "created_at", "trail"]
 
     def get_readonly_fields(self, request, obj=None):
-        return ["issuer", "subject", "created_at"] if obj else ["created_at"]
+        return ["issuer", "subject", "created_at", "trail"] if obj else ["created_at", "trail"]
+
+    def get_actions(self, request):
+        # One at a time, through identity_unlink: a bulk delete would log rows it refused.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    @admin.display(description="Links")
+    def trail(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        events = Event.objects.filter(
+            content_type=ContentType.objects.get_for_model(Identity), object_id=obj.pk
+        ).select_related("actor")
+        return (
+            format_html_join(
+                mark_safe("<br>"),
+                "{} {} {} by {}",
+                (
+                    (
+                        f"{e.created_at:%Y-%m-%d %H:%M}",
+                        LINK_WORDS.get(e.transition, e.transition),
+                        e.extra.get("user", ""),
+                        e.actor_label,
+                    )
+                    for e in events
+                ),
+            )
+            or "—"
+        )
+
+    def save_model(self, request, obj, form, change):
+        if change and "user" not in form.changed_data:
+            return
+        saved = self.call(
+            services.identity_link,
+            user=form.cleaned_data["user"],
+            actor=request.user,
+            **({"identity": obj} if change else {"issuer": obj.issuer, "subject": obj.subject}),
+        )
+        copy_saved(obj, saved)
+
+    def delete_model(self, request, obj):
+        self.call(services.identity_unlink, identity=obj, actor=request.user)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ServiceRefused as refused:
+            # The admin's atomic block has rolled back its log entry; the identity stays.
+            self.message_user(request, refusal_text(refused.error), messages.ERROR)
+            return redirect("admin:projects_identity_change", object_id)
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class UserAdmin(auth_admin.UserAdmin):
+    """Django's own, except that the identity page's search for a user offers someone who
+    is not a superuser no staff or superuser account: they could not link it
+    (``services.identity_link``)."""
+
+    def get_search_results(self, request, queryset, search_term):
+        queryset, duplicates = super().get_search_results(request, queryset, search_term)
+        for_identity = (
+            request.resolver_match is not None
+            and request.resolver_match.url_name == "autocomplete"
+            and (request.GET.get("app_label"), request.GET.get("model_name"))
+            == ("projects", "identity")
+        )
+        if for_identity and not request.user.is_superuser:
+            queryset = queryset.filter(is_staff=False, is_superuser=False)
+        return queryset, duplicates
 
 
 # knox's own admin issues a token for any user with any expiry, past the bounds of

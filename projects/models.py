@@ -226,6 +226,9 @@ class Identity(models.Model):
     Single sign-on finds its user by this pair only, never by a username or an email the
     provider asserts, so nobody at the provider can sign in as an account made here with a
     password. Each pair belongs to one user; a user made by a sign-in has no password.
+    Rows are written by ``projects.services`` only (``identity_sign_in``, ``identity_link``,
+    ``identity_unlink``): only a superuser links one to a staff or superuser account, and
+    every link, change and deletion is an Event saying who made it.
     """
 
     user = models.ForeignKey(
@@ -244,6 +247,11 @@ class Identity(models.Model):
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
 
+    def audit_scope(self) -> tuple[None, None]:
+        # An identity belongs to the site, not to a project: its Events have no project,
+        # so no member of any project sees them; the admin does (ADR 0022).
+        return None, None
+
 
 # --- Audit trail ------------------------------------------------------------------------
 
@@ -252,10 +260,14 @@ class Event(AppendOnlyModel):
     """One transition of one state machine: who, when, from, to, why. Never changed or deleted.
 
     ``task`` is set for everything that happens to a task or its attempts and gate
-    runs, so a task's timeline is one indexed query.
+    runs, so a task's timeline is one indexed query. ``project`` is empty only for what
+    belongs to the site rather than a project (a single sign-on identity linked to an
+    account): no API caller or page of a project sees those, the admin does (ADR 0022).
     """
 
-    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="events")
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
     task = models.ForeignKey(
         "tasks.Task", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )

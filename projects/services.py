@@ -3,7 +3,9 @@
 Creating a project, editing it (its gate policy included) and granting or revoking a
 role are each recorded as an ``Event``, so the audit trail says who could do what, and
 which gates applied, at any moment. A single sign-on finds or makes its user here
-(``identity_sign_in``) and brings its mapped roles up to date (``memberships_sync``).
+(``identity_sign_in``) and brings its mapped roles up to date (``memberships_sync``); which
+provider account signs in as which user is changed only through ``identity_link`` and
+``identity_unlink``, each an Event too.
 """
 
 import logging
@@ -15,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from projects import claims
 from projects.claims import Grant
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Identity, Membership, Project
@@ -264,7 +267,8 @@ def identity_sign_in(*, issuer: str, subject: str, username: str, email: str = "
     A new user has no password and no role, and the first free name among ``username``,
     ``username-2``, ``username-3``… (compared without case, so an existing account is
     never taken over by a provider asserting its name). Two first sign-ins at once make
-    one user: the loser of the race reads the winner's.
+    one user: the loser of the race reads the winner's. The first sign-in's link is an
+    Event by the system.
     """
     identity = Identity.objects.filter(issuer=issuer, subject=subject).select_related("user")
     if found := identity.first():
@@ -277,7 +281,8 @@ def identity_sign_in(*, issuer: str, subject: str, username: str, email: str = "
         try:
             with transaction.atomic():
                 user = User.objects.create_user(name, email=email)  # unusable password
-                Identity.objects.create(user=user, issuer=issuer, subject=subject)
+                made = Identity.objects.create(user=user, issuer=issuer, subject=subject)
+                _record_link(made, actor=None, transition="link", reason=FIRST_SIGN_IN)
         except IntegrityError:
             if found := identity.first():
                 return found.user  # the same person's other first sign-in won
@@ -286,18 +291,154 @@ def identity_sign_in(*, issuer: str, subject: str, username: str, email: str = "
     raise Conflict("no free username for this sign-in", code="username_taken")
 
 
+FIRST_SIGN_IN = "single sign-on: the first sign-in"
+LEFT_WITHOUT_IDENTITY = "single sign-on: no identity signs in as this account any more"
+
+
+def identity_link(
+    *,
+    user,
+    actor,
+    identity: Identity | None = None,
+    issuer: str = "",
+    subject: str = "",
+    reason: str = "",
+) -> Identity:
+    """Make the provider's account ``(issuer, subject)`` sign in as ``user``, or point
+    ``identity`` at ``user`` instead of the account it signs in as; an Event by ``actor``.
+
+    ``actor`` needs the admin's permission to add (a new pair) or change identities, and
+    only a superuser may link one to a staff or superuser account or change one that
+    signs in as such an account (403 ``superuser_required``): whoever can point an
+    identity at an account can sign in as it. The identity's row is locked while its
+    current account is read, so a change made meanwhile is judged too. An account that
+    no identity signs in as any more keeps no role the provider's map names (they are
+    the provider's, and it would never take them back).
+    """
+    if identity is None:
+        _check_identity_rights(actor, "add", wanted=user)
+        made = Identity(user=user, issuer=issuer, subject=subject)
+        made.full_clean()  # both parts given, not too long, the pair not linked already
+        try:
+            with transaction.atomic():
+                made.save()
+                _record_link(made, actor=actor, transition="link", reason=reason)
+        except IntegrityError:
+            raise ValidationError(
+                "Identity with this Issuer and Subject already exists."
+            ) from None  # made by a first sign-in between the check and the write
+        return made
+    with transaction.atomic():
+        identity = _lock_identity(identity)
+        _check_identity_rights(actor, "change", current=identity.user, wanted=user)
+        previous = identity.user
+        if previous.pk == user.pk:
+            return identity
+        identity.user = user
+        identity.save(update_fields=["user"])
+        _record_link(identity, actor=actor, transition="relink", reason=reason, previous=previous)
+        _forget_provider_roles(previous, actor=actor)
+    return identity
+
+
+def identity_unlink(*, identity: Identity, actor, reason: str = "") -> None:
+    """Delete ``identity``: the provider's account makes a new user at its next sign-in.
+
+    The same rights as ``identity_link`` (the admin's delete permission; a superuser for an
+    identity that signs in as a staff or superuser account); an Event by ``actor``, and
+    the account left without an identity keeps no role the provider's map names.
+    """
+    with transaction.atomic():
+        identity = _lock_identity(identity)
+        _check_identity_rights(actor, "delete", current=identity.user)
+        _record_link(identity, actor=actor, transition="unlink", reason=reason)
+        identity.delete()
+        _forget_provider_roles(identity.user, actor=actor)
+
+
+def _lock_identity(identity: Identity) -> Identity:
+    """``identity`` read again with its row locked; its ``user``, loaded after, is the
+    account it signs in as now, not the one the caller read, so a change committed
+    meanwhile is judged too."""
+    # No join in the locking query: PostgreSQL re-checks a locked row that changed meanwhile
+    # against the joined row it read first, and would drop an identity repointed since.
+    return Identity.objects.select_for_update(no_key=True).get(pk=identity.pk)
+
+
+def _check_identity_rights(actor, action: str, *, current=None, wanted=None) -> None:
+    """Refuse (403) unless ``actor`` may ``action`` an identity that signs in as ``current``
+    so that it signs in as ``wanted``: the admin's permission, and a superuser wherever a
+    staff or superuser account is either."""
+    if actor is None or not actor.is_active or not actor.has_perm(f"projects.{action}_identity"):
+        raise PermissionDenied(f"this needs the permission to {action} identities")
+    if actor.is_superuser:
+        return
+    if current is not None and _is_staff(current):
+        raise PermissionDenied(
+            "only a superuser may change or delete an identity that signs in as a staff "
+            "or superuser account",
+            code="superuser_required",
+        )
+    if wanted is not None and _is_staff(wanted):
+        raise PermissionDenied(
+            "only a superuser may link an identity to a staff or superuser account",
+            code="superuser_required",
+        )
+
+
+def _is_staff(user) -> bool:
+    return user.is_staff or user.is_superuser
+
+
+def _record_link(identity: Identity, *, actor, transition: str, reason: str, previous=None):
+    Event.record(
+        identity,
+        actor=actor,
+        transition=transition,
+        from_state="",
+        to_state="",
+        reason=reason,
+        extra={
+            "issuer": identity.issuer,
+            "subject": identity.subject,
+            "user": identity.user.get_username(),
+            "user_id": identity.user_id,
+            **(
+                {"from_user": previous.get_username(), "from_user_id": previous.pk}
+                if previous is not None
+                else {}
+            ),
+        },
+    )
+
+
+def _forget_provider_roles(user, *, actor) -> None:
+    if user.identities.exists():
+        return  # another identity still signs in as it, and its sign-ins keep them right
+    memberships_sync(
+        user=user,
+        grants=set(),
+        managed=claims.managed(settings.FACTORY_OIDC_ROLE_MAP),
+        reason=LEFT_WITHOUT_IDENTITY,
+        actor=actor,
+    )
+
+
 def _username_base(hint: str) -> str:
     """``hint`` cut to what Django's usernames allow (letters, digits and ``@.+-_``)."""
     cleaned = re.sub(r"[^\w.@+-]", "", hint, flags=re.ASCII)[:150]
     return cleaned or "user"
 
 
-def memberships_sync(*, user, grants: set[Grant], managed: set[Grant], reason: str) -> None:
+def memberships_sync(
+    *, user, grants: set[Grant], managed: set[Grant], reason: str, actor=None
+) -> None:
     """Make ``user``'s roles among the ``managed`` (slug, role) pairs exactly ``grants``.
 
     What is missing is granted and what is no longer granted is revoked, each recorded as
-    an Event by the system with ``reason``; roles outside ``managed`` are given in the site
-    and stay. A grant to a project that does not exist is skipped, with a warning.
+    an Event by ``actor`` (the system when None) with ``reason``; roles outside ``managed``
+    are given in the site and stay. A grant to a project that does not exist is skipped,
+    with a warning.
     """
     slugs = {slug for slug, _ in managed | grants}
     projects = {p.slug: p for p in Project.objects.filter(slug__in=slugs)}
@@ -308,12 +449,14 @@ def memberships_sync(*, user, grants: set[Grant], managed: set[Grant], reason: s
         for membership in held:
             pair = (membership.project.slug, membership.role)
             if pair in managed and pair not in grants:
-                membership_revoke(membership=membership, reason=reason)
+                membership_revoke(membership=membership, actor=actor, reason=reason)
         for slug, role in sorted(grants):
             if slug not in projects:
                 logger.warning("sign-in grants a role in project %s, which does not exist", slug)
                 continue
-            membership_grant(user=user, project=projects[slug], role=role, reason=reason)
+            membership_grant(
+                user=user, project=projects[slug], role=role, actor=actor, reason=reason
+            )
 
 
 def check_storable(value, field: str) -> None:
