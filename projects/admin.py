@@ -118,8 +118,8 @@ class ProjectAdmin(MembershipSaves, ServiceAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(MembershipSaves, ServiceAdmin):
-    list_display = ["user", "project", "role", "created_at"]
-    list_filter = ["role", "project"]
+    list_display = ["user", "project", "role", "from_provider", "created_at"]
+    list_filter = ["role", "project", "from_provider"]
     search_fields = ["user__username", "project__slug"]
     autocomplete_fields = ["user"]
 

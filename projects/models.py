@@ -196,13 +196,24 @@ class Imported(models.Model):
 
 
 class Membership(models.Model):
-    """A user's role in a project. A user may hold several roles in one project."""
+    """A user's role in a project. A user may hold several roles in one project.
+
+    ``from_provider`` marks a role single sign-on's role map granted: the provider's to
+    take back at a sign-in whose claim no longer grants it, even once the map stops naming
+    it (``projects.services.memberships_sync``, ADR 0022).
+    """
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices)
+    from_provider = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="Granted by the identity provider's role claim (single sign-on), which "
+        "takes it back when the claim no longer grants it.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

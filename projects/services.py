@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from projects import claims
 from projects.claims import Grant
@@ -222,14 +223,24 @@ def _text_or_none(amount: Decimal | None) -> str | None:
 
 
 def membership_grant(
-    *, user, project: Project, role: str, actor=None, reason: str = ""
+    *,
+    user,
+    project: Project,
+    role: str,
+    actor=None,
+    reason: str = "",
+    from_provider: bool = False,
 ) -> Membership:
-    """Give ``user`` a role in ``project``, recorded as an Event; granting twice changes nothing."""
+    """Give ``user`` a role in ``project``, recorded as an Event; granting twice changes nothing.
+
+    ``from_provider``: single sign-on's role map grants it, so the provider owns the role
+    from now on, one given in the site before included (it is a pair the map names).
+    """
     if role not in Role.values:
         raise ValidationError({"role": f"choose one of {', '.join(Role.values)}"})
     with transaction.atomic():
         membership, created = Membership.objects.get_or_create(
-            user=user, project=project, role=role
+            user=user, project=project, role=role, defaults={"from_provider": from_provider}
         )
         if created:
             Event.record(
@@ -241,6 +252,9 @@ def membership_grant(
                 reason=reason,
                 extra={"user": user.get_username(), "role": role},
             )
+        elif from_provider and not membership.from_provider:
+            membership.from_provider = True
+            membership.save(update_fields=["from_provider"])
     forget_roles(user)
     return membership
 
@@ -436,26 +450,36 @@ def memberships_sync(
     """Make ``user``'s roles among the ``managed`` (slug, role) pairs exactly ``grants``.
 
     What is missing is granted and what is no longer granted is revoked, each recorded as
-    an Event by ``actor`` (the system when None) with ``reason``; roles outside ``managed``
-    are given in the site and stay. A grant to a project that does not exist is skipped,
-    with a warning.
+    an Event by ``actor`` (the system when None) with ``reason``. A role the provider
+    granted earlier (``Membership.from_provider``) is revoked too when ``grants`` lacks it,
+    even if the map no longer names its pair: narrowing the map takes roles back. Other
+    roles outside ``managed`` are given in the site and stay. A grant to a project that
+    does not exist is skipped, with a warning.
     """
     slugs = {slug for slug, _ in managed | grants}
     projects = {p.slug: p for p in Project.objects.filter(slug__in=slugs)}
     with transaction.atomic():
-        held = Membership.objects.filter(user=user, project__slug__in=slugs).select_related(
-            "project"
+        held = (
+            Membership.objects.filter(user=user)
+            .filter(Q(project__slug__in=slugs) | Q(from_provider=True))
+            .select_related("project")
         )
         for membership in held:
             pair = (membership.project.slug, membership.role)
-            if pair in managed and pair not in grants:
+            owned = pair in managed or membership.from_provider
+            if owned and pair not in grants:
                 membership_revoke(membership=membership, actor=actor, reason=reason)
         for slug, role in sorted(grants):
             if slug not in projects:
                 logger.warning("sign-in grants a role in project %s, which does not exist", slug)
                 continue
             membership_grant(
-                user=user, project=projects[slug], role=role, actor=actor, reason=reason
+                user=user,
+                project=projects[slug],
+                role=role,
+                actor=actor,
+                reason=reason,
+                from_provider=True,
             )
 
 
