@@ -229,9 +229,27 @@ admin.site.unregister(User)
 
 @admin.register(User)
 class UserAdmin(auth_admin.UserAdmin):
-    """Django's own, except that the identity page's search for a user offers someone who
-    is not a superuser no staff or superuser account: they could not link it
-    (``services.identity_link``)."""
+    """Django's own, except for someone who is not a superuser (ADR 0022): they change no
+    staff or superuser account (its password included), give no one the staff or
+    superuser flag, a group or a permission, and the identity page's search for a user
+    offers them no staff or superuser account (they could not link it). Django's own
+    page let whoever may change users make themselves superuser."""
+
+    GRANTING = ("is_staff", "is_superuser", "groups", "user_permissions")
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and _is_staff(obj) and not request.user.is_superuser:
+            return False  # the password page asks this too
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and _is_staff(obj) and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        return fields if request.user.is_superuser else [*fields, *self.GRANTING]
 
     def get_search_results(self, request, queryset, search_term):
         queryset, duplicates = super().get_search_results(request, queryset, search_term)
@@ -244,6 +262,10 @@ class UserAdmin(auth_admin.UserAdmin):
         if for_identity and not request.user.is_superuser:
             queryset = queryset.filter(is_staff=False, is_superuser=False)
         return queryset, duplicates
+
+
+def _is_staff(user) -> bool:
+    return user.is_staff or user.is_superuser
 
 
 # knox's own admin issues a token for any user with any expiry, past the bounds of
