@@ -1,7 +1,9 @@
 """Writing what a format read into a project, and saying what was done with each item.
 
-Items are matched to rows by their ``origin`` (``<format>:<id>``), so the same files written
-again change nothing. What is new is created; a spec whose file changed gets a new proposed
+Items are matched to rows by their ``origin`` (``<format>:<origin name>:<id>``,
+``interop.origins``), so the same files uploaded again under the same name change nothing,
+and another upload's items (another repository's ``docs/decisions/0013``) are never taken
+for them. What is new is created; a spec whose file changed gets a new proposed
 version (never accepted by an import); a task still waiting to be claimed takes the file's
 changes; anything already in Factory Memory's hands (a claimed or finished task, a decided
 decision) is left as it is, and the report says so. Tasks and decisions are written in bulk,
@@ -14,6 +16,7 @@ recorded; the import's own Event says who brought them in.
 
 import json
 import re
+from collections import Counter
 from datetime import UTC, datetime, time
 
 from django.conf import settings
@@ -24,6 +27,7 @@ from django.db.models.functions import Greatest
 
 from decisions import services as decision_services
 from decisions.models import Decision, DecisionState, Spec, SpecAmendment, SpecVersionState
+from interop import origins
 from interop.documents import DecisionDoc, Parsed, Source, SpecDoc, TaskDoc, break_cycles
 from projects.models import Project
 from tasks.models import Label, Task, TaskState
@@ -73,9 +77,10 @@ class Report:
         }
 
 
-def write(*, project: Project, actor, format: str, parsed: Parsed) -> dict:
-    """Write ``parsed`` into ``project`` in the caller's transaction; return the report."""
-    writer = _Writer(project, actor, format)
+def write(*, project: Project, actor, format: str, origin_name: str, parsed: Parsed) -> dict:
+    """Write ``parsed`` into ``project`` in the caller's transaction; return the report.
+    Its rows' origins are ``<format>:<origin_name>:<id>``."""
+    writer = _Writer(project, actor, format, origin_name)
     # A file may say A depends on B and B on A (spec-kit's explicit Depends lines can): such
     # tasks could never be claimed, so the edge that closes a cycle is dropped and noted.
     break_cycles(parsed.tasks, parsed)
@@ -86,6 +91,7 @@ def write(*, project: Project, actor, format: str, parsed: Parsed) -> dict:
     writer.specs(parsed.specs)
     writer.decisions(parsed.decisions)
     writer.tasks(parsed.tasks)
+    writer.namesakes()
     return writer.report.as_dict()
 
 
@@ -103,16 +109,17 @@ def _stamp(value) -> str | None:
 
 
 class _Writer:
-    def __init__(self, project: Project, actor, format: str):
+    def __init__(self, project: Project, actor, format: str, origin_name: str):
         self.project = Project.objects.get(pk=project.pk)
         self.actor = actor
         self.format = format
+        self.origin_name = origin_name
         self.report = Report(format)
         self.specs_by_id: dict[str, Spec] = {}
         self.decisions_by_id: dict[str, Decision] = {}
 
     def origin(self, external_id: str) -> str:
-        return f"{self.format}:{external_id}"[:300]
+        return origins.origin(self.format, self.origin_name, external_id)
 
     def _fits(self, source: Source, metadata: dict) -> bool:
         """Whether a record's metadata is within ``FACTORY_IMPORT_MAX_METADATA_BYTES``; a
@@ -122,6 +129,44 @@ class _Writer:
         if size > limit:
             self.report.skip(source, f"its metadata is {size} bytes; the limit is {limit}")
         return size <= limit
+
+    def namesakes(self) -> None:
+        """One notice when records this upload creates have the ids of records another origin
+        name brought in. Another repository's files are rightly kept apart; the same files
+        uploaded under another name (a renamed archive, a folder zipped by another name) are
+        taken twice, and the notice says which name would have matched them."""
+        prefix = self.origin("")
+        created = {
+            entry["origin"][len(prefix) :]: entry["source"]
+            for entry in self.report.items
+            if entry["action"] == "created"
+        }
+        if not created:
+            return
+        named = re.compile(rf"{re.escape(self.format)}:([A-Za-z0-9][A-Za-z0-9._-]*):(.*)", re.S)
+        shared: Counter[str] = Counter()
+        where = None
+        for model in (Spec, Decision, Task):
+            # The project's other uploads of this format: constant queries, whatever the file.
+            others = (
+                model.objects.filter(project=self.project, origin__startswith=f"{self.format}:")
+                .exclude(origin__startswith=prefix)
+                .values_list("origin", flat=True)
+            )
+            for origin in others.iterator():
+                match = named.fullmatch(origin)
+                if match and match[2] in created:
+                    shared[match[1]] += 1
+                    where = where or created[match[2]]
+        if shared:
+            names = ", ".join(f"{name} ({count})" for name, count in sorted(shared.items()))
+            self.report.notice(
+                where,
+                f"{shared.total()} of the records created have the ids of records imported"
+                f" under another origin name: {names}. Files from another repository are"
+                " rightly kept apart; the same files again are taken twice unless uploaded"
+                " under the name they had (origin_name).",
+            )
 
     # --- Specs: few, each through the spec services and their rules -----------------------
 
@@ -274,7 +319,8 @@ class _Writer:
             self.report.skip(
                 doc.source,
                 f"{row.key} ({row.state}) differs from the file in {', '.join(differs)}; "
-                "Factory Memory keeps its record",
+                "Factory Memory keeps its record (if the file is another log's, upload it"
+                f" under an origin name of its own, not {self.origin_name})",
             )
 
     def _link_decisions(self, new: list[tuple[DecisionDoc, Decision]]) -> None:

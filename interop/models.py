@@ -16,7 +16,8 @@ class ImportState(models.TextChoices):
 
 
 class ImportRun(models.Model):
-    """One upload of a team's files for a project, in one format.
+    """One upload of a team's files for a project, in one format, under one origin name
+    (``interop.origins``: the rows it writes carry ``<format>:<origin_name>:<id>``).
 
     ``checked``: read and planned in a transaction that was rolled back; ``report`` says what
     applying it would create, update, leave unchanged and skip, and ``upload`` keeps the
@@ -30,6 +31,11 @@ class ImportRun(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     format = models.CharField(max_length=16)
     name = models.CharField(max_length=255, help_text="The uploaded file's name.")
+    origin_name = models.CharField(
+        max_length=64,
+        help_text="The name its rows' origins carry (<format>:<origin name>:<id>): given at"
+        " upload, else the file's name less its extension (interop.origins).",
+    )
     sha256 = models.CharField(max_length=64)
     size = models.PositiveIntegerField()
     upload = models.BinaryField(editable=False, help_text="The bytes, until applied.")

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from interop import exporter, importer
+from interop import exporter, importer, origins
 from interop.archive import ArchiveError, read_upload
 from interop.documents import Refusal
 from interop.formats import READERS
@@ -60,28 +60,50 @@ def _plan(run: ImportRun) -> dict:
         raise ServiceError(
             f"file: {exc}", code=exc.code, extra={"source": str(exc.source)}
         ) from exc
-    return importer.write(project=run.project, actor=run.actor, format=run.format, parsed=parsed)
+    return importer.write(
+        project=run.project,
+        actor=run.actor,
+        format=run.format,
+        origin_name=run.origin_name,
+        parsed=parsed,
+    )
 
 
 def import_check(
-    *, project: Project, actor, format: str, name: str, data: bytes, mapping: dict | None = None
+    *,
+    project: Project,
+    actor,
+    format: str,
+    name: str,
+    data: bytes,
+    mapping: dict | None = None,
+    origin_name: str | None = None,
 ) -> ImportRun:
     """A dry run: what importing ``data`` would do, as a checked ImportRun with its report.
 
-    Managers only (403). An unknown format is a 400 naming ``format``; an upload that is
-    not a safe archive of a readable size is a 400 or 413 with its code (``unsafe_path``,
+    Managers only (403). An unknown format is a 400 naming ``format``, an origin name that
+    breaks ``interop.origins``' rule one naming ``origin_name``; an upload that is not a safe
+    archive of a readable size is a 400 or 413 with its code (``unsafe_path``,
     ``too_large_expanded``, …). Nothing but the ImportRun is kept.
+
+    The rows' origins carry ``origin_name``, by default the file's name less its extension
+    (``service-a.zip`` → ``service-a``): the same upload again matches what it made, another
+    one (``service-b.zip``) never does, even where both hold ``docs/decisions/0013``.
     """
     require_role(actor, project.pk, Role.MANAGER)
     if format not in READERS:
         raise ValidationError({"format": f"one of {', '.join(READERS)}"})
     if mapping is not None and not isinstance(mapping, dict):
         raise ValidationError({"mapping": "an object of criterion keys to proofs"})
+    if origin_name is not None and not origins.valid_origin_name(origin_name):
+        raise ValidationError({"origin_name": origins.ORIGIN_NAME_RULE})
+    name = name[:255]
     run = ImportRun(
         project=project,
         actor=actor,
         format=format,
-        name=name[:255],
+        name=name,
+        origin_name=origins.default_origin_name(name) if origin_name is None else origin_name,
         sha256=hashlib.sha256(data).hexdigest(),
         size=len(data),
         upload=data,
@@ -151,10 +173,17 @@ def import_upload(
     data: bytes,
     dry_run: bool = True,
     mapping: dict | None = None,
+    origin_name: str | None = None,
 ) -> ImportRun:
     """Check an upload and, unless ``dry_run``, apply it (the API's and the CLI's one call)."""
     run = import_check(
-        project=project, actor=actor, format=format, name=name, data=data, mapping=mapping
+        project=project,
+        actor=actor,
+        format=format,
+        name=name,
+        data=data,
+        mapping=mapping,
+        origin_name=origin_name,
     )
     return run if dry_run else import_apply(run=run, actor=actor)
 

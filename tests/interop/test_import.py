@@ -65,7 +65,7 @@ def test_applying_a_madr_folder_keeps_numbers_states_and_supersede_chains(flow):
     assert run.state == "applied" and len(decisions) == 57
     assert (decisions[12].key, decisions[12].state) == (f"{flow.project.slug}-D12", "superseded")
     assert [d.number for d in decisions[17].supersedes.all()] == [12]
-    assert decisions[17].origin == "madr:docs/adr/0017"
+    assert decisions[17].origin == "madr:upload:docs/adr/0017"
     flow.project.refresh_from_db()
     assert flow.project.decision_seq == max(decisions)
     assert Event.objects.filter(transition="apply").count() == 1
@@ -153,11 +153,11 @@ def test_a_speckit_feature_becomes_a_spec_and_its_tasks(flow):
 
     run = upload(flow, "speckit", data)
 
-    spec = Spec.objects.get(project=flow.project, origin="speckit:003-http-client")
+    spec = Spec.objects.get(project=flow.project, origin="speckit:upload:003-http-client")
     version = spec.versions.get()
     keys = [c.key for c in version.criteria.all()]
     tasks = Task.objects.filter(project=flow.project, spec=spec)
-    first = tasks.get(origin="speckit:003-http-client/T001")
+    first = tasks.get(origin="speckit:upload:003-http-client/T001")
     assert run.report["counts"]["skipped"] == 0
     assert {"US1-AS1", "FR-001", "SC-001"} <= set(keys)
     assert {c.proof["check"] for c in version.criteria.all()} == {"review"}
@@ -175,7 +175,7 @@ def test_a_changed_spec_file_becomes_a_new_proposed_version(flow):
 
     run = upload(flow, "speckit", archive(folder))
 
-    spec = Spec.objects.get(project=flow.project, origin="speckit:001-x")
+    spec = Spec.objects.get(project=flow.project, origin="speckit:upload:001-x")
     assert [(v.number, v.state) for v in spec.versions.order_by("number")] == [
         (1, "accepted"),
         (2, "draft"),
@@ -188,7 +188,9 @@ def test_an_openspec_change_is_a_proposed_decision_amending_its_spec(flow):
 
     upload(flow, "openspec", data)
 
-    change = Decision.objects.get(project=flow.project, origin="openspec:add-devin-desktop-support")
+    change = Decision.objects.get(
+        project=flow.project, origin="openspec:upload:add-devin-desktop-support"
+    )
     archived = Decision.objects.filter(project=flow.project, state="accepted")
     assert change.state == "proposed"
     assert SpecAmendment.objects.filter(decision=change).exists()
@@ -246,8 +248,11 @@ def test_bad_lines_are_skipped_by_line_and_the_rest_is_imported_whole(flow):
 
     assert run.report["counts"] == {"created": 2, "updated": 0, "unchanged": 0, "skipped": 2}
     assert [s["source"] for s in run.report["skipped"]] == ["issues.jsonl:2", "issues.jsonl:3"]
-    third = Task.objects.get(origin="beads:bd-3")
-    assert (third.state, [d.origin for d in third.depends_on.all()]) == ("draft", ["beads:bd-1"])
+    third = Task.objects.get(origin="beads:issues:bd-3")
+    assert (third.state, [d.origin for d in third.depends_on.all()]) == (
+        "draft",
+        ["beads:issues:bd-1"],
+    )
     assert any("unknown status 'weird'" in n["message"] for n in run.report["notices"])
 
 
@@ -259,7 +264,7 @@ def test_a_mapping_names_the_proof_of_a_speckit_criterion(flow):
 
     upload(flow, "speckit", archive(folder), mapping=mapping)
 
-    criterion = Spec.objects.get(origin="speckit:001-x").versions.get().criteria.get()
+    criterion = Spec.objects.get(origin="speckit:upload:001-x").versions.get().criteria.get()
     assert (criterion.key, criterion.proof) == ("FR-001", mapping["FR-001"])
 
 
@@ -268,7 +273,7 @@ def test_open_questions_keep_the_first_version_proposed_and_are_reported(flow):
 
     run = upload(flow, "speckit", archive({"specs/001-x/spec.md": spec_md}))
 
-    spec = Spec.objects.get(origin="speckit:001-x")
+    spec = Spec.objects.get(origin="speckit:upload:001-x")
     assert spec.versions.get().state == "draft"
     assert run.report["items"][0]["note"] == "v1 kept proposed: 1 open question(s)"
     assert run.report["notices"][-1] == {
@@ -287,7 +292,7 @@ def test_ten_thousand_issues_in_one_file_are_one_report(flow):
 
     assert run.report["counts"]["created"] == 10_000
     assert Task.objects.filter(project=flow.project).count() == 10_000
-    assert Task.objects.get(origin="beads:bd-9999").key == f"{flow.project.slug}-10000"
+    assert Task.objects.get(origin="beads:issues:bd-9999").key == f"{flow.project.slug}-10000"
 
 
 def test_a_task_changed_in_the_file_takes_its_text_but_keeps_its_state_here(flow):
@@ -295,7 +300,7 @@ def test_a_task_changed_in_the_file_takes_its_text_but_keeps_its_state_here(flow
 
     run = upload(flow, "beads", b'{"id":"bd-1","title":"New","status":"closed"}\n', name="i.jsonl")
 
-    task = Task.objects.get(origin="beads:bd-1")
+    task = Task.objects.get(origin="beads:i:bd-1")
     assert (task.title, task.state) == ("New", "ready")
     assert run.report["counts"]["updated"] == 1
     assert run.report["notices"][-1] == {
@@ -313,7 +318,7 @@ def test_tasks_that_depend_on_each_other_are_imported_without_the_cycle(flow):
 
     run = upload(flow, "speckit", archive({"specs/001-x/tasks.md": tasks_md}))
 
-    first, second = (Task.objects.get(origin=f"speckit:001-x/T00{n}") for n in (1, 2))
+    first, second = (Task.objects.get(origin=f"speckit:upload:001-x/T00{n}") for n in (1, 2))
     edges = [list(first.depends_on.all()), list(second.depends_on.all())]
     assert edges == [[second], []]
     assert any("dependency cycle" in n["message"] for n in run.report["notices"])
@@ -325,7 +330,7 @@ def test_a_file_cannot_close_a_task_an_agent_holds(flow):
 
     run = upload(flow, "beads", b'{"id":"bd-1","title":"Work","status":"closed"}\n', name="i.jsonl")
 
-    task = Task.objects.get(origin="beads:bd-1")
+    task = Task.objects.get(origin="beads:i:bd-1")
     assert (task.state, task.current_attempt_id) == ("claimed", attempt.pk)
     assert run.report["skipped"] == [
         {
@@ -342,13 +347,14 @@ def test_a_file_cannot_decide_a_decision_that_is_proposed_here(flow):
 
     run = upload(flow, "madr", archive({name: adr.replace(b"{status}", b"accepted")}))
 
-    decision = Decision.objects.get(origin="madr:docs/decisions/0001")
+    decision = Decision.objects.get(origin="madr:upload:docs/decisions/0001")
     assert (decision.state, decision.decided_by_id) == ("proposed", None)
     assert run.report["skipped"] == [
         {
             "source": f"{name}:1",
             "reason": f"{decision.key} (proposed) differs from the file in state; "
-            "Factory Memory keeps its record",
+            "Factory Memory keeps its record (if the file is another log's, upload it under"
+            " an origin name of its own, not upload)",
         }
     ]
 
@@ -390,8 +396,8 @@ def test_two_adr_logs_with_the_same_numbers_are_two_sets_of_decisions(flow):
 
     assert run.report["counts"] == {"created": 1, "updated": 0, "unchanged": 0, "skipped": 0}
     assert sorted(Decision.objects.values_list("origin", "number", "title")) == [
-        ("madr:docs/adr/0013", 13, "Use Kafka"),
-        ("madr:services/x/adr/0013", 14, "Use gRPC"),
+        ("madr:upload:docs/adr/0013", 13, "Use Kafka"),
+        ("madr:upload:services/x/adr/0013", 14, "Use gRPC"),
     ]
     assert run.report["items"][0]["note"] == "numbered 14: 13 was taken"
 
@@ -410,6 +416,142 @@ def test_a_monorepos_logs_in_one_upload_are_read_apart_and_again_unchanged(flow)
 
     assert first.report["counts"] == {"created": 3, "updated": 0, "unchanged": 0, "skipped": 0}
     assert again.report["counts"] == {"created": 0, "updated": 0, "unchanged": 3, "skipped": 0}
-    grpc = Decision.objects.get(origin="madr:services/x/adr/0013")
+    grpc = Decision.objects.get(origin="madr:upload:services/x/adr/0013")
     assert [d.title for d in grpc.supersedes.all()] == ["Use REST"]
-    assert Decision.objects.get(origin="madr:docs/adr/0013").supersedes.count() == 0
+    assert Decision.objects.get(origin="madr:upload:docs/adr/0013").supersedes.count() == 0
+
+
+# --- Several repositories' files in one project: the origin names the upload --------------
+
+
+def test_two_repositories_adr_logs_in_the_same_folder_are_two_sets_of_decisions(flow):
+    service_a = {
+        "docs/decisions/0001-record-decisions.md": adr("Record decisions"),
+        "docs/decisions/0013-use-kafka.md": adr("Use Kafka"),
+    }
+    service_b = {
+        "docs/decisions/0001-record-decisions.md": adr("Record decisions"),
+        "docs/decisions/0013-use-grpc.md": adr("Use gRPC"),
+    }
+    upload(flow, "madr", archive(service_a), name="service-a.zip")
+
+    run = upload(flow, "madr", archive(service_b), name="service-b.zip")
+
+    assert run.report["counts"] == {"created": 2, "updated": 0, "unchanged": 0, "skipped": 0}
+    assert sorted(Decision.objects.values_list("origin", "number", "title")) == [
+        ("madr:service-a:docs/decisions/0001", 1, "Record decisions"),
+        ("madr:service-a:docs/decisions/0013", 13, "Use Kafka"),
+        ("madr:service-b:docs/decisions/0001", 14, "Record decisions"),
+        ("madr:service-b:docs/decisions/0013", 15, "Use gRPC"),
+    ]
+
+
+def test_each_repositorys_archive_imported_again_matches_only_what_it_made(flow):
+    service_a = archive({"docs/decisions/0013-use-kafka.md": adr("Use Kafka")})
+    service_b = archive({"docs/decisions/0013-use-grpc.md": adr("Use gRPC")})
+    upload(flow, "madr", service_a, name="service-a.zip")
+    upload(flow, "madr", service_b, name="service-b.zip")
+
+    again = [upload(flow, "madr", service_a, name="service-a.zip")]
+    again.append(upload(flow, "madr", service_b, name="service-b.zip"))
+
+    unchanged = {"created": 0, "updated": 0, "unchanged": 1, "skipped": 0}
+    assert [run.report["counts"] for run in again] == [unchanged, unchanged]
+    assert Decision.objects.count() == 2
+
+
+SPECKIT_REPOSITORY = {
+    "specs/001-login/spec.md": b"# Feature Specification: {title}\n\n- **FR-001**: System MUST {title}.\n",
+    "specs/001-login/tasks.md": b"# Tasks\n\n## Phase 1: Setup\n\n- [ ] T001 Build {title}\n",
+}
+OPENSPEC_REPOSITORY = {
+    "openspec/specs/auth/spec.md": b"# Auth Specification\n\n## Requirements\n"
+    b"### Requirement: {title}\nThe system SHALL {title}.\n",
+    "openspec/changes/add-2fa/proposal.md": b"# Change: {title}\n\n## Why\nBecause.\n\n"
+    b"## What Changes\n- {title}\n",
+    "openspec/changes/add-2fa/tasks.md": b"## 1. Build\n- [ ] 1.1 Build {title}\n",
+}
+
+
+def repository(files: dict[str, bytes], title: str) -> bytes:
+    return archive({path: text.replace(b"{title}", title.encode()) for path, text in files.items()})
+
+
+@pytest.mark.parametrize(
+    ("format", "files", "origins"),
+    [
+        ("speckit", SPECKIT_REPOSITORY, ["speckit:{}:001-login", "speckit:{}:001-login/T001"]),
+        (
+            "openspec",
+            OPENSPEC_REPOSITORY,
+            ["openspec:{}:auth", "openspec:{}:add-2fa", "openspec:{}:add-2fa/1.1"],
+        ),
+    ],
+)
+def test_two_repositories_specs_with_the_same_names_stay_apart_and_again_unchanged(
+    flow, format, files, origins
+):
+    service_a, service_b = repository(files, "sign in"), repository(files, "search")
+    upload(flow, format, service_a, name="service-a.zip")
+
+    run = upload(flow, format, service_b, name="service-b.zip")
+    again = upload(flow, format, service_a, name="service-a.zip")
+
+    made = len(origins)
+    assert run.report["counts"] == {"created": made, "updated": 0, "unchanged": 0, "skipped": 0}
+    assert again.report["counts"] == {"created": 0, "updated": 0, "unchanged": made, "skipped": 0}
+    stored = [
+        *Spec.objects.values_list("origin", flat=True),
+        *Decision.objects.values_list("origin", flat=True),
+        *Task.objects.values_list("origin", flat=True),
+    ]
+    wanted = [o.format(name) for name in ("service-a", "service-b") for o in origins]
+    assert sorted(stored) == sorted(wanted)
+
+
+def test_two_beads_files_with_the_same_ids_are_told_apart_by_the_name_given(flow):
+    line = b'{"id":"api-1","title":"%s","status":"open"}\n'
+    upload(flow, "beads", line % b"Rate limits", name="issues.jsonl", origin_name="service-a")
+
+    run = upload(flow, "beads", line % b"Retries", name="issues.jsonl", origin_name="service-b")
+
+    assert run.report["counts"] == {"created": 1, "updated": 0, "unchanged": 0, "skipped": 0}
+    assert sorted(Task.objects.values_list("origin", "title")) == [
+        ("beads:service-a:api-1", "Rate limits"),
+        ("beads:service-b:api-1", "Retries"),
+    ]
+
+
+def test_the_same_log_under_another_name_is_created_again_and_the_report_says_whose_ids(flow):
+    log = {
+        "docs/decisions/0001-record-decisions.md": adr("Record decisions"),
+        "docs/decisions/0013-use-kafka.md": adr("Use Kafka"),
+    }
+    upload(flow, "madr", archive(log), name="service-a.zip")
+
+    run = upload(flow, "madr", archive(log), name="service-a (1).zip", dry_run=True)
+
+    assert (run.origin_name, run.report["counts"]["created"]) == ("service-a-1", 2)
+    assert run.report["notices"][-1] == {
+        "source": "docs/decisions/0001-record-decisions.md:1",
+        "message": "2 of the records created have the ids of records imported under another"
+        " origin name: service-a (2). Files from another repository are rightly kept apart;"
+        " the same files again are taken twice unless uploaded under the name they had"
+        " (origin_name).",
+    }
+
+
+def test_a_log_imported_again_under_its_name_has_no_note_of_other_names(flow):
+    log = archive({"docs/decisions/0013-use-kafka.md": adr("Use Kafka")})
+    upload(flow, "madr", log, name="service-a.zip")
+    upload(
+        flow,
+        "madr",
+        archive({"docs/decisions/0013-use-grpc.md": adr("Use gRPC")}),
+        name="service-b.zip",
+    )
+
+    run = upload(flow, "madr", log, name="service-a.zip")
+
+    assert run.report["counts"]["unchanged"] == 1
+    assert run.report["notices"] == []
