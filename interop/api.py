@@ -11,7 +11,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from interop import services
+from interop import origins, services
 from interop.formats import READERS
 from interop.models import ImportRun
 from projects.errors import NotFound
@@ -26,6 +26,9 @@ class ImportRunSerializer(serializers.Serializer):
     project = serializers.CharField(source="project.slug")
     format = serializers.CharField()
     name = serializers.CharField()
+    origin_name = serializers.CharField(
+        help_text="The name its rows' origins carry: <format>:<origin_name>:<id>."
+    )
     sha256 = serializers.CharField()
     size = serializers.IntegerField()
     state = serializers.ChoiceField(
@@ -63,6 +66,14 @@ class MappingField(serializers.DictField):
         return data
 
 
+class OriginNameField(serializers.RegexField):
+    """An origin name as sent: an empty part is an empty name, refused as the schema says,
+    not taken for an absent one (DRF's reading of an optional form field)."""
+
+    def get_value(self, dictionary):
+        return dictionary.get(self.field_name, empty)
+
+
 class ImportListApi(APIView):
     """Upload a folder (zip or tar) or a JSONL file to import; a dry run unless dry_run=false."""
 
@@ -79,6 +90,16 @@ class ImportListApi(APIView):
             required=False,
             help_text='spec-kit: JSON of criterion proofs, {"FR-001": {"check": "tests",'
             ' "select": "tests/test_x.py::*"}} (per feature: {"001-x": {…}}).',
+        )
+        origin_name = OriginNameField(
+            origins.ORIGIN_NAME_PATTERN,
+            max_length=origins.ORIGIN_NAME_MAX,
+            required=False,
+            error_messages={"invalid": origins.ORIGIN_NAME_RULE},
+            help_text="The name that tells this upload's records from another's (two"
+            " repositories' docs/decisions/0013): origins are <format>:<origin_name>:<id>."
+            f" {origins.ORIGIN_NAME_RULE}. Default: the file's name less its extension"
+            " (service-a.zip: service-a), so the same archive again matches what it imported.",
         )
 
     @extend_schema(
@@ -102,6 +123,7 @@ class ImportListApi(APIView):
             data=services.upload_bytes(upload),
             dry_run=data.validated_data["dry_run"],
             mapping=data.validated_data.get("mapping"),
+            origin_name=data.validated_data.get("origin_name"),
         )
         return Response(
             ImportRunSerializer(run).data, status=200 if run.state == "checked" else 201

@@ -41,6 +41,7 @@ def imports(request, slug):
                 format=form.cleaned_data["format"],
                 name=upload.name,
                 data=services.upload_bytes(upload),
+                origin_name=form.cleaned_data["origin_name"] or None,
             )
         except (ServiceError, ValidationError) as exc:
             form.add_error(None, refusal_text(exc))

@@ -210,7 +210,13 @@ def cmd_import(client, args):
         data, name = path.read_bytes(), path.name
     mapping = Path(args.mapping).read_text() if args.mapping else None
     run = client.import_files(
-        args.project, args.format, data, name, apply=args.apply, mapping=mapping
+        args.project,
+        args.format,
+        data,
+        name,
+        apply=args.apply,
+        mapping=mapping,
+        origin_name=args.origin_name,
     )
     if args.json:
         return _print_json(run)
@@ -218,7 +224,7 @@ def cmd_import(client, args):
     done = (
         "applied" if run["state"] == "applied" else "dry run: nothing written (--apply writes it)"
     )
-    print(f"Import #{run['id']} into {run['project']}: {done}. {counts}")
+    print(f"Import #{run['id']} into {run['project']} as {run['origin_name']}: {done}. {counts}")
     for skip in run["report"]["skipped"]:
         print(f"  skipped {skip['source']}: {skip['reason']}")
     return None
@@ -468,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", required=True)
     p.add_argument("--apply", action="store_true", help="write it; without, only the report")
     p.add_argument("--mapping", help="spec-kit: a JSON file naming each criterion's proof")
+    p.add_argument(
+        "--origin-name",
+        help="the name that tells these files' records from another upload's (two repositories'"
+        " docs/decisions/0013): letters, digits, . _ -, up to 64; default: the file's or"
+        " folder's name. Give the same name each time you import the same files",
+    )
     p.set_defaults(run=cmd_import)
 
     p = sub.add_parser("export", help="export decisions (madr), tasks (beads) or a spec (speckit)")

@@ -238,12 +238,16 @@ class FactoryClient:
         name: str,
         apply: bool = False,
         mapping: str | None = None,
+        origin_name: str | None = None,
     ) -> dict:
         """Upload a zipped folder or a JSONL file to import; a dry run unless ``apply``.
-        ``mapping``: spec-kit criterion proofs, as JSON text."""
+        ``mapping``: spec-kit criterion proofs, as JSON text. ``origin_name``: the name its
+        records' origins carry (the server's default: ``name`` less its extension)."""
         fields = {"format": format, "dry_run": "false" if apply else "true"}
         if mapping:
             fields["mapping"] = mapping
+        if origin_name is not None:
+            fields["origin_name"] = origin_name
         return self._json(
             "POST",
             f"/projects/{project}/imports/",

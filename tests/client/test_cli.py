@@ -17,6 +17,7 @@ import pytest
 from knox.models import AuthToken
 
 from decisions.models import Decision
+from interop.models import ImportRun
 from tasks import review
 from tasks.models import Attempt, Task
 from tests.factories import expire_lease
@@ -478,12 +479,46 @@ def test_a_manager_imports_a_folder_and_exports_it_back(live_server, flow, tmp_p
     )
 
     assert checked.returncode == 0
+    first = ImportRun.objects.order_by("pk").first().pk  # pks are not reset between tests
     assert checked.stdout.startswith(
-        "Import #1 into FM: dry run: nothing written (--apply writes it)."
+        f"Import #{first} into FM as adr-madr: dry run: nothing written (--apply writes it)."
     )
     assert (applied["state"], applied["report"]["counts"]["created"]) == ("applied", 19)
     assert exported.stdout.startswith(f"Wrote {tmp_path / 'd.zip'} (")
     assert Decision.objects.filter(project=flow.project).count() == 19
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_repositories_adr_folders_of_the_same_name_import_apart_by_origin_name(
+    live_server, flow, tmp_path
+):
+    for repository, title in [("service-a", "Use Kafka"), ("service-b", "Use gRPC")]:
+        folder = tmp_path / repository / "docs" / "decisions"
+        folder.mkdir(parents=True)
+        (folder / "0013-x.md").write_text(f"# {title}\n\n* Status: accepted\n")
+
+    runs = [
+        factory_json(
+            live_server,
+            flow.manager,
+            "import",
+            "madr",
+            str(tmp_path / name / "docs" / "decisions"),
+            "--project",
+            "FM",
+            "--origin-name",
+            name,
+            "--apply",
+        )
+        for name in ("service-a", "service-b", "service-a")
+    ]
+
+    assert [run["report"]["counts"]["created"] for run in runs] == [1, 1, 0]
+    assert runs[2]["report"]["counts"]["unchanged"] == 1
+    assert sorted(Decision.objects.values_list("origin", "title")) == [
+        ("madr:service-a:0013", "Use Kafka"),
+        ("madr:service-b:0013", "Use gRPC"),
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from decisions.models import Decision, Spec
 from interop.models import ImportRun
@@ -32,14 +32,14 @@ def test_the_api_checks_by_default_and_applies_on_request(flow, api):
     assert checked.json()["report"]["items"] == [
         {
             "kind": "decision",
-            "origin": "madr:docs/decisions/0007",
+            "origin": "madr:a:docs/decisions/0007",
             "key": f"{flow.project.slug}-D7",
             "action": "created",
             "source": "docs/decisions/0007-use-postgresql.md:1",
         }
     ]
     assert (applied.status_code, applied.json()["state"]) == (200, "applied")
-    assert Decision.objects.get(origin="madr:docs/decisions/0007").state == "accepted"
+    assert Decision.objects.get(origin="madr:a:docs/decisions/0007").state == "accepted"
 
 
 def test_the_api_refuses_a_member_who_does_not_manage_and_keeps_nothing(flow, api):
@@ -196,7 +196,7 @@ def test_an_imported_task_says_where_it_came_from(flow, client, tmp_path):
     page = client.get(f"/tasks/{flow.project.slug}-1/").content.decode()
 
     assert (
-        'imported from <span class="mono">beads:bd-7</span> (done there, without evidence here)'
+        'imported from <span class="mono">beads:issues:bd-7</span> (done there, without evidence here)'
         in page
     )
 
@@ -259,7 +259,7 @@ def test_a_mapping_sent_as_a_json_part_names_the_proof_of_a_criterion(api, flow)
     )
 
     assert answer.status_code == 201
-    spec = Spec.objects.get(project=flow.project, origin="speckit:001-x")
+    spec = Spec.objects.get(project=flow.project, origin="speckit:s:001-x")
     assert spec.versions.get().criteria.get().proof == PROOF["FR-001"]
 
 
@@ -281,3 +281,146 @@ def test_a_mapping_that_is_not_a_json_object_is_refused_and_nothing_kept(
     assert (answer.status_code, answer.json()["code"]) == (400, "invalid")
     assert answer.json()["fields"]["mapping"][0].startswith(message)
     assert ImportRun.objects.count() == 0
+
+
+def test_the_api_takes_an_origin_name_and_answers_the_one_it_used(flow, api):
+    url = f"/api/v1/projects/{flow.project.slug}/imports/"
+    files = {"docs/decisions/0007-use-postgresql.md": ADR}
+
+    named = api(flow.manager).post(
+        url,
+        {
+            "format": "madr",
+            "origin_name": "svc_a.v2",
+            "file": SimpleUploadedFile("a.zip", archive(files)),
+        },
+    )
+    unnamed = api(flow.manager).post(
+        url, {"format": "madr", "file": SimpleUploadedFile("Service A (2).zip", archive(files))}
+    )
+
+    assert (named.status_code, named.json()["origin_name"]) == (200, "svc_a.v2")
+    assert named.json()["report"]["items"][0]["origin"] == "madr:svc_a.v2:docs/decisions/0007"
+    assert (unnamed.status_code, unnamed.json()["origin_name"]) == (200, "Service-A-2")
+
+
+RULE = "1 to 64 ASCII letters, digits, '.', '_' or '-', starting with a letter or a digit"
+
+
+@pytest.mark.parametrize(
+    ("name", "messages"),
+    [
+        ("a/b", [RULE]),
+        ("../x", [RULE]),
+        ("a:b", [RULE]),
+        ("a b", [RULE]),
+        ("-lead", [RULE]),
+        (".hidden", [RULE]),
+        ("naïve", [RULE]),
+        ("x" * 65, ["Ensure this field has no more than 64 characters.", RULE]),
+        ("", ["This field may not be blank."]),
+    ],
+)
+def test_a_bad_origin_name_is_refused_naming_the_field_and_nothing_is_kept(
+    flow, api, name, messages
+):
+    files = {"docs/decisions/0007-use-postgresql.md": ADR}
+
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/",
+        {
+            "format": "madr",
+            "origin_name": name,
+            "dry_run": "false",
+            "file": SimpleUploadedFile("a.zip", archive(files)),
+        },
+    )
+
+    assert (answer.status_code, answer.json()["code"]) == (400, "invalid")
+    assert answer.json()["fields"] == {"origin_name": messages}
+    assert (ImportRun.objects.count(), Decision.objects.count()) == (0, 0)
+
+
+def test_the_schema_states_what_an_origin_name_may_be(api, flow):
+    schema = api(flow.manager).get("/api/schema/?format=json").json()
+
+    field = schema["components"]["schemas"]["ImportListInputRequest"]["properties"]["origin_name"]
+
+    assert (field["pattern"], field["maxLength"]) == ("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", 64)
+    assert "origin_name" not in schema["components"]["schemas"]["ImportListInputRequest"].get(
+        "required", []
+    )
+
+
+def test_manage_py_import_takes_an_origin_name(flow):
+    path = str(FIXTURES / "madr" / "adr-madr")
+
+    call_command(
+        "import",
+        "madr",
+        path,
+        project=flow.project.slug,
+        username=flow.manager.username,
+        origin_name="adr-tools",
+        apply=True,
+        stdout=(out := io.StringIO()),
+    )
+
+    origins = set(Decision.objects.values_list("origin", flat=True))
+    run = ImportRun.objects.get()
+    assert out.getvalue().startswith(
+        f"Import #{run.pk} of adr-madr.zip (madr, origin name adr-tools)"
+    )
+    assert len(origins) == 19
+    assert {origin.rsplit(":", 1)[0] for origin in origins} == {"madr:adr-tools"}
+
+
+def test_the_page_takes_an_origin_name_and_refuses_a_bad_one_keeping_nothing(flow, client):
+    client.force_login(flow.manager)
+    files = {"docs/decisions/0007-use-postgresql.md": ADR}
+    url = f"/projects/{flow.project.slug}/imports/"
+
+    refused = client.post(
+        url,
+        {
+            "format": "madr",
+            "origin_name": "a/b",
+            "file": SimpleUploadedFile("a.zip", archive(files)),
+        },
+    )
+    nothing = ImportRun.objects.count()
+    checked = client.post(
+        url,
+        {
+            "format": "madr",
+            "origin_name": "svc-a",
+            "file": SimpleUploadedFile("a.zip", archive(files)),
+        },
+    )
+
+    assert refused.status_code == 400
+    assert RULE.replace("'", "&#x27;") in refused.content.decode()
+    assert nothing == 0
+    assert (
+        ImportRun.objects.get(pk=checked["Location"].rstrip("/").rsplit("/", 1)[1]).report["items"][
+            0
+        ]["origin"]
+        == "madr:svc-a:docs/decisions/0007"
+    )
+
+
+def test_manage_py_refuses_a_bad_origin_name_naming_it_and_keeps_nothing(flow):
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "import",
+            "madr",
+            str(FIXTURES / "madr" / "adr-madr"),
+            project=flow.project.slug,
+            username=flow.manager.username,
+            origin_name="../adr",
+            apply=True,
+            stdout=io.StringIO(),
+        )
+
+    assert str(refused.value) == f"origin_name: {RULE}"
+    assert (ImportRun.objects.count(), Decision.objects.count()) == (0, 0)

@@ -39,6 +39,11 @@ class Command(BaseCommand):
         parser.add_argument("--apply", action="store_true", help="write it (default: dry run)")
         parser.add_argument("--mapping", help="spec-kit: a JSON file of criterion proofs")
         parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
+        parser.add_argument(
+            "--origin-name",
+            help="the name that tells these files' records from another upload's (two"
+            " repositories' docs/decisions/0013); default: the file's or folder's name",
+        )
 
     def handle(self, *args, **options):
         path = Path(options["path"])
@@ -66,9 +71,14 @@ class Command(BaseCommand):
                 data=data,
                 dry_run=not options["apply"],
                 mapping=mapping,
+                origin_name=options["origin_name"],
             )
-        except (ServiceError, ValidationError) as exc:
+        except ServiceError as exc:
             raise CommandError(str(exc)) from exc
+        except ValidationError as exc:
+            fields = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+            problems = [f"{name}: {m}" if name else m for name, ms in fields.items() for m in ms]
+            raise CommandError("; ".join(problems)) from exc
         if options["json"]:
             self.stdout.write(json.dumps(run.report, indent=2))
             return
@@ -80,7 +90,8 @@ def report_text(run) -> str:
     counts = ", ".join(f"{n} {name}" for name, n in report["counts"].items())
     done = "applied" if run.state == "applied" else "dry run (nothing written; --apply to write)"
     lines = [
-        f"Import #{run.pk} of {run.name} ({run.format}) into {run.project.slug}: {done}.",
+        f"Import #{run.pk} of {run.name} ({run.format}, origin name {run.origin_name}) into"
+        f" {run.project.slug}: {done}.",
         counts,
     ]
     lines += [f"  skipped {s['source']}: {s['reason']}" for s in report["skipped"]]
