@@ -182,9 +182,11 @@ class Project(models.Model):
 class Imported(models.Model):
     """Where a row came from when a team's files were imported (``interop``).
 
-    ``origin`` names the format and the item's own id there (``beads:bd-a1b2``,
-    ``madr:0005``, ``speckit:001-photo-albums/T003``), unique in the project, so the same
-    files imported again find their rows instead of adding new ones. ``metadata`` keeps what
+    ``origin`` names the format, the upload's origin name and the item's own id there
+    (``beads:issues:bd-a1b2``, ``madr:service-a:docs/adr/0005``,
+    ``speckit:shop:001-photo-albums/T003``; ``interop.origins``), unique in the project, so
+    the same files imported again find their rows instead of adding new ones, and another
+    repository's files with the same ids never do. ``metadata`` keeps what
     the format holds and Factory Memory has no field for, so an export gives it back.
     """
 
