@@ -90,6 +90,9 @@ class FactoryClient:
         if not token:
             raise FactoryError(0, "no_token", "set FACTORY_TOKEN or pass --token")
         self.retries = retries
+        # The lease keepers running for this client, by attempt: a submit or a release
+        # stops its attempt's keeper first (``LeaseKeeper.stop``).
+        self._keepers: dict[int, LeaseKeeper] = {}
         self.http = httpx.Client(
             base_url=f"{self.url}/api/v1",
             headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
@@ -195,6 +198,14 @@ class FactoryClient:
         ``sent(increment)`` (called once the server took it)."""
         return LeaseKeeper(self, attempt, lease_seconds, usage)
 
+    def _stop_keeping(self, attempt: int) -> None:
+        """Stop the lease keeper of ``attempt``, if one runs, before the lease is given up:
+        a heartbeat that reached the server after the submit would be refused (the
+        attempt no longer runs) and read as a lost lease."""
+        keeper = self._keepers.get(attempt)
+        if keeper is not None:
+            keeper.stop()
+
     def checkpoint(self, attempt: int) -> dict:
         return self._json("GET", f"/attempts/{attempt}/checkpoint/", retry=True)
 
@@ -279,6 +290,7 @@ class FactoryClient:
     ) -> dict:
         """Submit; safe to retry: the same Idempotency-Key is sent on every try (and
         the server adds ``usage``, the increment since the last heartbeat, once)."""
+        self._stop_keeping(attempt)
         key = idempotency_key or str(uuid.uuid4())
         body = {"summary": summary, "change": change or {}}
         if usage:
@@ -292,6 +304,7 @@ class FactoryClient:
         )
 
     def release(self, attempt: int, reason: str = "", blocked: bool = False) -> dict:
+        self._stop_keeping(attempt)
         return self._json(
             "POST", f"/attempts/{attempt}/release/", json={"reason": reason, "blocked": blocked}
         )
@@ -548,13 +561,21 @@ class LeaseKeeper:
                 self.usage.sent(increment)
             self.beats += 1
 
+    def stop(self) -> None:
+        """No more heartbeats: the one being sent, if any, is answered first."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+        if self.client._keepers.get(self.attempt) is self:
+            del self.client._keepers[self.attempt]
+
     def __enter__(self) -> LeaseKeeper:
+        self.client._keepers[self.attempt] = self
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+        self.stop()
 
 
 class _Follower:

@@ -78,6 +78,22 @@ def test_keep_lease_holds_the_task_for_longer_than_the_lease(live_server, flow):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_submit_inside_keep_lease_stops_the_heartbeats_so_none_reads_as_a_lost_lease(
+    live_server, flow
+):
+    flow.ready(title="quick work")
+    agent = client(live_server, flow.agent)
+    attempt = agent.claim(lease_seconds=3)["attempt"]["id"]
+
+    with agent.keep_lease(attempt, 3) as lease:
+        agent.submit(attempt, "done at once")
+        beats = lease.beats
+        time.sleep(1.5)  # past the next heartbeat the keeper would have sent
+
+    assert (lease.lost, lease.beats) == (None, beats)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_keep_lease_reports_a_lost_lease_and_stops(live_server, flow):
     flow.ready(title="lost work")
     agent = client(live_server, flow.agent)
