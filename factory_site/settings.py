@@ -260,8 +260,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # The runner's job has a queue of its own, so runners can live on other machines.
 CELERY_TASK_ROUTES = {
     "runner.jobs.verify_job": {"queue": "verify"},
-    # The lander verifies merged trees in the same sandbox, so it lives with the runners.
-    "landing.jobs.land_job": {"queue": "verify"},
+    # The lander verifies merged trees in the same sandbox, so it runs on runner machines,
+    # but on a queue of its own: a submission's verification never waits behind a lander.
+    "landing.jobs.land_job": {"queue": "land"},
 }
 # Webhook tries share the gates' workers unless given a queue (and workers) of their own:
 # a slow receiver then cannot hold a gate up (docs/deploy.md).
@@ -450,6 +451,10 @@ FACTORY_LANDING_COMMITTER = (
 )
 FACTORY_LANDING_PUSH_TRIES = env_int("FACTORY_LANDING_PUSH_TRIES", 3)
 FACTORY_LANDING_TIME_LIMIT = env_int("FACTORY_LANDING_TIME_LIMIT", 6 * 3600)
+# After a batch errs, the lander looks at the target again after this long, twice as late
+# each time nothing changed, up to the most (ADR 0020); a manager may wake it sooner.
+FACTORY_LANDING_BACKOFF_SECONDS = env_int("FACTORY_LANDING_BACKOFF_SECONDS", 30)
+FACTORY_LANDING_BACKOFF_MAX_SECONDS = env_int("FACTORY_LANDING_BACKOFF_MAX_SECONDS", 600)
 # Imports (interop): the upload, what it may expand to, and how many files it may hold.
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)
@@ -464,9 +469,9 @@ FACTORY_IMPORT_KEEP_DAYS = env_int("FACTORY_IMPORT_KEEP_DAYS", 7)
 FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
 
 # Jobs of these queues run in a thread of their own when Celery is eager (the embedded
-# default), so a submit answers at once while the runner works.
+# default), so a submit or an approval answers at once while the runner or lander works.
 FACTORY_EAGER_BACKGROUND_QUEUES = env_list(
-    "FACTORY_EAGER_BACKGROUND_QUEUES", "verify,events.jobs.deliver_job"
+    "FACTORY_EAGER_BACKGROUND_QUEUES", "verify,land,events.jobs.deliver_job"
 )
 
 # Webhooks (docs/api.md "Events out"). A try waits FACTORY_WEBHOOK_TIMEOUT seconds for an

@@ -1,5 +1,6 @@
-"""The merge queue's API: a project's landing queue and batches (members), and a manager
-taking a task out of the queue (``tasks.landing.task_dequeue``; docs/landing.md)."""
+"""The merge queue's API: a project's landing queue, batches and lander (members), a
+manager taking a task out of the queue (``landing.services.landing_dequeue``) and waking a
+lander that backs off (``landing.services.landing_retry``; docs/landing.md)."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -7,12 +8,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from landing import selectors
-from landing.models import BatchState
+from landing.models import BatchState, LanderState
+from landing.services import landing_dequeue, landing_retry
 from projects.api import LandingField
-from projects.rest import JSONInputSerializer, errors
+from projects.rest import JSONInputSerializer, ReasonSerializer, errors
+from projects.roles import Role
 from projects.selectors import visible_project
+from projects.services import require_role
 from tasks.api import TaskSerializer
-from tasks.landing import LANDING_STATES, task_dequeue
+from tasks.landing import LANDING_STATES
 from tasks.models import Task, TaskState
 
 # --- Output ---------------------------------------------------------------------------------
@@ -66,9 +70,29 @@ class BatchSerializer(serializers.Serializer):
     reason = serializers.CharField()
 
 
+class LanderSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=LanderState.choices,
+        help_text="ready: it lands whatever is queued when woken; backing_off: a batch erred, "
+        "and it waits for the target's tip or the queue's head to change (or a manager's retry).",
+    )
+    reason = serializers.CharField(help_text="Why it backs off: the erring batch's reason.")
+    since = serializers.DateTimeField(allow_null=True, help_text="When it began backing off.")
+    tip = serializers.CharField(help_text="The target's tip the erring batch was built on.")
+    head = serializers.CharField(allow_null=True, help_text="The task first in the queue then.")
+    batch = serializers.IntegerField(allow_null=True, help_text="The batch that erred.")
+    verified = serializers.BooleanField(
+        help_text="It verified at that tip and head: it does not again until either changes."
+    )
+    wake_at = serializers.DateTimeField(
+        allow_null=True, help_text="When it looks at the target again by itself."
+    )
+
+
 class LandingSerializer(serializers.Serializer):
     landing = LandingField(help_text="The project's landing settings, defaults filled in.")
     target = serializers.CharField(help_text="The branch changes land on.")
+    lander = LanderSerializer(help_text="Whether the lander backs off, why and since when.")
     queue = QueueRowSerializer(
         many=True, help_text=f"In landing order; the first {selectors.QUEUE_SHOWN}."
     )
@@ -121,6 +145,24 @@ class LandingDequeueApi(APIView):
         task = selectors.task_in(project, key)
         data = self.ReadSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        task_dequeue(task=task, actor=request.user, **data.validated_data)
+        landing_dequeue(task=task, actor=request.user, **data.validated_data)
         task = Task.objects.select_related("project", "spec").get(pk=task.pk)
         return Response(TaskSerializer(task).data)
+
+
+class LandingRetryApi(APIView):
+    """Wake the project's lander while it backs off (managers), with an optional reason: it
+    forgets what failed and verifies the queue once more at once (an Event, ``retry``).
+
+    409 ``not_backing_off`` when the lander is not backing off."""
+
+    @extend_schema(
+        request=ReasonSerializer, responses={200: LandingSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, slug):
+        project = visible_project(request.user, slug)
+        require_role(request.user, project.pk, Role.MANAGER)  # who may, before the body
+        data = ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        landing_retry(project=project, actor=request.user, reason=data.validated_data["reason"])
+        return Response(LandingSerializer(selectors.landing_overview(project)).data)

@@ -1,7 +1,10 @@
-"""The lander's Celery job, on the runners' queue (``verify``): it verifies merged trees
-in the same sandbox. Thin: load the project, call the lander. Delivered twice, or
-started while another lander works the project, it finds the lock held and stops: one
-lander per project, and the one working looks at the queue again before it lets go.
+"""The lander's Celery job, on a queue of its own (``land``), taken by workers on runner
+machines (it verifies merged trees in the runners' sandbox) that take nothing else, so a
+submission's verification on ``verify`` never waits behind a lander. Thin: load the
+project, call the lander. Delivered twice, or started while another lander works the
+project, it finds the lock held and stops: one lander per project, and the one working
+looks at the queue again before it lets go. While the lander backs off after an error
+(``landing.backoff``), a wake-up is answered from the database alone.
 """
 
 from celery import shared_task

@@ -21,8 +21,13 @@ project, anywhere) and works the queue until it is empty, a batch at a time:
 
 A lander that dies anywhere leaves its batch active; the next lander (holding the lock,
 so no other lander is alive) settles it from git alone: landed if its commit is on the
-target, else abandoned, its changes still queued. The machine's trouble (the repository
-unreachable, no sandbox) ends the batch as ``error`` with every change still queued.
+target, else abandoned, its changes still queued. No input stops it: a report it cannot
+read is a failed run naming the problem, and any error (the repository unreachable, no
+sandbox, a target that fails on its own, one nobody foresaw) ends the batch as ``error``
+with the reason, every change still queued. Then it backs off (``landing.backoff``): it
+verifies nothing again until the target's tip or the queue's head changes, or a manager
+asks. A change is taken into a batch under the lock a dequeue takes; one dequeued after
+the queue was read is dropped.
 """
 
 import logging
@@ -31,17 +36,21 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
 from django.db import transaction
 from django.utils import timezone
 
+from evidence.gates import test_ids
+from evidence.parsers import junit_cases
 from evidence.services import evidence_measured
-from landing import git
-from landing.locks import ensure_held, lander_lock
+from landing import backoff, git
+from landing.locks import LockLost, ensure_held, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
 from projects.errors import Conflict
 from projects.models import Project
 from runner import mirror
-from runner.gates import failing_tests
+from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, RunnerUnavailable, verify_tree
 from tasks.landing import (
     attempt_landing_note,
@@ -82,27 +91,57 @@ class Runs:
     path: object
     batch: Batch
     at: dict = field(default_factory=dict)
+    failing: dict = field(default_factory=dict)
 
     def verify(self, count: int, commit: str) -> Result:
         result = verify_tree(project=self.project, path=self.path, sha=commit)
         self.batch.verify_runs += 1
+        # Counted as they happen: a batch that ends any way at all says what it cost.
+        self.batch.save(update_fields=["verify_runs", "bisect_steps"])
+        self.failing[count] = read_junit(result)
         self.at[count] = result
         return result
+
+
+def read_junit(result: Result) -> list[str]:
+    """The first failing tests the run's JUnit names. A report that cannot be read makes
+    the run a failed one, naming why (a control character in a failure message is enough;
+    an honest test can write one): the report decides nothing it cannot say."""
+    if result.junit is None:
+        return []
+    failing = []
+    try:
+        for case in junit_cases(ContentFile(result.junit)):
+            if case.outcome not in ("passed", "skipped") and len(failing) < FAILED_NAMED:
+                failing.append(test_ids(case)[0])
+    except ValidationError as exc:
+        result.problems.append(f"its JUnit report cannot be read: {'; '.join(exc.messages)}")
+        return []
+    return failing
 
 
 def land(project: Project) -> dict:
     """Work ``project``'s landing queue until it is empty; see the module docstring.
 
     Returns counts of what happened; ``{"busy": True}`` when another lander holds the
-    project (it works the same queue, and looks again before it lets go).
+    project (it works the same queue, and looks again before it lets go);
+    ``{"backing_off": True}`` when it stopped because nothing changed since a batch erred.
     """
     counts = {"batches": 0, "landed": 0, "returned": 0, "settled": 0}
     while True:
+        if backoff.resting(project):
+            # Answered from the database alone: no lock, no git, no sandbox.
+            return {**counts, "backing_off": True}
         with lander_lock(project.pk) as held:
             if not held:
                 return {**counts, "busy": True}
-            if not _work_queue(project, counts):
-                return counts  # stopped on the machine's trouble: the reconciler wakes it
+            try:
+                if not _work_queue(project, counts):
+                    return counts  # stopped on an error, backing off: the reconciler wakes it
+            except LockLost as exc:
+                # Stopped as a dead lander would: the next one settles its batch from git.
+                logger.warning("the lander of %s stopped: %s", project.slug, exc)
+                return {**counts, "lock_lost": True}
         # An approval that came while this lander was letting go found the lock held:
         # look once more after letting go, so no change waits for the reconciler.
         project = Project.objects.get(pk=project.pk)
@@ -111,21 +150,68 @@ def land(project: Project) -> dict:
 
 
 def _work_queue(project: Project, counts: dict) -> bool:
-    """Land batches until the queue is empty (True) or a batch errs (False)."""
-    counts["settled"] += settle_dead_batches(project)
+    """Land batches until the queue is empty (True), or a batch errs or nothing changed
+    since one did (False: backing off)."""
+    try:
+        counts["settled"] += settle_dead_batches(project)
+    except Exception as exc:  # the repository unreachable: the dead batch waits, said
+        head = landing_queue(project.pk).first()
+        reason = f"a stopped lander's batch cannot be settled: {_said(exc)}"[:4000]
+        logger.warning("landing of %s: %s", project.slug, reason)
+        if head is not None:
+            backoff.record(project, head=head, tip="", reason=reason, verified=False)
+        return False
     while True:
         project = Project.objects.get(pk=project.pk)
         if not project.lands:
             return True
         queue = list(landing_queue(project.pk)[: project.landing["batch_max"]])
         if not queue:
+            backoff.forget(project, reason="nothing is queued")
             return True
-        batch = land_batch(project, queue)
+        path, tip = _look(project)
+        if backoff.holds(project, tip=tip, head=queue[0]):
+            counts["backing_off"] = True
+            return False
+        batch = land_batch(project, queue, path=path)
         counts["batches"] += 1
         counts["landed"] += sum(c["outcome"] == "landed" for c in batch.changes)
         counts["returned"] += sum(c["outcome"] in ("conflict", "failed") for c in batch.changes)
-        if batch.state in (BatchState.ERROR, BatchState.ABANDONED):
+        if batch.state == BatchState.ERROR:
+            backoff.record(
+                project,
+                head=queue[0],
+                tip=batch.base,
+                reason=batch.reason,
+                verified=batch.verify_runs > 0,
+                batch=batch,
+            )
             return False  # nothing moved: looking again now would find the same
+        if not batch.changes:
+            continue  # every change it read had left the queue: read it again
+        if batch.state in (BatchState.ABANDONED, *ACTIVE_BATCH_STATES):
+            return False  # left for the next lander to settle
+        backoff.forget(project, reason=f"batch {batch.pk} {batch.state}")
+
+
+def _look(project: Project) -> tuple[object, str | None]:
+    """The mirror, fetched, and the target's tip; (None, None) when they cannot be read
+    (``land_batch`` then tries again and records why in its batch)."""
+    try:
+        path, _ = mirror.mirror(project)
+        return path, git.tip(path, project.landing_target)
+    except Exception:  # said by the batch that meets it again
+        return None, None
+
+
+def _said(exc: BaseException) -> str:
+    """An error in words: a refusal's own text, else its kind and message."""
+    detail = getattr(exc, "detail", None)
+    if detail:
+        return str(detail)
+    if isinstance(exc, (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def settle_dead_batches(project: Project) -> int:
@@ -133,12 +219,13 @@ def settle_dead_batches(project: Project) -> int:
     lander is gone): landed if the commit it was about to push is on the target, else
     abandoned with its changes still queued. Returns how many it settled."""
     dead = list(Batch.objects.filter(project=project, state__in=ACTIVE_BATCH_STATES))
-    if not dead:
-        return 0
-    path, _ = mirror.mirror(project)
+    # Only a batch that was pushing may be on the target: git is asked about those alone.
+    path = None
+    if any(batch.state == BatchState.PUSHING for batch in dead):
+        path, _ = mirror.mirror(project)
     for batch in dead:
-        tip = git.tip(path, batch.target)
-        pushed = (
+        tip = git.tip(path, batch.target) if batch.state == BatchState.PUSHING else None
+        pushed = bool(
             batch.state == BatchState.PUSHING
             and batch.result
             and tip is not None
@@ -159,8 +246,8 @@ def settle_dead_batches(project: Project) -> int:
                 )
                 change["outcome"] = "landed"
             elif change.get("outcome", "queued") in ("queued", "landing"):
-                attempt_landing_note(attempt=attempt, state="queued", batch=None)
-                change["outcome"] = "queued"
+                still = attempt_landing_note(attempt=attempt, state="queued", batch=None)
+                change["outcome"] = "queued" if still else "dequeued"
         batch.state = BatchState.LANDED if pushed else BatchState.ABANDONED
         batch.reason = (
             "its lander stopped after pushing; settled from the target"
@@ -172,35 +259,40 @@ def settle_dead_batches(project: Project) -> int:
     return len(dead)
 
 
-def land_batch(project: Project, queue: list[Attempt]) -> Batch:
-    """Land what it can of ``queue`` (approval order) in one batch; return the batch."""
+def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
+    """Land what it can of ``queue`` (approval order) in one batch; return the batch.
+
+    Each change is taken under the lock a manager's dequeue takes (``attempt_landing_note``
+    marks it ``landing``, and a dequeue then waits for the batch); a change that left the
+    queue after it was read is dropped. ``path``: the mirror, already fetched. Whatever
+    goes wrong ends the batch: ``error`` with the reason, its changes still queued.
+    """
     started = time.monotonic()
     batch = Batch.objects.create(
         project=project,
         target=project.landing_target,
         method=project.landing["method"],
-        changes=[
-            {
-                "attempt": a.pk,
-                "task": a.task.key,
-                "commit": a.landing.get("commit", ""),
-                "outcome": "queued",
-            }
-            for a in queue
-        ],
+        changes=[_record(Change(attempt=a, commit=a.landing.get("commit", ""))) for a in queue],
     )
-    changes = [Change(attempt=a, commit=a.landing.get("commit", "")) for a in queue]
-    for change in changes:
-        attempt_landing_note(attempt=change.attempt, state="landing", batch=batch.pk, reason="")
+    changes = [
+        Change(attempt=a, commit=a.landing.get("commit", ""))
+        for a in queue
+        if attempt_landing_note(attempt=a, state="landing", batch=batch.pk, reason="")
+    ]
+    if not changes:
+        batch.reason = "every change it read had left the queue before it was taken"
     try:
-        _work(project, batch, changes, started)
+        if changes:
+            _work(project, batch, changes, started, path)
     except (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError, Conflict) as exc:
-        reason = getattr(exc, "detail", None) or str(exc)
-        batch.state, batch.reason = BatchState.ERROR, f"nothing landed: {reason}"[:4000]
-        for change in changes:
-            if change.outcome in ("queued", "landing"):
-                attempt_landing_note(attempt=change.attempt, state="error", reason=batch.reason)
-        logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+        _error(project, batch, changes, _said(exc))
+    except LockLost:
+        raise  # another lander may hold the project now: this one changes nothing more
+    except Exception as exc:  # No input stops the lander: this batch ends, saying why.
+        logger.exception("landing batch %s of %s", batch.pk, project.slug)
+        _unforeseen(project, batch, changes, _said(exc))
+        if batch.state == BatchState.PUSHING:
+            return batch  # whether it landed, only git can tell: the next lander settles it
     if batch.state != BatchState.ERROR:
         # Those behind a culprit wait for the next batch: no longer "landing" in this one.
         for change in changes:
@@ -219,6 +311,45 @@ def land_batch(project: Project, queue: list[Attempt]) -> Batch:
     return batch
 
 
+def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -> None:
+    """Nothing can be decided about the changes: the batch ends ``error`` with the reason,
+    and every change not yet decided stays queued, saying it."""
+    batch.state, batch.reason = BatchState.ERROR, f"nothing landed: {reason}"[:4000]
+    for change in changes:
+        if change.outcome in ("queued", "landing"):
+            attempt_landing_note(attempt=change.attempt, state="error", reason=batch.reason)
+    logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+
+
+def _unforeseen(project: Project, batch: Batch, changes: list[Change], reason: str) -> None:
+    """An error nobody foresaw. Before the push it is an ``error`` like any other. After the
+    push was sent (``pushing``) only git can tell whether the changes landed: the batch is
+    settled from git as a dead lander's is, landed, or an ``error`` if the push did not
+    reach the target (left ``pushing`` for the next lander if git cannot be asked either).
+    After its changes were marked landed, the batch stays ``landed``, saying what followed."""
+    if batch.state == BatchState.LANDED:
+        batch.reason = f"landed; then: {reason}"[:4000]
+        return
+    if batch.state != BatchState.PUSHING:
+        _error(project, batch, changes, reason)
+        return
+    batch.save(update_fields=["verify_runs", "bisect_steps", "pushes"])
+    try:
+        settle_dead_batches(project)
+    except Exception:  # the next lander settles it (it stays ``pushing`` till then)
+        logger.exception("landing batch %s of %s: not settled", batch.pk, project.slug)
+    batch.refresh_from_db()
+    for change in changes:
+        change.outcome = next(
+            (c["outcome"] for c in batch.changes if c["attempt"] == change.attempt.pk),
+            change.outcome,
+        )
+    if batch.state == BatchState.LANDED:
+        batch.reason = f"landed, settled from the target after: {reason}"[:4000]
+    elif batch.state == BatchState.ABANDONED:
+        _error(project, batch, changes, f"its push did not reach the target: {reason}")
+
+
 def _record(change: Change) -> dict:
     return {
         "attempt": change.attempt.pk,
@@ -230,10 +361,11 @@ def _record(change: Change) -> dict:
     }
 
 
-def _work(project: Project, batch: Batch, changes: list[Change], started: float) -> None:
+def _work(project: Project, batch: Batch, changes: list[Change], started: float, path) -> None:
     if not project.repository_url:
         raise LandingError("the project has no repository to land on (repository_url)")
-    path, _ = mirror.mirror(project)
+    if path is None:
+        path, _ = mirror.mirror(project)
     for change in changes:
         full = git.resolve(path, change.commit) if change.commit else None
         if full is None:
@@ -384,7 +516,7 @@ def _verified_prefix(runs: Runs, base: str, chain: list[Change]) -> tuple[int, i
 def _return_culprit(runs: Runs, batch: Batch, base: str, chain: list[Change], index: int) -> None:
     culprit = chain[index]
     result = runs.at[index + 1]
-    failing = failing_tests(result.junit) if result.junit else []
+    failing = runs.failing[index + 1]
     ahead = [c.key for c in chain[:index]]
     reason = (
         f"landing failed: passes at its own commit {culprit.commit[:12]}; fails on "

@@ -1,9 +1,12 @@
-"""A landing batch: what one lander tried to put on a project's target branch at once."""
+"""A landing batch: what one lander tried to put on a project's target branch at once;
+and a project's lander: what it must remember between wake-ups (its back-off)."""
 
 from django.db import models
 from django.utils import timezone
+from django_fsm import FSMField, transition
 
 from projects.models import Project
+from projects.roles import MANAGER, SYSTEM
 
 
 class BatchState(models.TextChoices):
@@ -59,3 +62,88 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.state})"
+
+
+class LanderState(models.TextChoices):
+    READY = "ready"  # it works the queue whenever it is woken
+    BACKING_OFF = "backing_off"  # a batch erred: it waits for the target or the queue to change
+
+
+class Lander(models.Model):
+    """What a project's lander remembers between wake-ups (ADR 0020): the batch that erred,
+    by the target's tip it was built on and the change first in the queue then.
+
+    Guarantees: while ``backing_off`` after a batch that verified (``verified``), the lander
+    verifies nothing again until the target's tip or the head of the queue changes, or a
+    manager asks (``retry``); it looks at the tip at ``wake_at``, each look twice as late as
+    the one before (up to ``FACTORY_LANDING_BACKOFF_MAX_SECONDS``). After the machine's
+    trouble (nothing verified: the repository unreachable, no sandbox) it tries again at
+    ``wake_at`` on the same schedule. ``since`` is when it began backing off. Each change of
+    state is an Event: ``back_off`` and ``resume`` by the system, ``retry`` by a manager.
+    """
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="+")
+    state = FSMField(default=LanderState.READY, choices=LanderState.choices, protected=True)
+    tip = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The target's tip the erring batch was built on (empty: it was not read).",
+    )
+    head = models.ForeignKey(
+        "tasks.Attempt",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The change first in the queue then.",
+    )
+    verified = models.BooleanField(
+        default=False, help_text="The erring batch verified at (tip, head): not again."
+    )
+    batch = models.ForeignKey(
+        Batch, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    since = models.DateTimeField(null=True, blank=True, help_text="When it began backing off.")
+    looks = models.PositiveIntegerField(
+        default=0, help_text="Looks since that found the same tip and head."
+    )
+    wake_at = models.DateTimeField(null=True, blank=True, help_text="When it looks again.")
+
+    def __str__(self) -> str:
+        return f"lander of {self.project.slug}"
+
+    def audit_scope(self) -> tuple[int, None]:
+        return self.project_id, None
+
+    @property
+    def fsm_project_id(self) -> int:
+        return self.project_id
+
+    @transition(
+        field=state,
+        source=[LanderState.READY, LanderState.BACKING_OFF],
+        target=LanderState.BACKING_OFF,
+        permission=SYSTEM,
+    )
+    def back_off(self, *, tip, head, verified, batch, why, now, wake_at):
+        if self.state == LanderState.READY:
+            self.since = now
+        self.tip, self.head, self.verified, self.batch = tip, head, verified, batch
+        self.reason, self.looks, self.wake_at = why, 0, wake_at
+
+    @transition(
+        field=state, source=LanderState.BACKING_OFF, target=LanderState.READY, permission=SYSTEM
+    )
+    def resume(self):
+        self._forget()
+
+    @transition(
+        field=state, source=LanderState.BACKING_OFF, target=LanderState.READY, permission=MANAGER
+    )
+    def retry(self):
+        self._forget()
+
+    def _forget(self):
+        self.tip, self.head, self.verified, self.batch = "", None, False, None
+        self.reason, self.since, self.looks, self.wake_at = "", None, 0, None

@@ -1,14 +1,15 @@
 """Reads for the landing faces: a project's queue, its recent batches, its pace.
 
 The API and the page show the same picture (``landing_overview``), each in a bounded
-number of queries whatever the length of the queue: the queue, the batches, one count.
+number of queries whatever the length of the queue: the queue, the batches, one count,
+and the lander's back-off.
 """
 
 from datetime import timedelta
 
 from django.utils import timezone
 
-from landing.models import Batch
+from landing.models import Batch, Lander, LanderState
 from projects.models import Event, Project
 from projects.verify import default_landing
 from tasks.landing import landing_queue
@@ -51,6 +52,26 @@ def landing_block(project: Project) -> dict:
     return {**default_landing(), **(project.landing or {})}
 
 
+def lander_block(project: Project) -> dict:
+    """Whether the project's lander is backing off after a batch erred (ADR 0020): why, since
+    when, the target's tip and queue head it waits to see change, and when it looks again."""
+    lander = Lander.objects.filter(project=project).select_related("head__task", "project").first()
+    if lander is None:
+        lander = Lander(project=project)
+    return {
+        "object": lander,
+        "state": lander.state,
+        "reason": lander.reason,
+        "since": lander.since,
+        "tip": lander.tip,
+        "head": lander.head.task.key if lander.head is not None else None,
+        "batch": lander.batch_id,
+        "verified": lander.verified,
+        "wake_at": lander.wake_at,
+        "backing_off": lander.state == LanderState.BACKING_OFF,
+    }
+
+
 def landing_overview(project: Project) -> dict:
     """Everything the landing faces show of ``project``."""
     queue = queue_rows(project)
@@ -58,6 +79,7 @@ def landing_overview(project: Project) -> dict:
     return {
         "landing": landing_block(project),
         "target": project.landing_target,
+        "lander": lander_block(project),
         "queue": queue,
         "queued": queued,
         "batches": recent_batches(project),

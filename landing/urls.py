@@ -7,6 +7,11 @@ from landing import api, views
 api_patterns = [
     path("projects/<key:slug>/landing/", api.LandingApi.as_view(), name="api-landing"),
     path(
+        "projects/<key:slug>/landing/retry/",
+        api.LandingRetryApi.as_view(),
+        name="api-landing-retry",
+    ),
+    path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         api.LandingDequeueApi.as_view(),
         name="api-landing-dequeue",
@@ -16,6 +21,7 @@ api_patterns = [
 ui_patterns = [
     path("landing/", views.landing_index, name="landing-index"),
     path("projects/<key:slug>/landing/", views.landing, name="landing"),
+    path("projects/<key:slug>/landing/retry/", views.landing_retry, name="landing-retry"),
     path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         views.landing_dequeue,

@@ -1,5 +1,6 @@
-"""The landing page of a project: its queue, recent batches and pace (members), and the
-form a manager takes a task out of the queue with (``tasks.landing.task_dequeue``)."""
+"""The landing page of a project: its queue, recent batches, pace and lander (members), the
+form a manager takes a task out of the queue with (``landing.services.landing_dequeue``)
+and the button that wakes a lander that backs off (``landing.services.landing_retry``)."""
 
 from django import forms
 from django.contrib import messages
@@ -9,12 +10,11 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from landing import selectors
+from landing import selectors, services
 from projects.errors import ServiceError, refusal_text
 from projects.models import Project
 from projects.pages import is_htmx, may
 from projects.selectors import project_ids_for, visible_project
-from tasks.landing import task_dequeue
 from tasks.models import Task, TaskState
 
 
@@ -22,6 +22,10 @@ class DequeueForm(forms.Form):
     """Parses only: the service refuses a missing reason or a wrong destination."""
 
     to = forms.CharField(required=False, max_length=20)
+    reason = forms.CharField(required=False, max_length=10_000)
+
+
+class RetryForm(forms.Form):
     reason = forms.CharField(required=False, max_length=10_000)
 
 
@@ -51,6 +55,8 @@ def landing(request, slug):
     overview = selectors.landing_overview(project)
     for row in overview["queue"]:
         row["may_dequeue"] = may(row["task"], "dequeue", request.user)
+    lander = overview["lander"]
+    lander["may_retry"] = lander["backing_off"] and may(lander["object"], "retry", request.user)
     context = {
         **overview,
         "project": project,
@@ -76,7 +82,7 @@ def landing_dequeue(request, slug, key):
         messages.error(request, f"{key} not taken out of the queue: {problems}")
         return redirect("landing", slug=project.slug)
     try:
-        task = task_dequeue(
+        task = services.landing_dequeue(
             task=task,
             actor=request.user,
             to=form.cleaned_data["to"],
@@ -86,4 +92,20 @@ def landing_dequeue(request, slug, key):
         messages.error(request, f"{key} not taken out of the queue: {refusal_text(exc)}")
     else:
         messages.success(request, f"{key} taken out of the landing queue: it is {task.state} now.")
+    return redirect("landing", slug=project.slug)
+
+
+@login_required
+@require_POST
+def landing_retry(request, slug):
+    """Wake the lander while it backs off (managers); a refusal comes back as a message."""
+    project = _project_or_404(request.user, slug)
+    form = RetryForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    try:
+        services.landing_retry(project=project, actor=request.user, reason=reason)
+    except ServiceError as exc:
+        messages.error(request, f"The lander was not woken: {refusal_text(exc)}")
+    else:
+        messages.success(request, "The lander was woken: it verifies the queue once more now.")
     return redirect("landing", slug=project.slug)

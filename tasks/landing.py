@@ -250,10 +250,15 @@ def task_landing_return(
     return True
 
 
-def task_dequeue(*, task: Task, actor, to: str, reason: str) -> Task:
+def task_dequeue(*, task: Task, actor, to: str, reason: str, lander_gone: bool = False) -> Task:
     """A manager takes a queued task out of the landing queue, with a reason: back to
     ``in_review`` (the approval is withdrawn; it is reviewed again) or to ``ready`` (the
-    attempt keeps its approval; a new attempt does the work again)."""
+    attempt keeps its approval; a new attempt does the work again).
+
+    A change a batch has taken (``landing``) stays while its lander works: 409
+    ``landing_in_progress``. ``lander_gone``: the caller holds the project's lander lock
+    and has settled what a dead lander left (``landing.services.landing_dequeue``), so a
+    change still marked ``landing`` belongs to no live batch and may leave."""
     reason = (reason or "").strip()
     errors = {}
     if to not in (TaskState.IN_REVIEW, TaskState.READY):
@@ -267,7 +272,7 @@ def task_dequeue(*, task: Task, actor, to: str, reason: str) -> Task:
             raise ValidationError(errors)
         if attempt is None or attempt.state != AttemptState.APPROVED:
             raise Conflict(f"{task} has no approved attempt in the queue", code="invalid_state")
-        if attempt.landing.get("state") == "landing":
+        if attempt.landing.get("state") == "landing" and not lander_gone:
             raise Conflict(
                 f"{task} is in a batch being landed now; try again when the batch ends",
                 code="landing_in_progress",

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from decisions import services as decisions
 from events import services as events
 from interop import services as interop
+from landing import backoff
 from projects.models import Event
 from projects.roles import Role
 from projects.services import membership_grant
@@ -297,6 +298,10 @@ ENDPOINTS = {
     "landing.queue": lambda f: ("get", "/api/v1/projects/FM/landing/", None, None),
     "plan.read": lambda f: ("get", "/api/v1/projects/FM/plan/", None, None),
     "projects.costs": lambda f: ("get", "/api/v1/projects/FM/costs/", None, None),
+    "landing.retry": lambda f: (
+        f.backing_off(),
+        ("post", "/api/v1/projects/FM/landing/retry/", {"reason": "main is fixed"}, "json"),
+    )[1],
     "landing.dequeue": lambda f: (
         "post",
         f"/api/v1/projects/FM/landing/{f.queued().key}/dequeue/",
@@ -380,6 +385,13 @@ class World(Flow):
         task, attempt = self.in_review(agent=self.agent, title="queued")
         review.task_approve(task=task, actor=self.reviewer, criteria=all_met(attempt))
         return task
+
+    def backing_off(self):
+        """The project's lander backs off after a batch erred (no lander runs here)."""
+        attempt = self.queued().current_attempt
+        backoff.record(
+            self.project, head=attempt, tip="a" * 40, reason="nothing landed: red", verified=True
+        )
 
     def draft_version(self):
         spec = self.spec()

@@ -782,7 +782,8 @@ def test_a_dead_token_gets_401_on_every_operation_and_changes_nothing(
 )
 def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, method, template):
     """The control group: with a live token the same caller passes authentication and its role
-    check (unblock and reopen then meet a task in the wrong state: 409)."""
+    check (unblock and reopen then meet a task in the wrong state, and a landing retry a
+    lander that is not backing off: 409)."""
     world = world_with_evidence
     client = APIClient()
     client.raise_request_exception = False
@@ -791,7 +792,7 @@ def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, metho
 
     response = request(world, client, method, template)
 
-    expected = 409 if template.endswith(("/unblock/", "/reopen/")) else None
+    expected = 409 if template.endswith(("/unblock/", "/reopen/", "/landing/retry/")) else None
     assert response.status_code == expected or 200 <= response.status_code < 300, response.content[
         :300
     ]
@@ -840,6 +841,7 @@ SHOWN_FIELD = {
     ("POST", "/api/v1/tasks/{key}/unblock/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/claim/"): ("attempt", UNKNOWN),
     ("POST", "/api/v1/projects/{slug}/landing/{key}/dequeue/"): ("state", UNKNOWN),
+    ("POST", "/api/v1/projects/{slug}/landing/retry/"): ("state", UNKNOWN),
 }
 
 

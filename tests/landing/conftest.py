@@ -8,10 +8,16 @@ nothing but the system's Python.
 
 import shutil
 import subprocess
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
+from landing import backoff
+from landing.locks import lander_lock
+from landing.models import Batch, BatchState, Lander
 from projects import services as project_services
 from projects.models import Event, Project
 from tasks import attempts, review
@@ -260,3 +266,54 @@ def snapshot(task):
         attempt.queued_at,
         Event.objects.count(),
     )
+
+
+@contextmanager
+def lander_at_work(project_id: int):
+    """A lander elsewhere holding the project's lock (a thread, with its own connection)."""
+    holding, done = threading.Event(), threading.Event()
+
+    def hold():
+        try:
+            with lander_lock(project_id) as held:
+                assert held
+                holding.set()
+                done.wait(60)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert holding.wait(30), "the other lander never took the lock"
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def backing_off(flow, attempt):
+    """The project's lander backs off after a batch that verified and erred."""
+    batch = Batch.objects.create(
+        project=flow.project,
+        state=BatchState.ERROR,
+        target="main",
+        method="squash",
+        base="a" * 40,
+        verify_runs=2,
+        reason="nothing landed: the target itself fails its tests",
+    )
+    return backoff.record(
+        flow.project,
+        head=attempt,
+        tip="a" * 40,
+        reason=batch.reason,
+        verified=True,
+        batch=batch,
+    )
+
+
+def lander_snapshot(project):
+    lander = Lander.objects.filter(project=project).first()
+    state = (lander.state, lander.reason, lander.wake_at) if lander else None
+    return state, Event.objects.count()

@@ -14,7 +14,14 @@ from landing.selectors import landed_in_last_hour
 from projects.models import Event, Project
 from tasks.landing import attempt_landing_note, task_land, task_landing_return
 from tests.factories import member
-from tests.landing.conftest import LANDING, queued, snapshot
+from tests.landing.conftest import (
+    LANDING,
+    backing_off,
+    lander_at_work,
+    lander_snapshot,
+    queued,
+    snapshot,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -291,9 +298,10 @@ def test_a_task_in_a_batch_being_landed_is_a_conflict(api, lands):
     attempt_landing_note(attempt=attempt, state="landing", batch=3)
     before = snapshot(task)
 
-    answer = api(lands.manager).post(
-        url("FM", task.key), {"to": "ready", "reason": "r"}, format="json"
-    )
+    with lander_at_work(lands.project.pk):
+        answer = api(lands.manager).post(
+            url("FM", task.key), {"to": "ready", "reason": "r"}, format="json"
+        )
 
     assert answer.status_code == 409
     assert answer.json()["code"] == "landing_in_progress"
@@ -309,3 +317,94 @@ def test_the_handoff_of_a_queued_task_says_what_comes_next(api, lands):
     assert answer.json()["what_remains_open"]["next"] == (
         "the merge queue lands its approved change, or sends it back with why"
     )
+
+
+# --- The lander's back-off, and a manager's retry ----------------------------------------------
+
+
+def test_members_see_that_the_lander_backs_off_why_and_since_when(api, lands):
+    task, attempt = queued(lands)
+    assert api(lands.agent).get(url("FM")).json()["lander"]["state"] == "ready"
+    lander = backing_off(lands, attempt)
+
+    shown = api(lands.agent).get(url("FM")).json()["lander"]
+
+    assert shown == {
+        "state": "backing_off",
+        "reason": "nothing landed: the target itself fails its tests",
+        "since": lander.since.isoformat().replace("+00:00", "Z"),
+        "tip": "a" * 40,
+        "head": task.key,
+        "batch": lander.batch_id,
+        "verified": True,
+        "wake_at": lander.wake_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def test_a_manager_wakes_the_lander_with_a_reason_as_an_event(
+    api, lands, django_capture_on_commit_callbacks
+):
+    _, attempt = queued(lands)
+    backing_off(lands, attempt)
+
+    with django_capture_on_commit_callbacks() as sent:
+        answer = api(lands.manager).post(
+            f"{url('FM')}retry/", {"reason": "main is fixed"}, format="json"
+        )
+
+    assert answer.status_code == 200
+    assert answer.json()["lander"] == {
+        "state": "ready",
+        "reason": "",
+        "since": None,
+        "tip": "",
+        "head": None,
+        "batch": None,
+        "verified": False,
+        "wake_at": None,
+    }
+    assert len(sent) == 1  # the lander's job, once this commits
+    event = Event.objects.get(transition="retry")
+    assert (event.actor, event.reason, event.extra["tip"]) == (
+        lands.manager,
+        "main is fixed",
+        "a" * 40,
+    )
+
+
+@pytest.mark.parametrize("role", ["agent", "reviewer", "verifier"])
+def test_only_managers_wake_the_lander(api, lands, role, django_capture_on_commit_callbacks):
+    _, attempt = queued(lands)
+    backing_off(lands, attempt)
+    before = lander_snapshot(lands.project)
+
+    with django_capture_on_commit_callbacks() as sent:
+        answer = api(getattr(lands, role)).post(f"{url('FM')}retry/", {}, format="json")
+
+    assert answer.status_code == 403
+    assert (lander_snapshot(lands.project), sent) == (before, [])
+
+
+def test_waking_a_lander_that_does_not_back_off_is_a_conflict(
+    api, lands, django_capture_on_commit_callbacks
+):
+    queued(lands)
+    before = lander_snapshot(lands.project)
+
+    with django_capture_on_commit_callbacks() as sent:
+        answer = api(lands.manager).post(f"{url('FM')}retry/", {}, format="json")
+
+    assert answer.status_code == 409
+    assert answer.json()["code"] == "not_backing_off"
+    assert (lander_snapshot(lands.project), sent) == (before, [])
+
+
+def test_an_outsider_finds_no_lander_to_wake(api, lands, other_flow):
+    _, attempt = queued(lands)
+    backing_off(lands, attempt)
+    before = lander_snapshot(lands.project)
+
+    answer = api(other_flow.manager).post(f"{url('FM')}retry/", {}, format="json")
+
+    assert answer.status_code == 404
+    assert lander_snapshot(lands.project) == before

@@ -2,7 +2,7 @@
 lander that dies").
 
 Each test queues approved changes on a real origin repository, sends the lander's job to
-a worker on the runners' queue ``verify`` and kills the worker's whole process group (its
+a worker on the landers' queue ``land`` and kills the worker's whole process group (its
 job, the sandbox, ``git push`` and the origin's ``receive-pack``) at the moment it needs:
 mid-verify, or while the origin's hook holds the push. The reconciler then wakes the
 lander, as it does in production, and a new worker finishes: every change lands once, on a
@@ -58,13 +58,13 @@ def broker():
 
 
 class Worker:
-    """A worker process of the real site taking ``verify``, in a session of its own."""
+    """A worker process of the real site taking ``land``, in a session of its own."""
 
     def __init__(self, env: dict, log_path: Path):
         self.log_path = log_path
         self.log = open(log_path, "ab")  # noqa: SIM115 (closed in stop())
         self.process = celery_worker(
-            env=env, queue="verify", name=f"test-{log_path.stem}@%h", log=self.log, loglevel="INFO"
+            env=env, queue="land", name=f"test-{log_path.stem}@%h", log=self.log, loglevel="INFO"
         )
 
     def ready(self) -> bool:
@@ -100,7 +100,7 @@ class Worker:
 
 @pytest.fixture
 def start_workers(database, broker, settings, tmp_path):
-    """``start_workers(n)``: n workers on ``verify``, ready when it returns them; every one
+    """``start_workers(n)``: n workers on ``land``, ready when it returns them; every one
     is stopped at the end."""
     workers = []
     env = {

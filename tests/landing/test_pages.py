@@ -12,7 +12,7 @@ from landing.lander import land
 from landing.models import Batch, BatchState
 from projects.models import Event
 from tasks.landing import attempt_landing_note, task_land, task_landing_return
-from tests.landing.conftest import feature, queued, snapshot
+from tests.landing.conftest import backing_off, feature, lander_snapshot, queued, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -310,3 +310,61 @@ def test_the_live_refresh_gets_the_queue_and_batches_alone(client, lands):
 
     assert html.startswith('<div id="landing">')
     assert f'data-queue-row="{task.key}"' in html and "<html" not in html
+
+
+# --- The lander's back-off -------------------------------------------------------------------
+
+
+def retry_forms(html: str) -> list[str]:
+    return re.findall(r'action="(/projects/FM/landing/retry/)"', html)
+
+
+def test_the_page_says_why_and_since_when_the_lander_backs_off(client, lands):
+    task, attempt = queued(lands)
+    backing_off(lands, attempt)
+
+    html = page(client, lands.reviewer)
+
+    assert '<h2 id="lander-head">The lander is backing off' in html
+    assert '<p class="notice">nothing landed: the target itself fails its tests</p>' in html
+    assert f'<span class="mono" title="{"a" * 40}">{"a" * 12}</span>' in html
+    assert f'href="/tasks/{task.key}/" class="mono">{task.key}</a> first in the queue' in html
+    assert "It verifies nothing again until the target's tip or the queue's head changes" in html
+    assert retry_forms(html) == []  # a reviewer has no button
+    assert retry_forms(page(client, lands.manager)) == ["/projects/FM/landing/retry/"]
+
+
+def test_a_ready_lander_takes_no_room_on_the_page(client, lands):
+    queued(lands)
+
+    html = page(client, lands.manager)
+
+    assert 'id="lander"' not in html and retry_forms(html) == []
+
+
+def test_a_manager_wakes_the_lander_from_the_page(client, lands):
+    _, attempt = queued(lands)
+    backing_off(lands, attempt)
+    client.force_login(lands.manager)
+
+    response = client.post("/projects/FM/landing/retry/", {"reason": "fixed"}, follow=True)
+
+    assert response.redirect_chain == [("/projects/FM/landing/", 302)]
+    assert "The lander was woken: it verifies the queue once more now." in (
+        response.content.decode()
+    )
+    assert Event.objects.get(transition="retry").reason == "fixed"
+
+
+def test_a_reviewer_cannot_wake_the_lander_from_the_page(client, lands):
+    _, attempt = queued(lands)
+    backing_off(lands, attempt)
+    before = lander_snapshot(lands.project)
+    client.force_login(lands.reviewer)
+
+    response = client.post("/projects/FM/landing/retry/", {"reason": "mine"}, follow=True)
+
+    assert "The lander was not woken: this needs the manager role in the project" in (
+        response.content.decode()
+    )
+    assert lander_snapshot(lands.project) == before

@@ -1,0 +1,82 @@
+"""What a manager does to the merge queue from its faces (docs/landing.md, "Faces").
+
+``landing_dequeue`` takes a task out of the queue (``tasks.landing.task_dequeue``), even
+from a batch whose lander is gone; ``landing_retry`` wakes a lander that backs off.
+"""
+
+from django.db import transaction
+
+from landing.lander import settle_dead_batches
+from landing.locks import lander_lock
+from landing.models import Lander, LanderState
+from projects.errors import Conflict
+from projects.fsm import fire
+from projects.models import Project
+from projects.queue import enqueue_on_commit
+from projects.roles import Role
+from projects.services import require_role
+from tasks.landing import LAND_JOB, task_dequeue
+from tasks.models import Task
+
+
+def landing_dequeue(*, task: Task, actor, to: str, reason: str) -> Task:
+    """Take ``task`` out of the landing queue (``task_dequeue``: who may, the state, then
+    the body). A change a batch has taken stays while that batch's lander is alive (409
+    ``landing_in_progress``). If its lander is gone (the lander lock is free), the batch it
+    left is settled first, as the next lander would (landed if its push reached the target,
+    which only git can tell; else abandoned), and the dequeue goes on: a task whose change
+    landed meanwhile is ``done`` and refused as such."""
+    try:
+        return task_dequeue(task=task, actor=actor, to=to, reason=reason)
+    except Conflict as exc:
+        if exc.code != "landing_in_progress":
+            raise
+        refused = exc
+    # Holding the lock, no lander works the project: "landing" is what a dead one left.
+    with lander_lock(task.project_id) as held:
+        if not held:
+            raise refused
+        try:
+            settle_dead_batches(task.project)
+        except Exception as exc:  # the repository could not be asked
+            raise Conflict(
+                f"{task} is in a batch whose lander stopped while pushing, and the "
+                f"repository cannot be read to tell whether it landed ({exc}); "
+                "try again when it can",
+                code="landing_in_progress",
+            ) from exc
+        return task_dequeue(task=task, actor=actor, to=to, reason=reason, lander_gone=True)
+
+
+def landing_retry(*, project: Project, actor, reason: str = "") -> Lander:
+    """A manager wakes the project's lander while it backs off: it forgets what failed (an
+    Event, ``retry``, with what it was waiting on) and is sent at once, to verify the queue
+    once more. 403 for anyone but a manager; 409 ``not_backing_off`` when it is not."""
+    require_role(actor, project.pk, Role.MANAGER)
+    reason = (reason or "").strip() or "a manager asked the lander to try again"
+    with transaction.atomic():
+        lander = (
+            Lander.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("head__task")
+            .filter(project=project)
+            .first()
+        )
+        if lander is None or lander.state != LanderState.BACKING_OFF:
+            raise Conflict(
+                f"the lander of {project.slug} is not backing off; there is nothing to retry",
+                code="not_backing_off",
+            )
+        fire(
+            lander,
+            "retry",
+            actor=actor,
+            reason=reason,
+            extra={
+                "tip": lander.tip,
+                "head": lander.head.task.key if lander.head is not None else None,
+                "was": lander.reason[:2000],
+                "since": lander.since.isoformat() if lander.since else None,
+            },
+        )
+        enqueue_on_commit(LAND_JOB, project.pk)
+    return lander
