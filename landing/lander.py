@@ -94,7 +94,13 @@ class Runs:
     failing: dict = field(default_factory=dict)
 
     def verify(self, count: int, commit: str) -> Result:
-        result = verify_tree(project=self.project, path=self.path, sha=commit)
+        try:
+            result = verify_tree(project=self.project, path=self.path, sha=commit)
+        except CommitRefused as exc:
+            # The merged tree itself may not be checked out (over the size limit, a name the
+            # disk cannot hold): a failed run, whose culprit bisecting finds like any other.
+            result = Result(commit=commit, base="", mirror="built")
+            result.problems.append(f"its tree cannot be checked out: {exc}")
         self.batch.verify_runs += 1
         # Counted as they happen: a batch that ends any way at all says what it cost.
         self.batch.save(update_fields=["verify_runs", "bisect_steps"])

@@ -280,19 +280,29 @@ def test_a_new_head_of_the_queue_is_verified_at_once(queue, origin, flow):
     assert Event.objects.filter(transition="back_off").count() == 2
 
 
-def test_the_machines_trouble_is_tried_again_after_the_wait_not_before(queue, origin, flow):
+def test_the_machines_trouble_is_not_tried_again_before_the_wait(queue, origin, flow):
     queue.approved(feature("alpha"), branch="alpha")
     shutil.rmtree(origin.bare)  # the repository is gone: nothing can be fetched or verified
     land(flow.project)
 
-    early = land(flow.project)
-    Lander.objects.update(wake_at=timezone.now() - timedelta(seconds=1))
+    again = land(flow.project)
+
+    assert again == {"batches": 0, "landed": 0, "returned": 0, "settled": 0, "backing_off": True}
+    batch = Batch.objects.get()
+    assert (batch.state, batch.verify_runs) == ("error", 0)
+    assert batch.reason.startswith("nothing landed: ")
+
+
+def test_the_machines_trouble_is_tried_again_after_the_wait(queue, origin, flow):
+    queue.approved(feature("alpha"), branch="alpha")
+    shutil.rmtree(origin.bare)
+    land(flow.project)
+
+    Lander.objects.update(wake_at=timezone.now() - timedelta(seconds=1))  # its time came
     later = land(flow.project)
 
-    assert early == {"batches": 0, "landed": 0, "returned": 0, "settled": 0, "backing_off": True}
     assert later["batches"] == 1
-    first, second = Batch.objects.order_by("pk")
-    assert (first.state, first.verify_runs, second.state) == ("error", 0, "error")
+    assert [b.state for b in Batch.objects.order_by("pk")] == ["error", "error"]
     lander = Lander.objects.get()
     assert (lander.verified, lander.tip, lander.looks) == (False, "", 1)
     assert Event.objects.filter(transition="back_off").count() == 1
@@ -324,3 +334,21 @@ def test_a_manager_wakes_a_backed_off_lander_and_it_verifies_once_more(
 def test_landers_run_on_a_queue_of_their_own(settings):
     assert settings.CELERY_TASK_ROUTES["landing.jobs.land_job"] == {"queue": "land"}
     assert settings.CELERY_TASK_ROUTES["runner.jobs.verify_job"] == {"queue": "verify"}
+
+
+def test_a_merged_tree_that_may_not_be_checked_out_sends_its_culprit_back(
+    queue, origin, flow, settings
+):
+    first, _ = queue.approved(feature("alpha"), branch="alpha")
+    big, big_attempt = queue.approved({"big.bin": "x" * 20_000}, branch="big")
+    later, _ = queue.approved(feature("gamma"), branch="gamma")
+    settings.FACTORY_RUNNER_MAX_CHECKOUT_BYTES = 10_000  # the base and the others fit
+
+    counts = land(flow.project)
+
+    assert (counts["landed"], counts["returned"]) == (2, 1)
+    first.refresh_from_db(), big.refresh_from_db(), later.refresh_from_db()
+    assert (first.state, big.state, later.state) == ("done", "ready", "done")
+    big_attempt.refresh_from_db()
+    assert "its tree cannot be checked out: " in big_attempt.landing["reason"]
+    assert "big.bin" not in origin.files(origin.tip())
