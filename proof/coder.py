@@ -74,6 +74,19 @@ def edit(tree: Path, spec: dict) -> None:
             renamed = re.sub(rf"\bold_{pair}\b", f"new_{pair}", text)
             if renamed != text:
                 path.write_text(renamed)
+    elif kind == "call" and spec.get("unreadable"):
+        # Looked up when the test runs: once merged with the rename, it fails with a control
+        # character in its message, which the suite's runner writes into its JUnit as it is.
+        pair = spec["pair"]
+        name = semantic_name(tree, pair)
+        (tree / "tests" / f"test_semantic_{pair}_more.py").write_text(
+            f"import unittest\n\nimport semantic_{pair}\n\n\n"
+            f"class More{pair}Test(unittest.TestCase):\n"
+            f"    def test_twice(self):\n"
+            f"        found = getattr(semantic_{pair}, {name!r}, None)\n"
+            f"        self.assertIsNotNone(found, 'no {name} in semantic_{pair} \\x01')\n"
+            f"        self.assertEqual(found({2 * pair}), {3 * pair})\n"
+        )
     elif kind == "call":
         pair = spec["pair"]
         name = semantic_name(tree, pair)

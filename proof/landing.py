@@ -4,7 +4,8 @@ A bare origin (in the run's temporary folder, reached over ``file://``) starts w
 small standard-library suite (the runner demo's ``run_tests.py``). The project's runner
 verifies every submission at its commit, a reviewer approves everything, and landing is
 on (``push``, ``batch_max`` 4), so every approved change goes through the lander, which
-runs in real Celery workers on the queue ``verify``. The plan (``plan``) puts in:
+runs in real Celery workers on its own queue ``land`` (the runner's jobs on ``verify``).
+The plan (``plan``) puts in:
 
 - textual conflicts: a fifth of the tasks add a line to ``registry.py``, in groups
   claimed together (so made on the same ``main``), each group at the same place (the end
@@ -12,12 +13,17 @@ runs in real Celery workers on the queue ``verify``. The plan (``plan``) puts in
   groups' (one place for all of them makes every retry clash with every other: below);
 - semantic conflicts: pairs claimed together, one renaming ``old_k`` to ``new_k``
   everywhere, the other adding a test that calls the function by the name it sees; each
-  passes alone, together they fail;
+  passes alone, together they fail. The first pair's test fails with a control character
+  in its message, so that merged tree's JUnit report is not well-formed: the lander must
+  send the culprit back naming the unreadable report, and the queue move on;
 - independent features (a module and its test each).
 
-Meanwhile the runner workers are SIGKILLed while a batch is being landed, and a person
-pushes straight to ``main`` while a batch is being verified (so the lander's lease on
-the target is refused and it builds again). Agents (``proof.coder``) redo a change that
+Meanwhile the runner and lander workers are SIGKILLed while a batch is being landed, a
+person pushes straight to ``main`` while a batch is being verified (so the lander's lease
+on the target is refused and it builds again), and a person breaks ``main`` (a failing
+test) while a batch is being built or verified and mends it ``red_seconds`` later: the
+lander must verify at most once per tip and queue head and back off, while the runner
+goes on verifying submissions. Agents (``proof.coder``) redo a change that
 came back on the new ``main``. At the end the invariants are checked with SQL and git
 (``landing_invariants``), besides the generic ones (``proof.invariants``).
 """
@@ -63,6 +69,16 @@ class RegistryTest(unittest.TestCase):
 """
 
 
+RED_TEST = """\
+import unittest
+
+
+class RedTest(unittest.TestCase):
+    def test_main_is_green(self):
+        self.fail("a person broke main")
+"""
+
+
 def registry(sections: int) -> str:
     """The shared file: one list per group of shared tasks; a group adds to its own list."""
     return "\n".join(f'SECTION_{g} = [\n    "base",\n]\n' for g in range(sections))
@@ -74,9 +90,11 @@ class LandingRun:
     tasks: int
     pairs: int  # semantic conflicts planned: rename + caller, claimed together
     group: int  # shared-file tasks claimed together
-    kills: int  # times the runner workers are SIGKILLed while a batch is active
+    kills: int  # times the runner and lander workers are SIGKILLed while a batch is active
     pushes: int  # times a person pushes to main while a batch is verifying
+    red_seconds: float = 0  # how long a person's failing test stays on main (0: never)
     runners: int = 2
+    landers: int = 1
     batch_max: int = 4
     # Off, the plan's clashes happen as planned (the invariants are tried on them); on,
     # claims keep overlapping work apart, and the run measures how many clashes remain.
@@ -122,9 +140,20 @@ def scenario(short: bool) -> LandingRun | SideBySide:
     """The short form (in ``make proof``) runs the plan once with overlap not avoided, so its
     clashes happen; the full form runs it twice, off and on, side by side."""
     if short:
-        return LandingRun(agents=4, tasks=24, pairs=2, group=3, kills=1, pushes=1, timeout=600)
+        return LandingRun(
+            agents=4, tasks=24, pairs=2, group=3, kills=1, pushes=1, red_seconds=60, timeout=900
+        )
     return SideBySide(
-        LandingRun(agents=16, tasks=200, pairs=6, group=4, kills=3, pushes=3, timeout=3600)
+        LandingRun(
+            agents=16,
+            tasks=200,
+            pairs=6,
+            group=4,
+            kills=3,
+            pushes=3,
+            red_seconds=300,
+            timeout=3600,
+        )
     )
 
 
@@ -149,6 +178,8 @@ def plan(run: LandingRun) -> list[dict]:
             spec["section"] = pair
         elif pair is not None:
             spec["pair"] = pair
+        if kind == "call" and pair == 0:
+            spec["unreadable"] = True  # its failure, once merged, is a report no parser reads
         if kind == "shared":
             title, paths = f"Register E{n} in registry.py", ["registry.py"]
         elif kind == "rename":
@@ -198,15 +229,22 @@ class Origin:
         self.base = git(self.bare, "rev-parse", "main")
         self.pushed: list[str] = []
 
-    def person_pushes(self, n: int) -> str:
-        """Someone commits a passing change straight to main and pushes it (retrying if
-        the lander moved main meanwhile, as a person would)."""
+    def person_pushes(self, n: int, kind: str = "person") -> str:
+        """Someone commits a change straight to main and pushes it (retrying if the lander
+        moved main meanwhile, as a person would): a passing one (``person``), a failing
+        test (``red``), or the failing test taken out again (``mend``)."""
         for _ in range(10):
             git(self.person, "fetch", "-q", "origin")
             git(self.person, "checkout", "-q", "-f", "-B", "main", "origin/main")
-            edit(self.person, {"kind": "person", "n": n})
+            red = self.person / "tests" / "test_red.py"
+            if kind == "red":
+                red.write_text(RED_TEST)
+            elif kind == "mend":
+                red.unlink(missing_ok=True)
+            else:
+                edit(self.person, {"kind": "person", "n": n})
             git(self.person, "add", "-A")
-            git(self.person, "commit", "-q", "-m", f"a person's commit {n}")
+            git(self.person, "commit", "-q", "-m", f"a person's commit {n} ({kind})")
             try:
                 git(self.person, "push", "-q", "origin", "main")
             except subprocess.CalledProcessError:
@@ -265,21 +303,26 @@ def _wait_for_batch(url: str, states, deadline: float, stop: threading.Event) ->
 
 
 class Runners:
-    """The runner workers: real Celery workers taking the queue ``verify`` (the runner's
-    jobs and the lander's), killed with SIGKILL and started again."""
+    """The runner machines' workers: real Celery workers taking the queue ``verify`` (the
+    runner's jobs) and others taking ``land`` (the landers'), as the Procfile's ``runner``
+    and ``lander``; killed with SIGKILL and started again."""
 
-    def __init__(self, stack: Stack, count: int):
-        self.stack, self.count, self.started = stack, count, 0
+    def __init__(self, stack: Stack, runners: int, landers: int):
+        self.stack, self.started = stack, 0
+        self.counts = {"verify": runners, "land": landers}
         self.workers: list[subprocess.Popen] = []
-        for _ in range(count):
-            self.start()
+        self.start_all()
 
-    def start(self) -> None:
-        log = open(self.stack.work / f"runner{self.started}.log", "ab")  # noqa: SIM115
+    def start_all(self) -> None:
+        for queue, count in self.counts.items():
+            for _ in range(count):
+                self.start(queue)
+
+    def start(self, queue: str) -> None:
+        name = f"{'runner' if queue == 'verify' else 'lander'}{self.started}"
+        log = open(self.stack.work / f"{name}.log", "ab")  # noqa: SIM115
         self.workers.append(
-            celery_worker(
-                env=self.stack.env, queue="verify", name=f"runner{self.started}@%h", log=log
-            )
+            celery_worker(env=self.stack.env, queue=queue, name=f"{name}@%h", log=log)
         )
         self.started += 1
 
@@ -291,8 +334,7 @@ class Runners:
                 killed += 1
             worker.wait(timeout=30)
         self.workers = []
-        for _ in range(self.count):
-            self.start()
+        self.start_all()
         return killed
 
     def stop(self) -> None:
@@ -306,22 +348,51 @@ class Runners:
                 os.killpg(worker.pid, signal.SIGKILL)
 
 
+def _now(url: str):
+    """The database's clock (the batches' and gate runs' times are written by it)."""
+    rows = _query(url, "SELECT now()")
+    return rows[0][0] if rows else None
+
+
+def red_target(run: LandingRun, stack: Stack, origin: Origin, stop: threading.Event, batch):
+    """A person breaks main with a failing test and mends it ``red_seconds`` later."""
+    began = _now(stack.url)
+    red = origin.person_pushes(len(origin.pushed), kind="red")
+    stop.wait(run.red_seconds)  # mended even when the run is stopping: main ends green
+    mended = origin.person_pushes(len(origin.pushed), kind="mend")
+    run.faults.append(
+        {
+            "kind": "red_target",
+            "commit": red,
+            "mended_by": mended,
+            "from": began.isoformat(),
+            "to": _now(stack.url).isoformat(),
+            "batch": batch and list(batch),
+        }
+    )
+
+
 def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop: threading.Event):
-    """Kills and person pushes, spread over the run by progress: each waits until its share
-    of the tasks is done, then for a batch in the state it wants to hit (a kill: any active
-    state; a push: verifying, so the lander's push finds main moved)."""
+    """Kills, person pushes and a red target, spread over the run by progress: each waits
+    until its share of the tasks is done, then for a batch in the state it wants to hit (a
+    kill: any active state; a push: verifying, so the lander's push finds main moved; the
+    red target: building or verifying, so the lander meets it)."""
     events = [((k + 1) / (run.kills + 1), "kill") for k in range(run.kills)]
     events += [((k + 0.5) / (run.pushes + 0.5), "push") for k in range(run.pushes)]
+    if run.red_seconds:
+        events.append((0.7, "red"))
     for fraction, kind in sorted(events):
         while _done(stack.url) < run.tasks * fraction * 0.9:
             if stop.wait(0.5):
                 return
-        wanted = ACTIVE if kind == "kill" else ("verifying",)
+        wanted = {"kill": ACTIVE, "push": ("verifying",), "red": ("building", "verifying")}[kind]
         deadline = time.monotonic() + 120
         batch = _wait_for_batch(stack.url, wanted, deadline, stop)
         if stop.is_set():
             return
-        if kind == "kill":
+        if kind == "red":
+            red_target(run, stack, origin, stop, batch)
+        elif kind == "kill":
             # A moment into the state, so the kill lands mid-work rather than at its edge. A
             # batch that ended in that moment is not hit: wait for the next one instead.
             at = None
@@ -364,6 +435,9 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
         "FACTORY_GATE_MAX_TRIES": "10",
         # A runner killed mid-verification is re-queued by the reconciler after this + grace.
         "FACTORY_RUNNER_TIME_LIMIT": "60",
+        # A lander backing off after the red target looks again within seconds, not minutes.
+        "FACTORY_LANDING_BACKOFF_SECONDS": "5",
+        "FACTORY_LANDING_BACKOFF_MAX_SECONDS": "20",
     }
     stack = Stack(run.name, web_workers=2, gate_workers=1, env=env)
     _open_to_the_sandbox(stack.work)
@@ -374,7 +448,7 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
         FACTORY_RUNNER_ROOT=str(stack.work / "runner"),
         FACTORY_LOCAL_REPOSITORY_ROOTS=str(stack.work / "repositories"),
     )
-    _redis_del("verify")
+    _redis_del("verify", "land")
     stack.create_database()
     (stack.work / "plan.json").write_text(json.dumps(items))
     seeded = subprocess.run(
@@ -393,7 +467,7 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
         raise RuntimeError(seeded.stderr)
     tokens = json.loads((stack.work / "tokens.json").read_text())
     stack.start()
-    runners = Runners(stack, run.runners)
+    runners = Runners(stack, run.runners, run.landers)
     began = time.monotonic()
     stop_file = stack.work / "stop"
     agents = [
@@ -460,7 +534,7 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
         "seconds": round(elapsed, 1),
         "tasks_per_second": round(done / elapsed, 2) if elapsed else None,
         "policy": "runner (required) on every submission; landing push, squash, "
-        f"batch_max {run.batch_max}",
+        f"batch_max {run.batch_max}; {run.runners} runner and {run.landers} lander workers",
         "faults_injected": len(run.faults),
         "faults": run.faults,
         "requests": sum(statuses.values()),
@@ -473,7 +547,7 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
     }
     if not keep:
         stack.drop()
-    _redis_del("verify")
+    _redis_del("verify", "land")
     return result
 
 
@@ -560,9 +634,24 @@ def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list
         ).fetchall()
         tasks = conn.execute("SELECT id, key, state, landed_commit FROM tasks_task").fetchall()
         batches = conn.execute(
-            "SELECT id, state, verify_runs, bisect_steps, pushes, reason, changes"
-            " FROM landing_batch ORDER BY id"
+            "SELECT id, state, verify_runs, bisect_steps, pushes, reason, changes, base,"
+            " started_at FROM landing_batch ORDER BY id"
         ).fetchall()
+        red = next((f for f in run.faults if f["kind"] == "red_target"), None)
+        # Submissions the runner verified while main was red: the landers' queue is apart.
+        verified_while_red, waited_while_red = (
+            conn.execute(
+                "SELECT count(*), max(extract(epoch FROM started_at - queued_at))"
+                " FROM evidence_gaterun WHERE gate = 'runner'"
+                " AND finished_at BETWEEN %s AND %s",
+                (red["from"], red["to"]),
+            ).fetchone()
+            if red
+            else (0, None)
+        )
+        backed_off = conn.execute(
+            "SELECT count(*) FROM tasks_event WHERE transition = 'back_off'"
+        ).fetchone()[0]
 
     # 3. Every approved change landed exactly once, or came back with a reason.
     on_main = Counter(trailers[c].get("Factory-Attempt") for c in ours)
@@ -617,12 +706,34 @@ def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list
     found = [f"batch {b[0]} left {b[1]}" for b in batches if b[1] in ACTIVE]
     checks["no_active_batch"] = {"violations": len(found), "examples": found[:5]}
 
+    # 6. After a batch that verified erred, no batch verified again on the same target tip
+    #    with the same change first in the queue (no manager asks in this run).
+    found, erred = [], {}
+    for batch_id, state, runs, _, _, _, changes, base, _ in batches:
+        key = (base, changes[0]["attempt"] if changes else None)
+        if runs and key in erred:
+            found.append(
+                f"batch {batch_id} verified again at {base[:12]} with attempt {key[1]} "
+                f"after batch {erred[key]} erred there"
+            )
+        if state == "error" and runs:
+            erred.setdefault(key, batch_id)
+    checks["one_verification_per_tip_and_head"] = {
+        "violations": len(found),
+        "erred_tips_and_heads": len(erred),
+        "examples": found[:5],
+    }
+
     # What the run did; and whether it did what it set out to (else it proved less).
     returns = Counter(row[6].get("state") for row in approved)
     retries = [json.loads(line) for j in journals for line in j.read_text().splitlines()]
     retries = [fact for fact in retries if "retry" in fact]
     settled = [b for b in batches if "its lander stopped" in (b[5] or "")]
     states = Counter(b[1] for b in batches)
+    unreadable = [
+        row for row in approved if "JUnit report cannot be read" in (row[6].get("reason") or "")
+    ]
+    on_red = [b for b in batches if red and b[7] == red["commit"]]
     figures = {
         "main_commits": len(chain),
         "landed_commits": len(ours),
@@ -652,6 +763,21 @@ def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list
         "mean_batch_size": round(sum(len(b[6]) for b in batches) / len(batches), 2)
         if batches
         else None,
+        "unreadable_junit_returned": len(unreadable),
+        "red_target": {
+            "seconds": run.red_seconds,
+            "batches_on_red_tip": len(on_red),
+            "verify_runs_on_red_tip": sum(b[2] for b in on_red),
+            "error_batches_on_red_tip": sum(b[1] == "error" for b in on_red),
+            "back_off_events": backed_off,
+            "submissions_verified_meanwhile": verified_while_red,
+            # From queued to started: how long a submission's run waited for a runner.
+            "their_longest_wait_seconds": round(float(waited_while_red), 1)
+            if waited_while_red is not None
+            else None,
+        }
+        if red
+        else None,
     }
     kills = [f for f in run.faults if f["kind"] == "sigkill_runners" and f["batch"]]
     pushes = [f for f in run.faults if f["kind"] == "person_push"]
@@ -660,6 +786,15 @@ def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list
         found.append(f"{len(kills)} of {run.kills} kills hit an active batch")
     if len(pushes) < run.pushes:
         found.append(f"{len(pushes)} of {run.pushes} person pushes")
+    if run.pairs and not unreadable and not run.avoid_overlap:
+        found.append("no change came back for a JUnit report that cannot be read")
+    if run.red_seconds and red is None:
+        found.append("main was never red")
+    elif red is not None:
+        if not any(b[1] == "error" for b in on_red):
+            found.append("the lander never met the red target")
+        if not verified_while_red:
+            found.append("no submission was verified while main was red")
     # With overlap avoided the planned clashes are meant not to happen: nothing to require.
     if returns["failed"] < run.pairs and not run.avoid_overlap:
         found.append(f"{returns['failed']} semantic failures, {run.pairs} planned")
