@@ -92,7 +92,12 @@ def record(
         same = (
             lander.state == LanderState.BACKING_OFF
             and lander.head_id == head.pk
-            and lander.tip == tip
+            and (
+                lander.tip == tip
+                # The target could not even be read this time: what was verified at the
+                # tip it had is not forgotten for that (it would be verified again).
+                or (lander.verified and not verified and not tip)
+            )
         )
         if same:
             lander.looks += 1

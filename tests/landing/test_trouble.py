@@ -249,6 +249,29 @@ def test_a_backed_off_lander_looks_at_the_target_later_and_later_without_verifyi
     assert Event.objects.filter(transition="back_off").count() == 1
 
 
+def test_a_target_it_could_not_read_for_a_while_is_not_verified_again_at_the_same_tip(
+    queue, origin, flow, tmp_path
+):
+    queue.approved(feature("alpha"), branch="alpha")
+    red = origin.person_pushes(broken("zeta"))
+    land(flow.project)
+    away = origin.bare.rename(tmp_path / "away.git")  # the repository unreachable a while
+    Lander.objects.update(wake_at=timezone.now() - timedelta(seconds=1))
+    land(flow.project)
+    away.rename(origin.bare)
+
+    Lander.objects.update(wake_at=timezone.now() - timedelta(seconds=1))
+    counts = land(flow.project)
+
+    assert (counts["batches"], counts["backing_off"]) == (0, True)
+    assert [(b.state, b.verify_runs) for b in Batch.objects.order_by("pk")] == [
+        ("error", 2),
+        ("error", 0),
+    ]
+    lander = Lander.objects.get()
+    assert (lander.tip, lander.verified) == (red, True)
+
+
 def test_the_lander_lands_again_once_the_target_is_fixed(queue, origin, flow):
     task, _ = queue.approved(feature("alpha"), branch="alpha")
     origin.person_pushes(broken("zeta"))
