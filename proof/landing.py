@@ -380,7 +380,8 @@ def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop
     events = [((k + 1) / (run.kills + 1), "kill") for k in range(run.kills)]
     events += [((k + 0.5) / (run.pushes + 0.5), "push") for k in range(run.pushes)]
     if run.red_seconds:
-        events.append((0.7, "red"))
+        # Early enough that agents still have work to submit while main is red.
+        events.append((0.4, "red"))
     for fraction, kind in sorted(events):
         while _done(stack.url) < run.tasks * fraction * 0.9:
             if stop.wait(0.5):
