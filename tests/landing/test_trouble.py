@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from landing import lander as lander_module
 from landing.lander import land, land_batch
+from landing.locks import lander_lock
 from landing.models import Batch, BatchState, Lander
 from projects.models import Event
 from tasks.landing import attempt_landing_note, landing_queue, task_dequeue
@@ -198,7 +199,8 @@ def test_a_change_dequeued_after_the_lander_read_the_queue_is_dropped_not_landed
     read = list(landing_queue(project.pk)[:4])
     task_dequeue(task=gone, actor=flow.manager, to="ready", reason="not this one")
 
-    batch = land_batch(project, read)
+    with lander_lock(project.pk):  # as ``land`` holds it: the push checks it is held
+        batch = land_batch(project, read)
 
     assert [c["task"] for c in batch.changes] == [kept.key]
     assert batch.changes[0]["outcome"] == "landed"
