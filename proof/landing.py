@@ -44,8 +44,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import httpx
 import psycopg
 
+from proof import carry
 from proof.coder import GIT_ENV, edit, git
 from proof.invariants import check_all
 from proof.stack import REDIS_DB, ROOT, Stack
@@ -104,6 +106,7 @@ class LandingRun:
     name: str = "landing"
     seed: int = 25
     faults: list = field(default_factory=list)
+    manager_token: str = ""  # set by the run once the project is made
 
     def execute(self, *, keep: bool = False) -> dict:
         return execute(self, keep=keep)
@@ -157,6 +160,9 @@ def scenario(short: bool) -> LandingRun | SideBySide:
     )
 
 
+# Feature tasks kept as drafts until main goes red (``red_target``).
+HELD_FOR_RED = 3
+
 # --- the plan and the repository ---------------------------------------------------------------
 
 
@@ -191,6 +197,11 @@ def plan(run: LandingRun) -> list[dict]:
         else:
             title, paths = f"Add feature_{n}", [f"feature_{n}.py", f"tests/test_feature_{n}.py"]
         items.append({"title": title, "paths": paths, "spec": spec})
+    if run.red_seconds:
+        # Published only once main is red, so there is work to submit and verify meanwhile
+        # however fast the rest went.
+        for item in [i for i in items if i["spec"]["kind"] == "feature"][-HELD_FOR_RED:]:
+            item["spec"]["held"] = True
     return items
 
 
@@ -355,9 +366,19 @@ def _now(url: str):
 
 
 def red_target(run: LandingRun, stack: Stack, origin: Origin, stop: threading.Event, batch):
-    """A person breaks main with a failing test and mends it ``red_seconds`` later."""
+    """A person breaks main with a failing test and mends it ``red_seconds`` later; the
+    manager publishes the tasks held for it meanwhile (``plan``)."""
     began = _now(stack.url)
     red = origin.person_pushes(len(origin.pushed), kind="red")
+    manager = httpx.Client(
+        base_url=f"{stack.base}/api/v1",
+        headers={"Authorization": f"Bearer {run.manager_token}"},
+        timeout=60,
+    )
+    with manager:
+        held = manager.get("/tasks/", params={"project": "PL", "state": "draft"}).json()
+        for task in held.get("results", held) if isinstance(held, dict) else held:
+            manager.post(f"/tasks/{task['key']}/publish/")
     stop.wait(run.red_seconds)  # mended even when the run is stopping: main ends green
     mended = origin.person_pushes(len(origin.pushed), kind="mend")
     run.faults.append(
@@ -467,6 +488,7 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
     if seeded.returncode:
         raise RuntimeError(seeded.stderr)
     tokens = json.loads((stack.work / "tokens.json").read_text())
+    run.manager_token = tokens["manager"]
     stack.start()
     runners = Runners(stack, run.runners, run.landers)
     began = time.monotonic()
@@ -505,6 +527,9 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
                 break
             time.sleep(1)
         elapsed = time.monotonic() - began
+        carried = {"violations": 0, "skipped": "the run did not finish"}
+        if finished:
+            carried = _carried_approval(stack, tokens, origin, [*agents, reviewer], stop_file)
     finally:
         stop.set()
         injector.join(timeout=130)
@@ -522,10 +547,13 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
     for status_file in stack.work.glob("*.status.json"):
         statuses.update(json.loads(status_file.read_text()))
     invariants = check_all(stack.url, journals, stack.work / "media", expect_all_done=finished)
-    figures, checks = landing_invariants(run, stack.url, origin, journals)
+    figures, checks = landing_invariants(
+        run, stack.url, origin, journals, apart=(carried.get("task", ""),)
+    )
     invariants.update(checks)
+    invariants["approval_carried_only_to_the_same_bytes"] = carried
     violations = sum(check["violations"] for check in invariants.values()) + (0 if finished else 1)
-    done = _done(stack.url)
+    done = _done(stack.url) - (carried.get("again_state") == "done")  # the proof's own task
     result = {
         "scenario": run.name,
         "agents": run.agents,
@@ -552,6 +580,22 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
     return result
 
 
+def _carried_approval(stack: Stack, tokens: dict, origin: Origin, processes, stop_file) -> dict:
+    """Once the agents and the reviewer have stopped: an approval copied across a whitespace
+    change must go to review, and the approved bytes again carry it (``proof.carry``)."""
+    stop_file.touch()
+    for process in processes:
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+    try:
+        result = carry.run(stack.base, tokens, origin.url, stack.work)
+    except Exception as exc:  # the check could not be made: a violation, saying why
+        return {"violations": 1, "error": repr(exc)[:500]}
+    return {**result, "violations": result["violations"]}
+
+
 # --- the invariants ------------------------------------------------------------------------
 
 
@@ -572,8 +616,11 @@ def _passes(bare: Path, commit: str) -> tuple[str, bool, str]:
         return commit, done.returncode == 0, done.stderr[-300:]
 
 
-def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list[Path]):
-    """(figures, checks): what the queue did, and the promises checked with SQL and git."""
+def landing_invariants(
+    run: LandingRun, url: str, origin: Origin, journals: list[Path], apart: tuple[str, ...] = ()
+):
+    """(figures, checks): what the queue did, and the promises checked with SQL and git.
+    ``apart``: tasks the proof made for a check of its own (``proof.carry``), not planned."""
     bare = origin.bare
     chain = git(bare, "rev-list", "--first-parent", "--reverse", f"{origin.base}..main").split()
     trailers = {c: _trailers(git(bare, "log", "-1", "--format=%B", c)) for c in chain}
@@ -726,7 +773,7 @@ def landing_invariants(run: LandingRun, url: str, origin: Origin, journals: list
     }
 
     # What the run did; and whether it did what it set out to (else it proved less).
-    returns = Counter(row[6].get("state") for row in approved)
+    returns = Counter(row[6].get("state") for row in approved if row[2] not in apart)
     retries = [json.loads(line) for j in journals for line in j.read_text().splitlines()]
     retries = [fact for fact in retries if "retry" in fact]
     settled = [b for b in batches if "its lander stopped" in (b[5] or "")]
