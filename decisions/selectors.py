@@ -229,6 +229,7 @@ def decision_impact(decision: Decision) -> dict:
         .only(
             "number",
             "state",
+            "usage_state",
             "applied",
             "task",
             "task__key",

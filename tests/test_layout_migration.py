@@ -40,7 +40,11 @@ MOVED = ["project", "membership", "event"]
 # every value they had in the columns they had.
 COLUMNS = {
     "tasks_project": "id, slug, name, repository_url, gate_policy, max_attempts, task_seq, "
-    "spec_seq, decision_seq, created_at"
+    "spec_seq, decision_seq, created_at",
+    # A column made nullable is rebuilt last on SQLite: read by name, not by place.
+    "tasks_membership": "id, role, created_at, user_id, project_id",
+    "tasks_event": "id, object_id, object_key, transition, from_state, to_state, reason, "
+    "extra, created_at, actor_id, content_type_id, project_id, task_id",
 }
 # Each event's subject, through its content type: the links the audit trail lives by.
 SUBJECTS = """
