@@ -284,22 +284,32 @@ def strongly_connected(successors: dict[str, list[str]]) -> list[list[str]]:
 
 def _critical_path(successors: dict, components: list[list[str]], seconds: dict) -> list[str]:
     """The keys of the heaviest chain (each cycle condensed into one step of all its tasks);
-    ``components`` sinks first, as ``strongly_connected`` gives them."""
+    ``components`` sinks first, as ``strongly_connected`` gives them.
+
+    Linear in the graph: each component keeps only its chain's weight, its own keys' order
+    and the next component, never the chain itself (a chain of n tasks held whole at each
+    step is n² in memory). Two chains from different components differ in their first
+    component's keys, so comparing those decides a tie as comparing the whole chains would.
+    """
     if not components:
         return []
     component_of = {k: n for n, c in enumerate(components) for k in c}
-    # best[n]: the heaviest chain starting at component n, as (-seconds, the members' order
-    # along it, the components), so the smallest is the heaviest, and among equals the first
-    # in key order. Sinks come first, so every successor's best is known.
-    best = []
+    # best[n]: (-seconds of the heaviest chain starting at component n, n's keys in order,
+    # the component after n on it or None), so the smallest is the heaviest, and among
+    # equals the first in key order. Sinks come first, so every successor's is known.
+    best: list[tuple[int, tuple, int | None]] = []
     for n, members in enumerate(components):
         cost = sum(seconds[k] for k in members)
         after = {component_of[b] for k in members for b in successors[k]} - {n}
-        tail = min((best[m] for m in after), default=(0, (), ()))
-        order = tuple(key_order(k) for k in members)
-        best.append((tail[0] - cost, (order, *tail[1]), (n, *tail[2])))
-    _, _, chain = min(best)
-    return [k for n in chain for k in components[n]]
+        tail = min(after, key=lambda m: best[m][:2], default=None)
+        heaviest = cost - (best[tail][0] if tail is not None else 0)
+        best.append((-heaviest, tuple(key_order(k) for k in members), tail))
+    at = min(range(len(best)), key=lambda m: best[m][:2])
+    chain = []
+    while at is not None:
+        chain += components[at]
+        at = best[at][2]
+    return chain
 
 
 # --- The forecast -----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The plan: the graph of unfinished work, its cycles, the critical path, the forecast,
 the API that answers it and the page that draws it."""
 
+import tracemalloc
 from datetime import UTC, date, datetime, timedelta
 
 import django.utils.timezone
@@ -112,6 +113,44 @@ def test_a_fork_ties_to_the_branch_first_in_key_order():
     result = plan(tasks, [("FM-3", "FM-1", "ready"), ("FM-2", "FM-1", "ready")])
 
     assert result["critical_path"]["keys"] == ["FM-1", "FM-2"]
+
+
+def chain_of(n: int) -> tuple[list, list]:
+    tasks = [PlanTask(f"FM-{i}", "step", "ready") for i in range(1, n + 1)]
+    return tasks, [(f"FM-{i + 1}", f"FM-{i}", "ready") for i in range(1, n)]
+
+
+def peak_bytes(n: int) -> int:
+    """The most memory ``build_plan`` holds at once for a chain of ``n`` tasks."""
+    tasks, links = chain_of(n)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = plan(tasks, links)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert len(result["critical_path"]["keys"]) == n
+    return peak
+
+
+def test_a_chain_four_times_longer_takes_about_four_times_the_memory_to_plan():
+    # A manager (or an import) can chain thousands of tasks; every member may ask for the
+    # plan. Holding each step's whole remaining chain made memory grow with the square of
+    # the length: 8,000 tasks held half a gigabyte.
+    small, large = peak_bytes(1500), peak_bytes(6000)
+
+    assert large < 6 * small
+
+
+def test_the_critical_path_of_a_long_chain_is_the_whole_chain_in_order():
+    tasks, links = chain_of(3000)
+
+    result = plan(tasks[::-1], links[::-1])
+
+    assert result["critical_path"]["keys"] == [t.key for t in tasks]
+    assert result["critical_path"]["hours"] == 3000 * DEFAULT_HOURS
 
 
 def test_done_and_cancelled_tasks_are_left_out_and_block_nothing():
