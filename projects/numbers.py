@@ -2,8 +2,9 @@
 
 ``str.isdigit`` and ``int`` accept far more than ASCII digits ("²" is a digit to
 ``isdigit`` and an error to ``int``; "٣" (Arabic-Indic three) and the full-width three are 3 to ``int``), so a number from a
-request is read here and nowhere else: ASCII digits only, no sign, no spaces. An id in
-a URL has at most 18 digits, so every id that reaches a query fits the database's bigint.
+request is read here and nowhere else: ASCII digits only, no sign, no spaces, at most 18
+of them, so every number that reaches a query fits the database's bigint (an id in a URL
+too) and none is too long for ``int`` to read (past 4,300 digits it raises ValueError).
 Amounts of money (``usd``) are read the same way: digits and a fraction, never a sign or
 an exponent, and never through a binary float.
 """
@@ -15,16 +16,18 @@ from decimal import ROUND_DOWN, Decimal
 from django import forms
 from django.core.exceptions import ValidationError
 
-WHOLE = re.compile(r"[0-9]+")  # not \d, which takes every script's digits
-ID = re.compile(r"[0-9]{1,18}")
+# Not \d, which takes every script's digits; leading zeros count, so the text is short.
+WHOLE = re.compile(r"[0-9]{1,18}")
+ID = WHOLE
 
 
-def whole_number(text, *, minimum: int = 0) -> int | None:
-    """``text`` as a whole number of at least ``minimum``, or None if it is not one."""
+def whole_number(text, *, minimum: int = 0, maximum: int | None = None) -> int | None:
+    """``text`` as a whole number from ``minimum`` (to ``maximum``, when given), or None if
+    it is not one: ASCII digits, at most 18."""
     if not isinstance(text, str) or not WHOLE.fullmatch(text):
         return None
     value = int(text)
-    return value if value >= minimum else None
+    return value if value >= minimum and (maximum is None or value <= maximum) else None
 
 
 def query_number(request, name: str, *, minimum: int = 1) -> int | None:

@@ -363,17 +363,22 @@ class IdCursorPagination(CursorPagination):
         return parameters
 
 
-def whole_number_param(request, name: str) -> int | None:
-    """Query parameter ``name`` as a whole number from 1, or None when it is absent.
+def whole_number_param(request, name: str, *, maximum: int | None = None) -> int | None:
+    """Query parameter ``name`` as a whole number from 1 (to ``maximum``, when given), or
+    None when it is absent.
 
-    Given twice, empty, signed, fractional or zero, it is a 400 that names it.
+    Given twice, empty, signed, fractional, zero, past ``maximum`` or longer than 18
+    digits, it is a 400 that names it.
     """
     values = request.query_params.getlist(name)
     if not values:
         return None
-    value = whole_number(values[0], minimum=1) if len(values) == 1 else None
+    value = whole_number(values[0], minimum=1, maximum=maximum) if len(values) == 1 else None
     if value is None:
-        raise serializers.ValidationError({name: ["must be a whole number from 1, given once"]})
+        bound = "" if maximum is None else f" to {maximum}"
+        raise serializers.ValidationError(
+            {name: [f"must be a whole number from 1{bound}, given once"]}
+        )
     return value
 
 

@@ -778,6 +778,17 @@ def test_an_agent_cannot_issue_a_token_that_never_expires_or_outlives_90_days(cl
 
 
 @pytest.mark.django_db
+def test_a_number_of_days_too_long_to_read_is_a_form_error_not_a_500(client, flow):
+    client.force_login(flow.manager)
+
+    response = client.post("/tokens/", {"days": "9" * 5000})
+
+    assert response.status_code == 200
+    assert response.context["form"].errors["days"] == ["Enter a whole number."]
+    assert AuthToken.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_a_manager_may_issue_a_token_for_a_year(client, flow):
     client.force_login(flow.manager)
 
