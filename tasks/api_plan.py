@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from projects.rest import errors, whole_number_param
 from projects.selectors import visible_project
 from tasks.models import TaskState
-from tasks.plan import plan_for, spec_in
+from tasks.plan import SEED_MAX, plan_for, spec_in
 
 # The serializers describe the answer for the schema; the view answers the plan's dict as
 # it is (already JSON), which the tests check against them.
@@ -100,7 +100,7 @@ class PlanApi(APIView):
             ),
             OpenApiParameter(
                 "seed",
-                {"type": "integer", "minimum": 1},
+                {"type": "integer", "minimum": 1, "maximum": SEED_MAX},
                 description="The forecast's random seed (default: one fixed per project).",
             ),
         ],
@@ -108,6 +108,6 @@ class PlanApi(APIView):
     )
     def get(self, request, slug):
         project = visible_project(request.user, slug)
-        seed = whole_number_param(request, "seed")
+        seed = whole_number_param(request, "seed", maximum=SEED_MAX)
         spec = spec_in(project, request.query_params.get("spec"))
         return Response(plan_for(project, spec=spec, seed=seed))

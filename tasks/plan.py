@@ -42,6 +42,8 @@ TRIALS = 1000
 # A trial that has not finished after this many days counts as "later than that".
 HORIZON_DAYS = 3 * 365
 FORECAST_PERCENTILES = (50, 85)
+# Seeds are 32 bits, as the default one (a CRC-32) is.
+SEED_MAX = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -502,6 +504,11 @@ def plan_for(project, *, spec=None, now: datetime | None = None, seed: int | Non
         "today": today,
         "seed": seed if seed is not None else default_seed(project),
     }
+    if seed is not None and seed != default_seed(project):
+        # A seed of the caller's choosing is run, never kept: any member picks it, and a
+        # loop over seeds would fill the cache that the rate limits are counted in.
+        plan["forecast"] = forecast(**inputs)
+        return {"project": project.slug, **plan}
     # The forecast is a pure function of its inputs: the same ones are answered from the
     # cache (a day at most, since today is one of them) instead of trials run again.
     key = "plan-forecast:" + hashlib.sha256(repr(sorted(inputs.items())).encode()).hexdigest()

@@ -8,6 +8,7 @@ import django.utils.timezone
 import pytest
 
 from projects.models import Event
+from tasks import plan as plan_module
 from tasks import review
 from tasks.api_plan import PlanSerializer
 from tasks.plan import (
@@ -17,6 +18,7 @@ from tasks.plan import (
     Weights,
     build_plan,
     daily_completions,
+    default_seed,
     forecast,
     key_order,
 )
@@ -424,7 +426,41 @@ def test_a_bad_seed_is_a_400_naming_it(flow, api):
     response = api(flow.manager).get("/api/v1/projects/FM/plan/?seed=-1")
 
     assert response.status_code == 400
-    assert response.json()["fields"] == {"seed": ["must be a whole number from 1, given once"]}
+    assert response.json()["fields"] == {
+        "seed": ["must be a whole number from 1 to 4294967295, given once"]
+    }
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "seed", ["0", "4294967296", "9" * 5000], ids=["zero", "past 32 bits", "5000 digits"]
+)
+def test_a_seed_out_of_range_is_a_400_naming_its_bounds(flow, api, seed):
+    response = api(flow.agent).get(f"/api/v1/projects/FM/plan/?seed={seed}")
+
+    assert (response.status_code, response.json()["fields"]) == (
+        400,
+        {"seed": ["must be a whole number from 1 to 4294967295, given once"]},
+    )
+
+
+@pytest.mark.django_db
+def test_only_the_default_seeds_forecast_is_kept_in_the_cache(flow, api, clock, monkeypatch):
+    # Any member chooses the seed: had each one been kept for a day, a loop over seeds
+    # would fill the cache the rate limits are counted in.
+    finished(flow, clock, 2)
+    flow.ready(title="open")
+    plan_module.cache.clear()  # an earlier test may have kept this very forecast
+    kept = []
+    monkeypatch.setattr(plan_module.cache, "set", lambda key, *args, **kw: kept.append(key))
+    client = api(flow.agent)
+
+    chosen = [client.get(f"/api/v1/projects/FM/plan/?seed={n}") for n in (1, 2, 3)]
+    default = client.get("/api/v1/projects/FM/plan/")
+
+    assert [r.json()["forecast"]["seed"] for r in chosen] == [1, 2, 3]
+    assert default.json()["forecast"]["seed"] == default_seed(flow.project)
+    assert len([key for key in kept if key.startswith("plan-forecast:")]) == 1
 
 
 @pytest.mark.django_db
