@@ -203,3 +203,63 @@ def test_a_cache_grown_past_its_limit_is_dropped_after_the_verification(runner_r
         (path / "big").write_bytes(b"x" * 2 * 1024 * 1024)
 
     assert keys(runner_root, 1) == []
+
+
+def bury(folder: Path, names: list[str], data: bytes) -> None:
+    """A file of ``data`` at the end of a chain of folders ``names`` below ``folder``,
+    made relative to each folder in turn, as a setup step can (no path is ever whole)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in names:
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        handle = os.open("file", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(handle, data)
+        os.close(handle)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(
+    "names",
+    [["d"] * 1200, ["n" * 250] * 20],
+    ids=["deeper than python's recursion", "past the longest path"],
+)
+def test_a_cache_that_hides_its_size_deep_down_is_still_dropped_past_its_limit(
+    runner_root, settings, names
+):
+    project = project_for("file:///nowhere", setup=["true"])
+    settings.FACTORY_RUNNER_CACHE_MAX_MB = 1
+
+    with cache.use(project, "f" * 64, owner=None) as path:
+        bury(path, names, b"x" * 2 * 1024 * 1024)
+
+    assert keys(runner_root, 1) == []
+
+
+BURY = (
+    "import os\n"
+    "os.chdir('/cache')\n"
+    "for _ in range(1200):\n"
+    "    os.makedirs('d', exist_ok=True)\n"
+    "    os.chdir('d')\n"
+    "open('left', 'w').write('for the next verification')\n"
+)
+
+
+def test_a_setup_that_buries_a_tree_in_the_cache_does_not_stop_the_next_verifications(
+    hostile, runner_root
+):
+    project, sha = hostile(
+        {"uv.lock": "v1\n", "bury.py": BURY, "test.py": WRITE_JUNIT},
+        setup=["python3 bury.py"],
+    )
+
+    first = verify(project=project, commit=sha)
+    second = verify(project=project, commit=sha)
+
+    assert (first.problems, second.problems) == ([], [])
+    [key] = keys(runner_root, 1)
+    assert b"[runner] cache %s (reused, " % key[:12].encode() in second.log
