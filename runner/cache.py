@@ -220,17 +220,24 @@ def _evict(project_folder: Path, *, keep: int) -> list[str]:
     Lock files stay (empty): removing one could give two runners two different locks
     for one key.
     """
-    keys = sorted(
-        (entry for entry in project_folder.iterdir() if not entry.name.endswith(".lock")),
-        key=lambda entry: entry.lstat().st_mtime,
-        reverse=True,
-    )
+    # Another runner's eviction may remove a key between the listing and its reading:
+    # one gone meanwhile is passed over, never an error of this verification.
+    used = {}
+    for entry in project_folder.iterdir():
+        if not entry.name.endswith(".lock"):
+            with contextlib.suppress(FileNotFoundError):
+                used[entry] = entry.lstat().st_mtime
+    keys = sorted(used, key=used.get, reverse=True)
     removed = []
     for old in keys[max(keep, 1) :]:
         with open(project_folder / f"{old.name}.lock", "w") as lock:
             if not _exclusive(lock):
                 continue  # in use: a later verification removes it
-            gone = git.remove(old) if stat.S_ISDIR(old.lstat().st_mode) else _unlink(old)
+            try:
+                folder = stat.S_ISDIR(old.lstat().st_mode)
+            except FileNotFoundError:
+                continue
+            gone = git.remove(old) if folder else _unlink(old)
         if gone:
             removed.append(old.name)
     return removed

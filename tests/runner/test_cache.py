@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import cache
+from runner import cache, mirror
 from runner.verify import verify
 from tests.runner.conftest import SANDBOX_UID, project_for
 from tests.runner.test_hostile import WRITE_JUNIT
@@ -205,6 +205,15 @@ def test_a_cache_grown_past_its_limit_is_dropped_after_the_verification(runner_r
     assert keys(runner_root, 1) == []
 
 
+@pytest.fixture
+def buried(runner_root):
+    """The runner root, removed after the test without recursion: pytest's own cleanup
+    of old temporary folders (shutil.rmtree) raises RecursionError on a tree this deep,
+    in whichever later run meets it."""
+    yield runner_root
+    assert mirror.remove(runner_root)
+
+
 def bury(folder: Path, names: list[str], data: bytes) -> None:
     """A file of ``data`` at the end of a chain of folders ``names`` below ``folder``,
     made relative to each folder in turn, as a setup step can (no path is ever whole)."""
@@ -228,7 +237,7 @@ def bury(folder: Path, names: list[str], data: bytes) -> None:
     ids=["deeper than python's recursion", "past the longest path"],
 )
 def test_a_cache_that_hides_its_size_deep_down_is_still_dropped_past_its_limit(
-    runner_root, settings, names
+    buried, settings, names
 ):
     project = project_for("file:///nowhere", setup=["true"])
     settings.FACTORY_RUNNER_CACHE_MAX_MB = 1
@@ -236,7 +245,7 @@ def test_a_cache_that_hides_its_size_deep_down_is_still_dropped_past_its_limit(
     with cache.use(project, "f" * 64, owner=None) as path:
         bury(path, names, b"x" * 2 * 1024 * 1024)
 
-    assert keys(runner_root, 1) == []
+    assert keys(buried, 1) == []
 
 
 BURY = (
@@ -250,7 +259,7 @@ BURY = (
 
 
 def test_a_setup_that_buries_a_tree_in_the_cache_does_not_stop_the_next_verifications(
-    hostile, runner_root
+    hostile, buried
 ):
     project, sha = hostile(
         {"uv.lock": "v1\n", "bury.py": BURY, "test.py": WRITE_JUNIT},
@@ -261,5 +270,28 @@ def test_a_setup_that_buries_a_tree_in_the_cache_does_not_stop_the_next_verifica
     second = verify(project=project, commit=sha)
 
     assert (first.problems, second.problems) == ([], [])
-    [key] = keys(runner_root, 1)
+    [key] = keys(buried, 1)
     assert b"[runner] cache %s (reused, " % key[:12].encode() in second.log
+
+
+def test_a_key_another_runner_removes_meanwhile_is_passed_over_when_evicting(
+    runner_root, settings, monkeypatch
+):
+    project = project_for("file:///nowhere", setup=["true"])
+    settings.FACTORY_RUNNER_CACHE_KEEP = 1
+    with cache.use(project, "b" * 64, owner=None):
+        pass
+    folder = runner_root / "cache" / "1"
+    listed = Path.iterdir
+    # Another runner's eviction removed this key between the listing and its reading.
+    monkeypatch.setattr(
+        Path,
+        "iterdir",
+        lambda self: [*listed(self), self / ("c" * 64)] if self == folder else listed(self),
+    )
+
+    with cache.use(project, "a" * 64, owner=None) as path:
+        assert path.is_dir()
+
+    monkeypatch.undo()
+    assert keys(runner_root, 1) == ["a" * 64]
