@@ -154,63 +154,9 @@ def _exclusive(lock) -> bool:
 
 def size(path: Path) -> int:
     """Bytes that the folder ``path`` takes on disk: the blocks of every file, folder and
-    link below it, without following a link.
-
-    Setup writes what it likes here, so the walk makes no assumption about the tree: it
-    goes one folder at a time by descriptor (each opened ``O_NOFOLLOW`` from its parent's,
-    one open at once, names kept for the rest), so a tree deeper than Python's recursion
-    or past the longest path the kernel takes is counted whole (``os.walk`` raised
-    RecursionError on the one, and skipped what lay past the other). A folder moved while
-    it is walked (a setup of the same key running now) ends the walk where it is.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return 0
-    total = 0
-    # Each level: the folder's identity, then the names of its subfolders still to walk.
-    levels: list[tuple[tuple[int, int], list[str]]] = [(_identity(fd), [])]
-    entered = True
-    try:
-        while True:
-            if entered:
-                with contextlib.suppress(OSError), os.scandir(fd) as entries:
-                    for entry in entries:
-                        with contextlib.suppress(OSError):
-                            info = entry.stat(follow_symlinks=False)
-                            total += info.st_blocks * 512
-                            if stat.S_ISDIR(info.st_mode):
-                                levels[-1][1].append(entry.name)
-            todo = levels[-1][1]
-            if todo:
-                try:
-                    inner = os.open(
-                        todo.pop(), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd
-                    )
-                except OSError:
-                    entered = False
-                    continue  # gone, or replaced by what is not a folder
-                os.close(fd)
-                fd, entered = inner, True
-                levels.append((_identity(fd), []))
-                continue
-            levels.pop()
-            if not levels:
-                return total
-            # ".." of a folder entered without following links is the one it came from,
-            # unless the folder was moved meanwhile: then stop.
-            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd, entered = parent, False
-            if _identity(fd) != levels[-1][0]:
-                return total
-    finally:
-        os.close(fd)
-
-
-def _identity(fd: int) -> tuple[int, int]:
-    info = os.fstat(fd)
-    return info.st_dev, info.st_ino
+    link below it, without following a link. Setup writes what it likes here, so the
+    walk is ``mirror.entries``: a tree of any depth or path length is counted whole."""
+    return sum(info.st_blocks * 512 for _, _, info in git.entries(path))
 
 
 def _evict(project_folder: Path, *, keep: int) -> list[str]:

@@ -12,6 +12,7 @@ stopped at a limit.
 """
 
 import codecs
+import contextlib
 import fcntl
 import hashlib
 import logging
@@ -23,7 +24,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -405,12 +406,74 @@ def checkout(path: Path, sha: str, *, owner: int | None) -> Path:
 def _give(workspace: Path, owner: int) -> None:
     """Make ``workspace`` ``owner``'s, except files hard-linked from the mirror: such a
     file is the mirror's own inode, and its owner stays. Links are not followed."""
-    for folder, _, files in os.walk(workspace):
-        os.lchown(folder, owner, owner)
-        for name in files:
-            entry = os.path.join(folder, name)
-            if os.lstat(entry).st_nlink == 1:
-                os.lchown(entry, owner, owner)
+    os.lchown(workspace, owner, owner)
+    for folder, entry, info in entries(workspace):
+        if stat.S_ISDIR(info.st_mode) or info.st_nlink == 1:
+            os.chown(entry.name, owner, owner, dir_fd=folder, follow_symlinks=False)
+
+
+def entries(top: Path) -> Iterator[tuple[int, os.DirEntry, os.stat_result]]:
+    """``(folder, entry, its lstat)`` for everything below the folder ``top``, without
+    following a link; ``folder`` is a descriptor of the entry's folder, valid until the
+    next item.
+
+    A repository's tree or a setup step's files may be of any depth, so the walk makes no
+    assumption about it: one folder at a time by descriptor (each opened ``O_NOFOLLOW``
+    from its parent's, one open at once, names kept for the rest), so a tree deeper than
+    Python's recursion or past the longest path the kernel takes is walked whole
+    (``os.walk`` raises RecursionError on the one and skips what lies past the other). A
+    folder moved while it is walked ends the walk where it is. Nothing when ``top`` cannot
+    be opened as a folder.
+    """
+    try:
+        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    # Each level: the folder's identity, then the names of its subfolders still to walk.
+    levels: list[tuple[tuple[int, int], list[str]]] = [(_identity(fd), [])]
+    entered = True
+    try:
+        while True:
+            if entered:
+                found = []
+                with contextlib.suppress(OSError), os.scandir(fd) as listing:
+                    for entry in listing:
+                        with contextlib.suppress(OSError):
+                            found.append((entry, entry.stat(follow_symlinks=False)))
+                for entry, info in found:
+                    yield fd, entry, info
+                    if stat.S_ISDIR(info.st_mode):
+                        levels[-1][1].append(entry.name)
+            todo = levels[-1][1]
+            if todo:
+                try:
+                    inner = os.open(
+                        todo.pop(), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd
+                    )
+                except OSError:
+                    entered = False
+                    continue  # gone, or replaced by what is not a folder
+                os.close(fd)
+                fd, entered = inner, True
+                levels.append((_identity(fd), []))
+                continue
+            levels.pop()
+            if not levels:
+                return
+            # ".." of a folder entered without following links is the one it came from,
+            # unless the folder was moved meanwhile: then stop.
+            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd, entered = parent, False
+            if _identity(fd) != levels[-1][0]:
+                return
+    finally:
+        os.close(fd)
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
 
 
 def change_id(path: Path, base: str, sha: str, *, limit: int) -> str:

@@ -537,6 +537,19 @@ def test_a_path_git_will_not_check_out_is_refused_naming_it(hostile, repository,
     assert workspaces(runner_root) == []
 
 
+def test_a_tree_1200_folders_deep_is_checked_out_and_verified(hostile, repository, runner_root):
+    # The checkout is given to the sandbox's user folder by folder; os.walk raised
+    # RecursionError on a tree this deep, a crash where a verdict was due.
+    project, sha = hostile({"test.py": WRITE_JUNIT})
+    deep = commit_files(repository.path, sha, {"d/" * 1200 + "leaf.txt": b"x\n"})
+
+    result = verify(project=project, commit=deep)
+
+    assert result.problems == []
+    assert result.passed
+    assert workspaces(runner_root) == []
+
+
 def test_a_tree_over_the_checkout_limit_is_refused_before_checkout(
     hostile, repository, runner_root, settings
 ):
