@@ -1,7 +1,6 @@
 """Reads for decisions: search, the supersession chain, what changed between spec versions,
 and what a decision changed (``decision_impact``)."""
 
-import difflib
 import re
 
 from django.db import connection
@@ -9,6 +8,7 @@ from django.db.models import BooleanField, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from decisions.models import Decision, SpecAmendment, SpecVersion
+from projects.diffs import unified_diff
 
 DECISION_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*-D\d+$")
 
@@ -117,9 +117,7 @@ def criteria_changes(old, new) -> tuple[list[dict], list[str]]:
 def body_diff(old: str, new: str, old_label: str, new_label: str) -> list[tuple[str, str]]:
     """The lines of a spec body that differ from ``old`` to ``new``, each with its kind:
     ``hunk`` (the file and hunk headers), ``add``, ``del`` or ``ctx``."""
-    lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""
-    )
+    lines = unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm="")
     # The two file headers come first; told apart by place, since a removed line that
     # reads "-- x" also starts with "--- ".
     return [(_diff_kind(line, header=i < 2), line) for i, line in enumerate(lines)]

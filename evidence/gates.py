@@ -10,7 +10,6 @@ verdict and the report (as ``gate`` evidence).
 """
 
 import abc
-import difflib
 import fnmatch
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +22,7 @@ from evidence import storage
 from evidence.models import Evidence, Kind, Provenance, decisive
 from evidence.parsers import coverage_root, diff_files, diff_paths, junit_cases
 from evidence.selectors import proof_kind, proof_of, tested_criteria
+from projects.diffs import unified_diff
 from projects.paths import UnsafePath, path_allowed, repo_path
 
 
@@ -519,7 +519,7 @@ class SpecCurrent(Gate):
             source_decision=current.source_decision.key if current.source_decision_id else None,
         )
         body_diff = "".join(
-            difflib.unified_diff(
+            unified_diff(
                 pinned.body.splitlines(keepends=True),
                 current.body.splitlines(keepends=True),
                 f"{pinned.spec.key} v{pinned.number}",

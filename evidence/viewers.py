@@ -8,7 +8,6 @@ table lists at most ``JUNIT_ROWS`` tests. A file larger than
 its download instead.
 """
 
-import difflib
 import functools
 import re
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from evidence import storage
 from evidence.gates import test_ids
 from evidence.models import Evidence, Kind
 from evidence.parsers import junit_cases, parse_diff, without_offsets
+from projects.diffs import Matcher
 
 LIMIT_BYTES = 512 * 1024
 LOG_TAIL_LINES = 400
@@ -373,7 +373,7 @@ def interdiff_view(approved, current) -> Interdiff:
     if cut_before or cut_after:
         return Interdiff(too_large=True)
     old, new = before.split(b"\n"), after.split(b"\n")
-    matcher = difflib.SequenceMatcher(
+    matcher = Matcher(
         None,
         [without_offsets(line) for line in old],
         [without_offsets(line) for line in new],

@@ -351,3 +351,36 @@ def test_an_interdiff_escapes_what_the_diffs_hold(flow):
     html = "".join(html for _, html in viewers.interdiff_view(approved, again).rows)
 
     assert "<script" not in html and "&lt;script&gt;" in html
+
+
+@pytest.mark.django_db
+def test_an_interdiff_past_the_budget_shows_the_changed_middle_removed_then_added(
+    flow, monkeypatch
+):
+    # The agent writes both diffs; 16,000 lines built for difflib (autojunk off) held
+    # the reviewer's task page for over a minute.
+    from projects import diffs
+
+    monkeypatch.setattr(diffs, "BUDGET_WITHOUT_AUTOJUNK", 50)
+    _, attempt = flow.claimed()
+    old = ["+a0", "+s", "+a1", "+s", "+a2", "+s", "+a3", "+s"]
+    new = ["+b0", "+s", "+b1", "+s", "+b2", "+s", "+b3", "+s", "+b4"]
+    approved, current = (
+        flow.attach(
+            attempt,
+            "\n".join(["--- a/x", "+++ b/x", f"@@ -0,0 +1,{len(lines)} @@", *lines, ""]).encode(),
+            kind="diff",
+            name="c.diff",
+        )
+        for lines in (old, new)
+    )
+
+    interdiff = viewers.interdiff_view(approved, current)
+
+    assert [kind for kind, _ in interdiff.rows] == [
+        "gap",
+        *["ctx"] * 2,
+        *["del"] * 9,
+        *["add"] * 10,
+        "ctx",
+    ]
