@@ -28,6 +28,8 @@ from tasks.services import lock_task_and_attempt
 LANDING_STATES = ("queued", "landing", "landed", "conflict", "failed", "error", "dequeued")
 # The lander's job, by name (``projects.queue``): it lives in the landing app, above tasks.
 LAND_JOB = "landing.jobs.land_job"
+# The longest reason a dequeue takes, as every reason of the API and pages.
+REASON_MAX = 10_000
 
 
 def queued_landing(attempt: Attempt) -> dict:
@@ -258,13 +260,20 @@ def task_dequeue(*, task: Task, actor, to: str, reason: str, lander_gone: bool =
     A change a batch has taken (``landing``) stays while its lander works: 409
     ``landing_in_progress``. ``lander_gone``: the caller holds the project's lander lock
     and has settled what a dead lander left (``landing.services.landing_dequeue``), so a
-    change still marked ``landing`` belongs to no live batch and may leave."""
+    change still marked ``landing`` belongs to no live batch and may leave.
+
+    Who may is checked before what was given: the destination and the reason (some
+    text, no NUL, at most ``REASON_MAX`` characters) are refused only to a manager."""
     reason = (reason or "").strip()
     errors = {}
     if to not in (TaskState.IN_REVIEW, TaskState.READY):
         errors["to"] = "choose in_review or ready"
     if not reason:
         errors["reason"] = "say why the task leaves the landing queue"
+    elif "\x00" in reason:
+        errors["reason"] = "text may not contain NUL characters"
+    elif len(reason) > REASON_MAX:
+        errors["reason"] = f"at most {REASON_MAX} characters"
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(task_id=task.pk)
         check(task, "dequeue", actor=actor)

@@ -138,6 +138,61 @@ def test_a_reviewer_cannot_dequeue_from_the_page(client, lands):
     assert snapshot(task) == before
 
 
+@pytest.mark.parametrize("reason", ["x" * 10_001, "a\x00b"], ids=["too long", "nul"])
+def test_a_reviewer_is_refused_for_the_role_before_the_reason_is_read(client, lands, reason):
+    # Authorize, then validate: a refusal never tells the caller how its input was wrong.
+    task, _ = queued(lands)
+    before = snapshot(task)
+    client.force_login(lands.reviewer)
+
+    response = client.post(
+        f"/projects/FM/landing/{task.key}/dequeue/", {"to": "ready", "reason": reason}, follow=True
+    )
+
+    [message] = [str(m) for m in response.context["messages"]]
+    assert (
+        message
+        == f"{task.key} not taken out of the queue: this needs the manager role in the project"
+    )
+    assert snapshot(task) == before
+
+
+@pytest.mark.parametrize(
+    ("reason", "why"),
+    [
+        ("x" * 10_001, "at most 10000 characters"),
+        ("a\x00b", "text may not contain NUL characters"),
+    ],
+    ids=["too long", "nul"],
+)
+def test_a_managers_unreadable_reason_says_why_and_changes_nothing(client, lands, reason, why):
+    task, _ = queued(lands)
+    before = snapshot(task)
+    client.force_login(lands.manager)
+
+    response = client.post(
+        f"/projects/FM/landing/{task.key}/dequeue/", {"to": "ready", "reason": reason}, follow=True
+    )
+
+    [message] = [str(m) for m in response.context["messages"]]
+    assert message == f"{task.key} not taken out of the queue: {why}"
+    assert snapshot(task) == before
+
+
+def test_a_dequeue_submitted_twice_takes_the_task_out_once(client, lands):
+    task, _ = queued(lands)
+    client.force_login(lands.manager)
+    path = f"/projects/FM/landing/{task.key}/dequeue/"
+
+    client.post(path, {"to": "ready", "reason": "not now"})
+    after_first = snapshot(task)
+    again = client.post(path, {"to": "ready", "reason": "not now"}, follow=True)
+
+    message = [str(m) for m in again.context["messages"]][-1]
+    assert message.startswith(f"{task.key} not taken out of the queue: ")
+    assert snapshot(task) == after_first
+
+
 def test_outsiders_find_no_landing_page(client, lands, other_flow):
     task, _ = queued(lands)
     before = snapshot(task)
