@@ -7,6 +7,7 @@ origin (tests/landing/conftest.py) and reads what it did back through the pages.
 import re
 
 import pytest
+from django.test import Client
 
 from landing.lander import land
 from landing.models import Batch, BatchState
@@ -191,6 +192,20 @@ def test_a_dequeue_submitted_twice_takes_the_task_out_once(client, lands):
     message = [str(m) for m in again.context["messages"]][-1]
     assert message.startswith(f"{task.key} not taken out of the queue: ")
     assert snapshot(task) == after_first
+
+
+def test_a_dequeue_posted_from_another_site_is_refused_without_its_csrf_token(lands):
+    task, _ = queued(lands)
+    before = snapshot(task)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(lands.manager)
+
+    response = browser.post(
+        f"/projects/FM/landing/{task.key}/dequeue/", {"to": "ready", "reason": "forged"}
+    )
+
+    assert response.status_code == 403
+    assert snapshot(task) == before
 
 
 def test_outsiders_find_no_landing_page(client, lands, other_flow):
