@@ -14,6 +14,9 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from projects.access import Writers
+from tasks.models import AGENT
+
 
 def bare_claim(slug: str) -> tuple | None:
     with transaction.atomic(), connection.cursor() as cursor:
@@ -30,6 +33,9 @@ def middleware_claim(request, slug):
 
 
 class FloorClaim(APIView):
+    # Every write of the API starts from the same check as the claim's (projects.access).
+    writers = Writers(AGENT, project_field="project")
+
     def post(self, request, slug):
         row = bare_claim(slug)
         if row is None:

@@ -7,9 +7,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from decisions import services
-from decisions.models import Check, Decision, DecisionState, Spec, SpecVersion
+from decisions.models import DECIDER, Check, Decision, DecisionState, Spec, SpecVersion
 from decisions.selectors import decision_impact, search_decisions
 from decisions.services import CRITERION_KEY
+from projects.access import Writers
 from projects.kinds import Kind
 from projects.rest import (
     NON_BLANK_TEXT,
@@ -20,6 +21,7 @@ from projects.rest import (
     RequiredReasonSerializer,
     errors,
 )
+from projects.roles import MANAGER, Role, role_rule
 from projects.selectors import project_ids_for, visible_project
 
 # --- Output ---------------------------------------------------------------------------------
@@ -267,6 +269,7 @@ class SpecListCreateApi(generics.ListAPIView):
     serializer_class = SpecSerializer
     pagination_class = IdCursorPagination
     filterset_fields = {"project__slug": ["exact"]}
+    writers = Writers(MANAGER, project_field="project")
 
     class InputSerializer(JSONInputSerializer):
         read_only_from = SpecSerializer
@@ -321,6 +324,11 @@ class SpecDetailApi(APIView):
 class SpecVersionCreateApi(APIView):
     """Add the next version of a spec as a draft (managers)."""
 
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, key):
+        return spec_for(request.user, key)
+
     class InputSerializer(JSONInputSerializer):
         read_only_from = SpecVersionSerializer
         body = serializers.CharField(max_length=200_000)
@@ -330,7 +338,7 @@ class SpecVersionCreateApi(APIView):
         request=InputSerializer, responses={201: SpecVersionSerializer, **errors(400, 403, 404)}
     )
     def post(self, request, key):
-        spec = spec_for(request.user, key)
+        spec = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         version = services.spec_version_create(
@@ -354,12 +362,17 @@ class SpecVersionDetailApi(APIView):
 class SpecVersionAcceptApi(APIView):
     """Accept a draft version; the current accepted version becomes superseded (managers)."""
 
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, key, number):
+        return spec_for(request.user, key)
+
     @extend_schema(
         request=ReasonSerializer,
         responses={200: SpecVersionSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, key, number):
-        version = spec_for(request.user, key).versions.get(number=number)
+        version = self.target.versions.get(number=number)
         data = ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         version = services.spec_version_accept(
@@ -394,6 +407,7 @@ class DecisionListCreateApi(generics.ListAPIView):
     serializer_class = DecisionSerializer
     pagination_class = NewestFirstPagination
     filterset_class = DecisionFilter
+    writers = Writers(role_rule(Role.REVIEWER, Role.MANAGER), project_field="project")
 
     class InputSerializer(DecisionInputSerializer):
         project = serializers.CharField(help_text="Project slug.")
@@ -506,6 +520,11 @@ class DecisionImpactApi(APIView):
 
 def _decision_action(service, summary: str, request=ReasonSerializer):
     class DecisionActionApi(APIView):
+        writers = Writers(DECIDER)
+
+        def write_target(self, request, key):
+            return decision_for(request.user, key)
+
         @extend_schema(
             request=request,
             responses={200: DecisionSerializer, **errors(400, 403, 404, 409)},
@@ -513,7 +532,7 @@ def _decision_action(service, summary: str, request=ReasonSerializer):
             operation_id=f"decisions_{service.__name__.removeprefix('decision_')}",
         )
         def post(self, request, key):
-            decision = decision_for(request.user, key)
+            decision = self.target
             data = ReasonSerializer(data=request.data)
             data.is_valid(raise_exception=True)
             service(decision=decision, actor=request.user, reason=data.validated_data["reason"])

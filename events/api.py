@@ -9,6 +9,7 @@ from events import services, targets
 from events.models import Delivery, Format, Subscription
 from events.selectors import delivery_of, managed_project, subscription_of
 from events.types import TYPES, WILDCARDS
+from projects.access import Writers
 from projects.rest import (
     IdCursorPagination,
     JSONInputSerializer,
@@ -16,6 +17,8 @@ from projects.rest import (
     NoInputSerializer,
     errors,
 )
+from projects.roles import MANAGER
+from projects.selectors import visible_project
 
 
 class SubscriptionSerializer(serializers.Serializer):
@@ -86,7 +89,17 @@ def types_field():
     )
 
 
-class SubscriptionListApi(generics.ListAPIView):
+class ManagedProjectWrite:
+    """A write on a project's webhooks: for its managers, checked before the body is read
+    (``projects.access``); the view finds the project as ``self.target``."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug, **_):
+        return visible_project(request.user, slug)
+
+
+class SubscriptionListApi(ManagedProjectWrite, generics.ListAPIView):
     """A project's webhook subscriptions; a new one answers its signing secret, once."""
 
     serializer_class = SubscriptionSerializer
@@ -120,7 +133,7 @@ class SubscriptionListApi(generics.ListAPIView):
         responses={201: NewSubscriptionSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, slug):
-        project = managed_project(request.user, slug)
+        project = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         subscription = services.subscription_create(
@@ -129,7 +142,7 @@ class SubscriptionListApi(generics.ListAPIView):
         return Response(NewSubscriptionSerializer(subscription).data, status=201)
 
 
-class SubscriptionDetailApi(APIView):
+class SubscriptionDetailApi(ManagedProjectWrite, APIView):
     """Read, change (target, types, format, token, on or off) or remove a subscription.
 
     A new URL without a token clears the stored one (``token_cleared`` in the answer)."""
@@ -159,7 +172,7 @@ class SubscriptionDetailApi(APIView):
         responses={200: UpdatedSubscriptionSerializer, **errors(400, 403, 404)},
     )
     def patch(self, request, slug, pk):
-        subscription = subscription_of(managed_project(request.user, slug), pk)
+        subscription = subscription_of(self.target, pk)
         data = self.InputSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         subscription = services.subscription_update(
@@ -169,7 +182,7 @@ class SubscriptionDetailApi(APIView):
 
     @extend_schema(responses={204: None, **errors(403, 404)})
     def delete(self, request, slug, pk):
-        subscription = subscription_of(managed_project(request.user, slug), pk)
+        subscription = subscription_of(self.target, pk)
         services.subscription_delete(subscription=subscription, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -191,14 +204,14 @@ class DeliveryListApi(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
 
-class DeliveryRedeliverApi(APIView):
+class DeliveryRedeliverApi(ManagedProjectWrite, APIView):
     """Send a delivery again, with the same webhook-id."""
 
     @extend_schema(
         request=NoInputSerializer, responses={202: DeliverySerializer, **errors(400, 403, 404)}
     )
     def post(self, request, slug, pk, delivery):
-        subscription = subscription_of(managed_project(request.user, slug), pk)
+        subscription = subscription_of(self.target, pk)
         NoInputSerializer(data=request.data).is_valid(raise_exception=True)
         found = delivery_of(subscription, delivery)
         found = services.delivery_redeliver(delivery=found, actor=request.user)

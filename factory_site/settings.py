@@ -300,7 +300,12 @@ REST_FRAMEWORK = {
         "projects.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Authorize, then validate: every write view's `writers` is checked before its body
+    # is read (projects.access, ADR 0025).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "projects.access.WritersFirst",
+    ],
     "DEFAULT_PARSER_CLASSES": ["projects.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "projects.rest.FactoryAutoSchema",
     "EXCEPTION_HANDLER": "projects.rest.exception_handler",

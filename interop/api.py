@@ -14,9 +14,10 @@ from rest_framework.views import APIView
 from interop import origins, services
 from interop.formats import READERS
 from interop.models import ImportRun
+from projects.access import Writers
 from projects.errors import NotFound
 from projects.rest import KnownFieldsSerializer, NoInputSerializer, errors
-from projects.roles import Role
+from projects.roles import MANAGER, Role
 from projects.selectors import visible_project
 from projects.services import require_role
 
@@ -78,6 +79,10 @@ class ImportListApi(APIView):
     """Upload a folder (zip or tar) or a JSONL file to import; a dry run unless dry_run=false."""
 
     parser_classes = [MultiPartParser]
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug):
+        return visible_project(request.user, slug)
 
     class InputSerializer(KnownFieldsSerializer):
         read_only_from = ImportRunSerializer
@@ -111,7 +116,7 @@ class ImportListApi(APIView):
         },
     )
     def post(self, request, slug):
-        project = visible_project(request.user, slug)
+        project = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
@@ -135,6 +140,10 @@ def _run(request, slug, run_id) -> ImportRun:
     member with another role (a report lists the project's files and items)."""
     project = visible_project(request.user, slug)
     require_role(request.user, project.pk, Role.MANAGER)
+    return _run_in(project, run_id)
+
+
+def _run_in(project, run_id) -> ImportRun:
     run = (
         ImportRun.objects.select_related("project", "actor")
         .filter(project=project, pk=run_id)
@@ -156,12 +165,17 @@ class ImportDetailApi(APIView):
 class ImportApplyApi(APIView):
     """Apply a checked import: the same upload, written now, all of it or nothing (managers)."""
 
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug, run_id):
+        return visible_project(request.user, slug)
+
     @extend_schema(
         request=NoInputSerializer,
         responses={200: ImportRunSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, slug, run_id):
-        run = _run(request, slug, run_id)
+        run = _run_in(self.target, run_id)
         NoInputSerializer(data=request.data).is_valid(raise_exception=True)
         run = services.import_apply(run=run, actor=request.user)
         return Response(ImportRunSerializer(run).data)

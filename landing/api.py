@@ -10,11 +10,11 @@ from rest_framework.views import APIView
 from landing import selectors
 from landing.models import BatchState, LanderState
 from landing.services import landing_dequeue, landing_retry
+from projects.access import Writers
 from projects.api import LandingField
 from projects.rest import JSONInputSerializer, ReasonSerializer, errors
-from projects.roles import Role
+from projects.roles import MANAGER
 from projects.selectors import visible_project
-from projects.services import require_role
 from tasks.api import TaskSerializer
 from tasks.landing import LANDING_STATES
 from tasks.models import Task, TaskState
@@ -122,8 +122,13 @@ class LandingDequeueApi(APIView):
     409 ``invalid_state`` when the task is not queued, ``landing_in_progress`` while a
     batch is landing it."""
 
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug, key):
+        return visible_project(request.user, slug)
+
     # What the call takes. It is read leniently (ReadSerializer) so that a refusal for
-    # role or state comes before what the body says (the service checks in that order).
+    # state comes before what the body says (the service checks in that order).
     class InputSerializer(JSONInputSerializer):
         to = serializers.ChoiceField(
             choices=[TaskState.IN_REVIEW, TaskState.READY],
@@ -141,8 +146,7 @@ class LandingDequeueApi(APIView):
         request=InputSerializer, responses={200: TaskSerializer, **errors(400, 403, 404, 409)}
     )
     def post(self, request, slug, key):
-        project = visible_project(request.user, slug)
-        task = selectors.task_in(project, key)
+        task = selectors.task_in(self.target, key)
         data = self.ReadSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         landing_dequeue(task=task, actor=request.user, **data.validated_data)
@@ -156,12 +160,16 @@ class LandingRetryApi(APIView):
 
     409 ``not_backing_off`` when the lander is not backing off."""
 
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug):
+        return visible_project(request.user, slug)
+
     @extend_schema(
         request=ReasonSerializer, responses={200: LandingSerializer, **errors(400, 403, 404, 409)}
     )
     def post(self, request, slug):
-        project = visible_project(request.user, slug)
-        require_role(request.user, project.pk, Role.MANAGER)  # who may, before the body
+        project = self.target
         data = ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         landing_retry(project=project, actor=request.user, reason=data.validated_data["reason"])

@@ -6,10 +6,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from projects import services, verify
+from projects.access import Writers
 from projects.models import Project
 from projects.policy import registry
 from projects.rest import IdCursorPagination, JSONInputSerializer, budget_field, errors
-from projects.roles import roles_in
+from projects.roles import MANAGER, roles_in
 from projects.selectors import project_ids_for, visible_project
 
 
@@ -167,6 +168,11 @@ class ProjectDetailApi(APIView):
     verify block, and landing mode push needs both and the runner.
     """
 
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug):
+        return visible_project(request.user, slug)
+
     class InputSerializer(JSONInputSerializer):
         read_only_from = ProjectSerializer
         name = serializers.CharField(max_length=200, required=False)
@@ -213,7 +219,7 @@ class ProjectDetailApi(APIView):
         request=InputSerializer, responses={200: ProjectSerializer, **errors(400, 403, 404, 409)}
     )
     def patch(self, request, slug):
-        project = visible_project(request.user, slug)
+        project = self.target
         data = self.InputSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         project = services.project_update(

@@ -156,6 +156,11 @@ def _after_commit(metric, value: float = 1, **labels) -> None:
 # --- What the services say ---------------------------------------------------------------
 
 
+def claim_refused(reason: str) -> None:
+    """Count a claim refused before the service ran (the caller's role, at the API's edge)."""
+    CLAIM_REFUSALS.labels(reason=reason).inc()
+
+
 def claims_counted(claim):
     """Wrap the claim service: count a claim that started an attempt by its project, and
     one that did not by its refusal's code (``nothing_claimable`` for an empty answer)."""
@@ -165,7 +170,7 @@ def claims_counted(claim):
         try:
             attempt = claim(**kwargs)
         except (ServiceError, ValidationError) as exc:
-            CLAIM_REFUSALS.labels(reason=getattr(exc, "code", None) or "invalid").inc()
+            claim_refused(getattr(exc, "code", None) or "invalid")
             raise
         if attempt is None:
             CLAIM_REFUSALS.labels(reason="nothing_claimable").inc()

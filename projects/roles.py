@@ -84,6 +84,15 @@ def role_rule(*roles: str) -> Rule:
     return Rule(refusal, f"role:{'|'.join(roles)}")
 
 
+def either(*rules: Rule, refusal: Refusal) -> Rule:
+    """Admit a user whom any of ``rules`` admits; refuse the others with ``refusal``."""
+
+    def check(instance, user):
+        return None if any(rule(instance, user) for rule in rules) else refusal
+
+    return Rule(check, "|".join(rule.__name__ for rule in rules))
+
+
 def _system_refusal(instance, user):
     if user is not None:
         return ("system_only", "this transition is made by the system, not by a person")

@@ -18,6 +18,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from decisions.models import Spec
+from projects.access import Writers
 from projects.models import Event
 from projects.rest import (
     IdCursorPagination,
@@ -27,7 +28,7 @@ from projects.rest import (
     errors,
     whole_number_param,
 )
-from projects.roles import Role
+from projects.roles import MANAGER, Role
 from projects.selectors import visible_project
 from projects.services import require_role
 from tasks import brief, selectors, services
@@ -150,6 +151,7 @@ class TaskListCreateApi(generics.ListAPIView):
     serializer_class = TaskSerializer
     pagination_class = IdCursorPagination
     filterset_class = TaskFilter
+    writers = Writers(MANAGER, project_field="project")
 
     class InputSerializer(JSONInputSerializer):
         read_only_from = TaskSerializer
@@ -231,6 +233,11 @@ def _tasks_in(project, keys):
 class TaskDetailApi(APIView):
     """Read a task, or edit a draft, ready or blocked one (managers)."""
 
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, key):
+        return selectors.task_for(request.user, key)
+
     class InputSerializer(JSONInputSerializer):
         read_only_from = TaskSerializer
         title = serializers.CharField(max_length=200, required=False)
@@ -264,7 +271,7 @@ class TaskDetailApi(APIView):
         request=InputSerializer, responses={200: TaskSerializer, **errors(400, 403, 404, 409)}
     )
     def patch(self, request, key):
-        task = selectors.task_for(request.user, key)
+        task = self.target
         data = self.InputSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         changes = dict(data.validated_data)
@@ -278,6 +285,11 @@ class TaskDetailApi(APIView):
 
 def _task_action(service, summary: str):
     class TaskActionApi(APIView):
+        writers = Writers(MANAGER)
+
+        def write_target(self, request, key):
+            return selectors.task_for(request.user, key)
+
         @extend_schema(
             request=ReasonSerializer,
             responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
@@ -285,7 +297,7 @@ def _task_action(service, summary: str):
             operation_id=f"tasks_{service.__name__.removeprefix('task_')}",
         )
         def post(self, request, key):
-            task = selectors.task_for(request.user, key)
+            task = self.target
             data = ReasonSerializer(data=request.data)
             data.is_valid(raise_exception=True)
             task = service(task=task, actor=request.user, reason=data.validated_data["reason"])

@@ -24,8 +24,9 @@ from evidence import services as evidence_services
 from evidence.models import Kind
 from evidence.selectors import measured_run
 from evidence.uploads import HashingUploadHandler
-from projects.errors import TooLarge
-from projects.fsm import check
+from projects import metrics
+from projects.access import Writers
+from projects.errors import ServiceError, TooLarge
 from projects.rest import (
     NON_BLANK_TEXT,
     TEXT,
@@ -34,11 +35,12 @@ from projects.rest import (
     errors,
     usd_schema,
 )
+from projects.roles import HOLDER, MANAGER, Role, either, role_rule
 from projects.selectors import project_for
 from tasks import attempts, selectors
 from tasks.api import TaskSerializer, reason_schema
 from tasks.landing import LANDING_STATES
-from tasks.models import AttemptState
+from tasks.models import AGENT, AttemptState
 from tasks.review import applied_text
 from tasks.usage import COST_DIGITS, MAX_MODEL, MAX_SECONDS, MAX_TOKENS, shown_with_void
 
@@ -302,6 +304,15 @@ class ClaimSerializer(serializers.Serializer):
 class TaskClaimApi(APIView):
     """Claim the best claimable task under a lease: 201 with the task and attempt, 204 if none."""
 
+    writers = Writers(AGENT, project_field="project")
+
+    def check_permissions(self, request):
+        try:
+            super().check_permissions(request)
+        except ServiceError as exc:  # refused for its role: a refused claim all the same
+            metrics.claim_refused(exc.code)
+            raise
+
     class InputSerializer(JSONInputSerializer):
         project = serializers.CharField(
             required=False, help_text="Only claim in this project (slug)."
@@ -375,6 +386,17 @@ RELEASE_REQUEST = {
 }
 
 
+class AttemptWriteApi(APIView):
+    """A write on the attempt in the URL: ``writers`` is checked on it before the body is
+    read (the lease holder, unless a view says otherwise), and the view finds it as
+    ``self.target``."""
+
+    writers = Writers(HOLDER)
+
+    def write_target(self, request, attempt_id, **_):
+        return selectors.attempt_for(request.user, attempt_id)
+
+
 class AttemptDetailApi(APIView):
     """An attempt with its gate runs and review verdict."""
 
@@ -390,7 +412,7 @@ class LeaseSerializer(serializers.Serializer):
     heartbeat_at = serializers.DateTimeField()
 
 
-class AttemptHeartbeatApi(APIView):
+class AttemptHeartbeatApi(AttemptWriteApi):
     """Extend the lease, reporting usage. 409 lease_lost once it has run out; 409
     budget_exhausted when the usage reached the task's budget (the attempt has ended)."""
 
@@ -402,7 +424,7 @@ class AttemptHeartbeatApi(APIView):
         request=InputSerializer, responses={200: LeaseSerializer, **errors(400, 403, 404, 409)}
     )
     def post(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         attempt = attempts.attempt_heartbeat(
@@ -426,7 +448,7 @@ class CheckpointSerializer(serializers.Serializer):
     saved_at = serializers.DateTimeField(allow_null=True)
 
 
-class AttemptCheckpointApi(APIView):
+class AttemptCheckpointApi(AttemptWriteApi):
     """Read or save the checkpoint the agent resumes from (optimistic revisions)."""
 
     class InputSerializer(JSONInputSerializer):
@@ -445,7 +467,7 @@ class AttemptCheckpointApi(APIView):
         request=InputSerializer, responses={200: CheckpointSerializer, **errors(400, 403, 404, 409)}
     )
     def put(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         attempt = attempts.attempt_checkpoint_save(
@@ -475,7 +497,7 @@ class SubmitReceiptSerializer(serializers.Serializer):
     status_url = serializers.CharField()
 
 
-class AttemptSubmitApi(APIView):
+class AttemptSubmitApi(AttemptWriteApi):
     """Submit for checking; send an ``Idempotency-Key`` header so a retry is safe."""
 
     class InputSerializer(JSONInputSerializer):
@@ -498,7 +520,7 @@ class AttemptSubmitApi(APIView):
         responses={202: SubmitReceiptSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         key = request.headers.get("Idempotency-Key", "").strip()
@@ -517,7 +539,7 @@ class AttemptSubmitApi(APIView):
         return Response(answer, status=status.HTTP_202_ACCEPTED)
 
 
-class AttemptReleaseApi(APIView):
+class AttemptReleaseApi(AttemptWriteApi):
     """Give the task back (→ ready) or mark it blocked (→ blocked; a reason is required)."""
 
     class InputSerializer(JSONInputSerializer):
@@ -531,7 +553,7 @@ class AttemptReleaseApi(APIView):
         responses={200: AttemptSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         attempt = attempts.attempt_release(
@@ -540,10 +562,12 @@ class AttemptReleaseApi(APIView):
         return Response(AttemptSerializer(attempt).data)
 
 
-class AttemptUsageVoidApi(APIView):
+class AttemptUsageVoidApi(AttemptWriteApi):
     """Void the usage the attempt's agent has reported so far (managers of its project):
     kept on the attempt as reported, counted toward no budget and no cost view from now.
     409 invalid_state when already voided, nothing_to_void when nothing was reported."""
+
+    writers = Writers(MANAGER)
 
     class InputSerializer(JSONInputSerializer):
         reason = serializers.CharField(
@@ -554,9 +578,7 @@ class AttemptUsageVoidApi(APIView):
         request=InputSerializer, responses={200: AttemptSerializer, **errors(400, 403, 404, 409)}
     )
     def post(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
-        # Who may, before what the body says: the transition's own permission, asked early.
-        check(attempt, "void_usage", actor=request.user)
+        attempt = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         attempt = attempts.attempt_usage_void(
@@ -565,7 +587,7 @@ class AttemptUsageVoidApi(APIView):
         return Response(AttemptSerializer(attempt).data)
 
 
-class AttemptDecisionCreateApi(APIView):
+class AttemptDecisionCreateApi(AttemptWriteApi):
     """Propose a decision during your attempt (the lease holder only)."""
 
     @extend_schema(
@@ -573,7 +595,7 @@ class AttemptDecisionCreateApi(APIView):
         responses={201: decision_api.DecisionSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         data = decision_api.DecisionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         decision = decision_api.propose(
@@ -587,10 +609,21 @@ class AttemptDecisionCreateApi(APIView):
         )
 
 
-class AttemptEvidenceApi(APIView):
+class AttemptEvidenceApi(AttemptWriteApi):
     """Attach a file to an attempt (the lease holder: agent evidence; a verifier: authoritative)."""
 
     parser_classes = [MultiPartParser]
+    writers = Writers(
+        either(
+            HOLDER,
+            role_rule(Role.VERIFIER, Role.REVIEWER, Role.MANAGER),
+            refusal=(
+                "permission_denied",
+                "only the agent holding the attempt, or a verifier, reviewer or manager of"
+                " the project, may attach evidence",
+            ),
+        )
+    )
 
     class InputSerializer(KnownFieldsSerializer):
         read_only_from = evidence_api.EvidenceSerializer
@@ -634,7 +667,7 @@ class AttemptEvidenceApi(APIView):
             raise ParseError("the Content-Length header is not a number") from None
         if declared > limit + 1024 * 1024:  # a little room for the multipart envelope
             raise TooLarge(f"the upload is {declared} bytes; the limit is {limit}")
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         criteria = []
         for value in request.data.getlist("criteria") if hasattr(request.data, "getlist") else []:
             criteria.extend(part.strip() for part in value.split(",") if part.strip())

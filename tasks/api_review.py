@@ -12,6 +12,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from projects.access import Writers
 from projects.rest import (
     NON_BLANK_TEXT,
     TEXT,
@@ -19,9 +20,11 @@ from projects.rest import (
     NoInputSerializer,
     errors,
 )
+from projects.roles import REVIEWER_NOT_HOLDER
 from tasks import review, selectors
 from tasks.api import TaskSerializer, reason_schema
-from tasks.comments import comment_add, comment_resolve
+from tasks.api_attempts import AttemptWriteApi
+from tasks.comments import RESOLVER, comment_add, comment_resolve
 
 
 class LineCommentSerializer(serializers.Serializer):
@@ -137,6 +140,11 @@ REVIEW_REQUEST = {
 class TaskReviewApi(APIView):
     """Approve or reject a task in review. Reviewers who did not submit the attempt."""
 
+    writers = Writers(REVIEWER_NOT_HOLDER)
+
+    def write_target(self, request, key):
+        return selectors.task_for(request.user, key)
+
     class InputSerializer(JSONInputSerializer):
         verdict = serializers.ChoiceField(choices=["approve", "reject"])
         reason = serializers.CharField(
@@ -150,7 +158,7 @@ class TaskReviewApi(APIView):
         responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, key):
-        task = selectors.task_for(request.user, key)
+        task = self.target
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         # The answer is read in the same transaction as the verdict: if the database goes
@@ -162,9 +170,11 @@ class TaskReviewApi(APIView):
         return Response(answer)
 
 
-class AttemptCommentsApi(APIView):
+class AttemptCommentsApi(AttemptWriteApi):
     """Comments on lines of the attempt's diff: members read them; a reviewer who did not
     submit the attempt writes them while it waits for review."""
+
+    writers = Writers(REVIEWER_NOT_HOLDER)
 
     @extend_schema(responses={200: LineCommentSerializer(many=True), **errors(404)})
     def get(self, request, attempt_id):
@@ -177,22 +187,24 @@ class AttemptCommentsApi(APIView):
         responses={201: LineCommentSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, attempt_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         data = CommentInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         comment = comment_add(attempt=attempt, actor=request.user, **data.validated_data)
         return Response(LineCommentSerializer(comment).data, status=201)
 
 
-class CommentResolveApi(APIView):
+class CommentResolveApi(AttemptWriteApi):
     """Mark a comment resolved by hand (reviewers)."""
+
+    writers = Writers(RESOLVER)
 
     @extend_schema(
         request=NoInputSerializer,
         responses={200: LineCommentSerializer, **errors(400, 403, 404, 409)},
     )
     def post(self, request, attempt_id, comment_id):
-        attempt = selectors.attempt_for(request.user, attempt_id)
+        attempt = self.target
         NoInputSerializer(data=request.data).is_valid(raise_exception=True)
         comment = attempt.comments.select_related("author", "attempt__task").get(pk=comment_id)
         comment = comment_resolve(comment=comment, actor=request.user)

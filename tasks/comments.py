@@ -12,8 +12,8 @@ from evidence.viewers import diff_lines
 from projects.errors import Conflict, PermissionDenied
 from projects.kinds import Kind
 from projects.models import Event
-from projects.roles import REVIEWER_NOT_HOLDER, Role
-from projects.services import check_storable, require_role
+from projects.roles import REVIEWER_NOT_HOLDER, Role, Rule, role_rule
+from projects.services import check_storable
 from tasks import selectors
 from tasks.models import Attempt, AttemptState, LineComment
 from tasks.services import lock_task_and_attempt
@@ -92,16 +92,26 @@ def comment_add(
     return comment
 
 
+def _resolver_refusal(attempt: Attempt, user):
+    if refused := role_rule(Role.REVIEWER).refusal(attempt, user):
+        return refused
+    if Attempt.objects.filter(task_id=attempt.task_id, agent=user).exists():
+        return ("own_work", "you worked on this task; another reviewer must resolve its comments")
+    return None
+
+
+# Who resolves comments on an attempt's lines: a reviewer of the project who is no agent of
+# any attempt of the task (the work's author does not close its own review).
+RESOLVER = Rule(_resolver_refusal, "resolver")
+
+
 def comment_resolve(*, comment: LineComment, actor) -> LineComment:
     """Mark a comment resolved by hand: reviewers of the project, once, and never an agent
     of an attempt of the task (403 ``own_work``): the work's author does not close its
     own review."""
-    require_role(actor, comment.attempt.task.project_id, Role.REVIEWER)
-    if Attempt.objects.filter(task_id=comment.attempt.task_id, agent=actor).exists():
-        raise PermissionDenied(
-            "you worked on this task; another reviewer must resolve its comments",
-            code="own_work",
-        )
+    if refused := RESOLVER.refusal(comment.attempt, actor):
+        code, reason = refused
+        raise PermissionDenied(reason, code=code)
     with transaction.atomic():
         comment = LineComment.objects.select_for_update().get(pk=comment.pk)
         if comment.resolved_at is not None:

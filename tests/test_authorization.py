@@ -1,6 +1,8 @@
 """Walks tests/authz_matrix.tsv: every endpoint by every kind of caller → the exact status.
 
-A refused call must also change nothing: the count of events stays the same.
+A refused call must also change nothing: the count of events stays the same. A refused
+write is refused before its body is read (authorize, then validate): the same status and
+code whatever body it sends, empty, unparsable or of the wrong shape, and no row changes.
 """
 
 import copy
@@ -9,18 +11,24 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import resolve
 from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from decisions import services as decisions
+from decisions.models import Decision, Spec, SpecVersion
 from events import services as events
+from events.models import Subscription
+from evidence.models import Evidence
 from interop import services as interop
+from interop.models import ImportRun
 from landing import backoff
-from projects.models import Event
+from projects.models import Event, Project
 from projects.roles import Role
 from projects.services import membership_grant
 from tasks import attempts, comments, review
+from tasks.models import Attempt, LineComment, Task
 from tests.conftest import world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory, all_met, member
 from tests.test_hostile_inputs import BEADS_LINE
@@ -473,3 +481,68 @@ def test_each_caller_gets_the_status_in_the_matrix(worlds, endpoint, caller, exp
     if expected >= 400:
         assert Event.objects.count() == events_before
         assert response.json()["code"] == code if code else response.json()["code"]
+
+
+# Bodies a caller without the right may send instead of the right one: none at all, bytes
+# that are no JSON, a form, JSON of the wrong shape, and an object whose every field is wrong.
+GARBAGE = {
+    "json": [
+        (None, None),
+        (b"\x00{not json", "application/json"),
+        (b"title=t&project=FM", "application/x-www-form-urlencoded"),
+        (b'[{"project": "FM"}]', "application/json"),
+        (b'{"project": 7, "title": "\\u0000", "line": 0, "unknown": true}', "application/json"),
+    ],
+    "multipart": [
+        (None, None),
+        ({}, "multipart"),
+        ({"file": b"", "kind": "nope", "format": "nope", "unknown": "x"}, "multipart"),
+    ],
+}
+WATCHED = [Project, Task, Attempt, Evidence, Spec, SpecVersion, Decision, LineComment]
+WATCHED += [Subscription, ImportRun, Event]
+
+
+def rows() -> dict:
+    """Every row of the models a write could touch, as it is now."""
+    return {model.__name__: list(model.objects.order_by("pk").values()) for model in WATCHED}
+
+
+def send(client, method, path, body, kind):
+    if kind == "multipart":
+        files = {
+            name: SimpleUploadedFile("empty.xml", value) if isinstance(value, bytes) else value
+            for name, value in body.items()
+        }
+        return getattr(client, method)(path, files, format="multipart")
+    if body is None:
+        return client.generic(method.upper(), path)
+    return client.generic(method.upper(), path, body, content_type=kind)
+
+
+def refused_cells():
+    return [cell for cell in read_matrix() if cell[2] in (401, 403, 404)]
+
+
+@pytest.mark.parametrize(("endpoint", "caller", "expected", "code"), refused_cells())
+def test_a_refused_write_is_refused_whatever_its_body(worlds, endpoint, caller, expected, code):
+    world, outsider = worlds
+    method, path, _, fmt = ENDPOINTS[endpoint](world)
+    if method == "get":
+        return
+    writers = getattr(resolve(path).func.view_class, "writers", None)
+    if expected == 404 and getattr(writers, "project_field", None):
+        return  # the project is found from the body: which one it names decides
+    client = client_for(world, outsider, caller)
+    before = rows()
+
+    answers = [
+        (response.status_code, response.json()["code"])
+        for body, kind in GARBAGE["multipart" if fmt == "multipart" else "json"]
+        for response in [send(client, method, path, body, kind)]
+    ]
+
+    assert {status for status, _ in answers} == {expected}, answers
+    assert len(set(answers)) == 1, answers
+    assert answers[0][1] == code if code else answers[0][1]
+    assert rows() == before

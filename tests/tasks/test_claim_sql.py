@@ -239,6 +239,9 @@ def test_a_member_who_is_no_agent_is_refused_the_claim(flow, api):
 
     assert (response.status_code, response.json()) == (
         403,
-        {"detail": "you are not an agent in project FM", "code": "permission_denied"},
+        {
+            "detail": "this needs the agent role in the project; you hold it in none of yours",
+            "code": "permission_denied",
+        },
     )
     assert Attempt.objects.count() == 0
