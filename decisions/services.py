@@ -35,11 +35,10 @@ def clean_criteria(criteria) -> list[dict]:
     """Validate acceptance criteria: ``[{"key", "text", "proof": {"check": ...}}]``.
 
     Each proof names the check that proves the criterion: ``tests`` with a ``select``
-    pattern, ``evidence`` with a ``kind``, or ``review``.
+    pattern, ``evidence`` with a ``kind``, or ``review``; anything else it holds is dropped.
     """
     if not isinstance(criteria, list):
         raise ValidationError({"criteria": "must be a list of criteria"})
-    check_storable(criteria, "criteria")
     cleaned, seen = [], set()
     for index, item in enumerate(criteria, start=1):
         where = f"criterion {index}"
@@ -77,6 +76,9 @@ def clean_criteria(criteria) -> list[dict]:
         else:
             proof = {"check": Check.REVIEW.value}
         cleaned.append({"key": key, "text": text.strip(), "proof": proof})
+    # What is kept must be storable; what a proof carries besides its check is dropped, and
+    # a NUL in it harms nothing (the schema cannot say what such a name may hold).
+    check_storable(cleaned, "criteria")
     return cleaned
 
 

@@ -4,7 +4,12 @@ import json
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiRequest,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.parsers import MultiPartParser
@@ -12,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from interop import origins, services
+from interop.archive import UPLOAD_MEDIA_TYPES, upload_name
 from interop.formats import READERS
 from interop.models import ImportRun
 from projects.access import Writers
@@ -86,7 +92,11 @@ class ImportListApi(APIView):
 
     class InputSerializer(KnownFieldsSerializer):
         read_only_from = ImportRunSerializer
-        file = serializers.FileField(help_text="A zip or tar of the folder, or the .jsonl file.")
+        file = serializers.FileField(
+            help_text="A zip or tar of the folder (gzip, bzip2 or xz compressed or not), or one"
+            " .jsonl, .json, .md, .yaml or .txt file: known by its content, its name or the"
+            " media type its part declares."
+        )
         format = serializers.ChoiceField(choices=list(READERS))
         dry_run = serializers.BooleanField(
             default=True, help_text="true (default): report only; false: apply at once."
@@ -108,7 +118,11 @@ class ImportListApi(APIView):
         )
 
     @extend_schema(
-        request={"multipart/form-data": InputSerializer},
+        request={
+            "multipart/form-data": OpenApiRequest(
+                InputSerializer, encoding={"file": {"contentType": ", ".join(UPLOAD_MEDIA_TYPES)}}
+            )
+        },
         responses={
             200: ImportRunSerializer,
             201: ImportRunSerializer,
@@ -124,7 +138,7 @@ class ImportListApi(APIView):
             project=project,
             actor=request.user,
             format=data.validated_data["format"],
-            name=upload.name or "upload",
+            name=upload_name(upload.name or "upload", upload.content_type or ""),
             data=services.upload_bytes(upload),
             dry_run=data.validated_data["dry_run"],
             mapping=data.validated_data.get("mapping"),

@@ -62,6 +62,32 @@ TAR_NAMES = (
     (".txz", "xz"),
     (".xz", "xz"),
 )
+# The kinds of upload an import takes, by the media type a multipart part declares, with
+# the name suffix that says the same: a part called "file" sent as application/x-ndjson is
+# read as file.jsonl (``upload_name``). The API's schema lists them.
+UPLOAD_MEDIA_TYPES = {
+    "application/zip": ".zip",
+    "application/x-tar": ".tar",
+    "application/gzip": ".tar.gz",
+    "application/x-bzip2": ".tar.bz2",
+    "application/x-xz": ".tar.xz",
+    "application/x-ndjson": ".jsonl",
+    "application/json": ".json",
+    "text/markdown": ".md",
+    "application/yaml": ".yaml",
+    "text/plain": ".txt",
+}
+
+
+def upload_name(name: str, media_type: str) -> str:
+    """``name``, or when it says no kind of upload, ``name`` with the suffix of the kind
+    its declared ``media_type`` names (parameters such as ``; charset=`` ignored)."""
+    lower = name.lower()
+    known = (".zip", *PLAIN, *(suffix for suffix, _ in TAR_NAMES))
+    suffix = UPLOAD_MEDIA_TYPES.get(media_type.partition(";")[0].strip().lower())
+    return name if lower.endswith(known) or suffix is None else name + suffix
+
+
 READ_ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 ENTRIES_PER_FILE = 4
 # The zip records the central directory is found by (APPNOTE 4.3.12-4.3.16).

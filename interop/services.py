@@ -24,7 +24,7 @@ from projects.errors import Conflict, ServiceError, TooLarge
 from projects.fsm import fire
 from projects.models import Project
 from projects.roles import Role
-from projects.services import require_role
+from projects.services import check_storable, require_role
 
 EXPORTS = ("madr", "beads", "speckit")
 
@@ -98,6 +98,7 @@ def import_check(
     if origin_name is not None and not origins.valid_origin_name(origin_name):
         raise ValidationError({"origin_name": origins.ORIGIN_NAME_RULE})
     name = name[:255]
+    check_storable(mapping, "mapping")  # it is kept with the run, in a JSON column
     run = ImportRun(
         project=project,
         actor=actor,

@@ -43,13 +43,27 @@ def repo_path(path: str) -> str:
     return normal
 
 
+# Whitespace as str.strip() sees it (ECMA's \s leaves out \x1c-\x1f and \x85).
+_SPACE = r"[\s\u001c-\u001f\u0085]"
+# What clean_allowed_paths takes, as a pattern for the API's schema, on the value as sent
+# (it is trimmed before it is checked): something besides whitespace, no NUL or backslash,
+# no leading / and no ".." segment.
+ALLOWED_PATH_PATTERN = (
+    rf"^{_SPACE}*(?!{_SPACE})(?!/)(?!\.\.(?:/|{_SPACE}*$))"
+    rf"(?:(?!/\.\.(?:/|{_SPACE}*$))[^\\\u0000])+$"
+)
+
+
 def clean_allowed_paths(paths: Iterable[str]) -> list[str]:
-    """Relative POSIX globs with no ``..``: the boundary a change must stay inside."""
+    """Relative POSIX globs with no ``..``: the boundary a change must stay inside
+    (``ALLOWED_PATH_PATTERN`` says the same of each path, before it is trimmed)."""
     cleaned = []
     for path in paths:
         if not isinstance(path, str) or not path.strip():
             raise ValidationError({"allowed_paths": "each path must be a non-empty string"})
         path = path.strip()
+        if "\x00" in path:
+            raise ValidationError({"allowed_paths": "a path may not contain NUL characters"})
         if path.startswith("/") or ".." in path.split("/") or "\\" in path:
             raise ValidationError(
                 {"allowed_paths": f"'{path}' must be relative to the repository root, without .."}

@@ -149,7 +149,8 @@ class FactoryAutoSchema(AutoSchema):
 
     Request schemas also say what DRF's text fields really accept: no NUL character
     (``ProhibitNullCharactersValidator``) and, where blank is refused, at least one
-    character that is not whitespace (the value is trimmed before it is checked).
+    character that is not whitespace (the value is trimmed before it is checked); and of
+    a file, that it is not empty.
     """
 
     def get_serializer_name(self, serializer, direction):
@@ -214,6 +215,8 @@ HTTP_URL = (
 def _constrain_text(field, schema: dict) -> None:
     if isinstance(field, serializers.ListField) and isinstance(schema.get("items"), dict):
         _constrain_text(field.child, schema["items"])
+    elif isinstance(field, serializers.FileField) and not field.allow_empty_file:
+        schema.setdefault("minLength", 1)  # "The submitted file is empty."
     elif isinstance(field, serializers.URLField):
         # "format: uri" admits any RFC 3986 URI (mailto:x); Django wants a web address.
         text = schema["oneOf"][0] if "oneOf" in schema else schema

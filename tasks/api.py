@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from decisions.models import Spec
 from projects.access import Writers
 from projects.models import Event
+from projects.paths import ALLOWED_PATH_PATTERN
 from projects.rest import (
     IdCursorPagination,
     JSONInputSerializer,
@@ -145,6 +146,11 @@ ALLOWED_PATHS_HELP = (
 )
 
 
+@extend_schema_field({"type": "string", "pattern": ALLOWED_PATH_PATTERN, "maxLength": 500})
+class AllowedPathField(serializers.CharField):
+    """A glob of ``allowed_paths``; ``projects.paths.clean_allowed_paths`` checks it."""
+
+
 class TaskListCreateApi(generics.ListAPIView):
     """List the tasks of your projects (filter by project, state, label), or create a draft."""
 
@@ -173,7 +179,7 @@ class TaskListCreateApi(generics.ListAPIView):
             child=serializers.CharField(max_length=32), required=False, max_length=100, default=list
         )
         allowed_paths = serializers.ListField(
-            child=serializers.CharField(max_length=500),
+            child=AllowedPathField(max_length=500),
             required=False,
             max_length=200,
             default=list,
@@ -251,7 +257,7 @@ class TaskDetailApi(APIView):
             child=serializers.CharField(max_length=32), required=False, max_length=100
         )
         allowed_paths = serializers.ListField(
-            child=serializers.CharField(max_length=500),
+            child=AllowedPathField(max_length=500),
             required=False,
             max_length=200,
             help_text=ALLOWED_PATHS_HELP,

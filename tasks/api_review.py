@@ -52,7 +52,7 @@ class CommentInputSerializer(JSONInputSerializer):
         min_value=1,
         max_value=10_000_000,
         required=False,
-        help_text="The last line; `line` if absent.",
+        help_text="The last line; `line` if absent (one before `line`: the same lines).",
     )
     side = serializers.ChoiceField(
         choices=["new", "old"], required=False, help_text="new (default): the changed file's lines."

@@ -41,6 +41,8 @@ def comment_add(
     """
     body = (body or "").strip()
     end_line = line if end_line is None else end_line
+    if isinstance(line, int) and isinstance(end_line, int) and end_line < line:
+        line, end_line = end_line, line  # the same lines, named last one first
     errors = {}
     if side not in ("new", "old"):
         errors["side"] = "new (the changed file's lines) or old (the original's)"
@@ -48,8 +50,8 @@ def comment_add(
         errors["body"] = "say what is wrong"
     elif len(body) > settings.FACTORY_COMMENT_MAX_CHARS:
         errors["body"] = f"at most {settings.FACTORY_COMMENT_MAX_CHARS} characters"
-    if not isinstance(line, int) or line < 1 or not isinstance(end_line, int) or end_line < line:
-        errors["line"] = "a line from 1, and an end_line not before it"
+    if not isinstance(line, int) or line < 1 or not isinstance(end_line, int):
+        errors["line"] = "a line from 1"
     if errors:
         raise ValidationError(errors)
     check_storable(body, "body")

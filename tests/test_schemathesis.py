@@ -6,9 +6,16 @@ no 5xx; status, content type, headers and body as documented; valid input accept
 invalid input refused; no answer without a valid token. A stateful run then chains calls
 through the links schemathesis infers from the schema (a created task is then read,
 edited, published …), with the same checks.
+
+Valid input accepted (the positive-data check) means: a body the schema admits is never
+refused as invalid (400), except for what ``aim`` lists, each with why a schema cannot say it.
+Everything else the API refuses, the schema states (ADR 0005).
 """
 
+import io
 import os
+import tarfile
+import zipfile
 import zlib
 from collections import Counter
 from contextlib import contextmanager
@@ -20,6 +27,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection, transaction
 from django.test import override_settings
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from knox.models import AuthToken
 from schemathesis.core.parameters import ParameterLocation
 
@@ -27,6 +35,7 @@ from decisions import services as decisions
 from decisions.models import Decision
 from evidence.models import Evidence
 from factory_site.wsgi import application
+from interop.archive import UPLOAD_MEDIA_TYPES
 from tasks import attempts, comments
 from tasks.models import Attempt, Task
 from tests.conftest import ON_POSTGRES
@@ -41,24 +50,30 @@ ROLES = ["agent", "verifier", "reviewer", "manager"]
 FUZZ_ROLES = ["agent", "manager"] if ON_POSTGRES else ROLES
 JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
 
+# The API refuses NUL anywhere in stored text and JSON (PostgreSQL cannot hold it), and the
+# schema says so of every text field. OpenAPI 3.0 cannot say it of the names in a free-form
+# JSON object (propertyNames is 3.1's), so NUL is not generated for the two operations that
+# take one: a checkpoint's data and an import's mapping.
+FREE_FORM_JSON = {
+    "operations": [
+        {"include-path-regex": path, "generation": {"allow-x00": False}}
+        for path in ("/checkpoint/$", "/imports/$")
+    ]
+}
 schema = schemathesis.openapi.from_wsgi(
-    "/api/schema/?format=json", application, config=schemathesis.Config()
+    "/api/schema/?format=json", application, config=schemathesis.Config.from_dict(FREE_FORM_JSON)
 )
 schema.config.phases.update(phases=["examples", "fuzzing", "stateful"])
 # The coverage phase's boundary and missing-field cases are the same whoever calls: one role
 # runs them (below), every role runs the fuzzing.
 boundaries = schemathesis.openapi.from_wsgi(
-    "/api/schema/?format=json", application, config=schemathesis.Config()
+    "/api/schema/?format=json", application, config=schemathesis.Config.from_dict(FREE_FORM_JSON)
 )
 boundaries.config.phases.update(phases=["coverage"])
 for loaded in (schema, boundaries):
     # Each call carries a real token of its role, so no token is generated; whether a call
     # without a token or with a bad one is refused is what the `ignored_auth` check asks.
     loaded.config.generation.update(with_security_parameters=False)
-    # The API refuses NUL anywhere in stored text and JSON (PostgreSQL cannot hold it). Text
-    # fields say so with a pattern, but OpenAPI 3.0 cannot say it of free-form JSON (object
-    # keys included), so NUL is not generated at all.
-    loaded.config.generation.update(allow_x00=False)
     # A JSON body over FACTORY_MAX_BODY_BYTES is refused with the documented 413, valid
     # (a schema cannot bound a body's total size) or not.
     checks = loaded.config.checks
@@ -276,11 +291,23 @@ def real_values(path: str, name: str) -> list:
 def aim(case, *, path: bool = True) -> None:
     """Point generated input at objects that exist, so more than 404s gets checked.
 
-    Path parameters and project slugs mostly name real objects. Keys a body refers to must
-    name objects of the project, criterion keys and amended specs must differ, a file must
-    parse as its kind: rules a JSON schema cannot state, so valid generated values are
-    made to follow them. Assigning an attribute makes schemathesis judge again whether the
-    case is valid or invalid input.
+    Path parameters and project slugs mostly name real objects. A valid body is made to
+    follow the rules a schema cannot state, and only these (any other 400 to a valid body
+    fails the positive-data check):
+
+    - a reference must name an object that exists, in the project: a task's ``spec`` and
+      ``depends_on``, a decision's ``tasks``, ``specs``, ``supersedes`` (accepted ones) and
+      amended ``spec``, the ``criteria`` an evidence file or a review mark names (the pinned
+      version's), the ``path`` and ``line`` of a comment (a file and lines its diff shows);
+    - a rule over what exists: a checkpoint is saved over the revision last seen (else 409),
+      an approval marks every criterion judged in review and overrules evidence only with a
+      note, a rejection has a reason or a criterion marked not met;
+    - a rule across values that OpenAPI 3.0 cannot state: criterion keys differ within a
+      list, and so do amended specs; an evidence file is a file of the ``kind`` its other
+      form field names.
+
+    Assigning an attribute makes schemathesis judge again whether the case is valid or
+    invalid input.
     """
     meta = case.meta
     if path and case.path_parameters and not (meta and meta.is_negative_at(ParameterLocation.PATH)):
@@ -297,7 +324,7 @@ def aim(case, *, path: bool = True) -> None:
     if case.operation.path.endswith("/evidence/"):
         aim_upload(case)
     elif case.operation.path.endswith("/imports/"):
-        aim_import(case)
+        return  # the schema says what an upload may be (UPLOADS below makes real ones)
     elif case.operation.path.endswith("/review/"):
         case.body = aimed_review(aimed_body(dict(case.body)))
     else:
@@ -322,8 +349,6 @@ def aimed_body(body: dict) -> dict:
         # A checkpoint is saved over the revision the caller last saw: the world's is 1
         # (chosen two times in three).
         body["revision"] = pick([1, 1], body) or body["revision"]
-    if isinstance(body.get("allowed_paths"), list):
-        body["allowed_paths"] = subset(["src/**", "docs/*.md", "tests/test_claim.py"], body)
     if isinstance(body.get("criteria"), list):
         body["criteria"] = distinct_keys(body["criteria"])
     if isinstance(body.get("comments"), list):
@@ -420,15 +445,37 @@ def aim_upload(case) -> None:
     case.body = body
 
 
-# An empty zip (its end record alone): every format reads it, so the rest of the form decides.
-EMPTY_ZIP = "PK\x05\x06" + "\x00" * 18
+def archive(kind: str, files: dict[str, bytes]) -> bytes:
+    """A zip, or a tar compressed with ``kind`` ("" for none), of ``files``."""
+    out = io.BytesIO()
+    if kind == "zip":
+        with zipfile.ZipFile(out, "w") as folder:
+            for name, data in files.items():
+                folder.writestr(name, data)
+    else:
+        with tarfile.open(fileobj=out, mode=f"w:{kind}") as folder:
+            for name, data in files.items():
+                entry = tarfile.TarInfo(name)
+                entry.size = len(data)
+                folder.addfile(entry, io.BytesIO(data))
+    return out.getvalue()
 
 
-def aim_import(case) -> None:
-    """An archive that reads, so a manager's import is judged by its other fields (the
-    generated bytes are no zip, tar or named .jsonl, and the part's file name is "file")."""
-    if "file" in case.body:
-        case.body = {**case.body, "file": EMPTY_ZIP}
+# An import's upload is one of the media types its schema lists (an archive, or one file
+# that every format reads, whatever its bytes): schemathesis is told how to make each.
+FOLDERS = [{}, {"docs/decisions/0001-use-leases.md": b"# Use leases\n"}]
+UPLOADS = {
+    "application/zip": st.sampled_from([archive("zip", f) for f in FOLDERS]),
+    "application/x-tar": st.sampled_from([archive("", f) for f in FOLDERS]),
+    "application/gzip": st.sampled_from([archive("gz", f) for f in FOLDERS]),
+    "application/x-bzip2": st.sampled_from([archive("bz2", f) for f in FOLDERS]),
+    "application/x-xz": st.sampled_from([archive("xz", f) for f in FOLDERS]),
+}
+assert set(UPLOADS) <= set(UPLOAD_MEDIA_TYPES)
+# Registered for every body sent as that type: application/json, the API's own bodies, is
+# left to schemathesis (a part declared JSON is then never drawn; the rest are).
+for media_type in set(UPLOAD_MEDIA_TYPES) - {"application/json"}:
+    schemathesis.openapi.media_type(media_type, UPLOADS.get(media_type, st.binary(min_size=1)))
 
 
 # --- The runs ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from interop.archive import ArchiveError, read_upload
+from interop.archive import ArchiveError, read_upload, upload_name
 
 MiB = 1024 * 1024
 
@@ -462,3 +462,18 @@ def test_an_unsupported_plain_file_is_refused():
         "unsupported_upload",
         "tool.bin: not a zip or tar archive, nor a .jsonl, .json, .md or .yaml file",
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "media_type", "read_as"),
+    [
+        ("file", "application/x-ndjson", "file.jsonl"),
+        ("file", "text/markdown; charset=utf-8", "file.md"),
+        ("file", "application/gzip", "file.tar.gz"),
+        ("issues.jsonl", "application/zip", "issues.jsonl"),  # the name says it already
+        ("a.ZIP", "text/plain", "a.ZIP"),
+        ("file", "application/octet-stream", "file"),  # says nothing: the content decides
+    ],
+)
+def test_an_upload_is_named_for_the_kind_its_media_type_declares(name, media_type, read_as):
+    assert upload_name(name, media_type) == read_as

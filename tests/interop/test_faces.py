@@ -424,3 +424,73 @@ def test_manage_py_refuses_a_bad_origin_name_naming_it_and_keeps_nothing(flow):
 
     assert str(refused.value) == f"origin_name: {RULE}"
     assert (ImportRun.objects.count(), Decision.objects.count()) == (0, 0)
+
+
+BEADS_LINE = b'{"id": "bd-1", "title": "Claim tasks", "status": "open"}\n'
+
+
+def test_a_file_named_for_no_kind_is_read_as_the_media_type_its_part_declares(api, flow):
+    body, content_type = multipart(
+        ("file", "file", "application/x-ndjson", BEADS_LINE),
+        ("format", None, None, b"beads"),
+    )
+
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/", body, content_type=content_type
+    )
+
+    assert (answer.status_code, answer.json()["name"]) == (200, "file.jsonl")
+    assert answer.json()["report"]["counts"]["created"] == 1
+
+
+def test_a_file_whose_content_name_and_media_type_say_no_kind_is_refused(api, flow):
+    body, content_type = multipart(
+        ("file", "file", "application/octet-stream", BEADS_LINE),
+        ("format", None, None, b"beads"),
+    )
+
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/", body, content_type=content_type
+    )
+
+    assert (answer.status_code, answer.json()["code"]) == (400, "unsupported_upload")
+    assert ImportRun.objects.count() == 0
+
+
+def test_the_schema_lists_the_media_types_an_import_takes_and_a_file_is_not_empty(api, flow):
+    schema = api(flow.manager).get("/api/schema/?format=json").json()
+
+    body = schema["paths"]["/api/v1/projects/{slug}/imports/"]["post"]["requestBody"]
+    form = body["content"]["multipart/form-data"]
+    fields = schema["components"]["schemas"]["ImportListInputRequest"]["properties"]
+
+    assert form["encoding"]["file"]["contentType"].split(", ") == [
+        "application/zip",
+        "application/x-tar",
+        "application/gzip",
+        "application/x-bzip2",
+        "application/x-xz",
+        "application/x-ndjson",
+        "application/json",
+        "text/markdown",
+        "application/yaml",
+        "text/plain",
+    ]
+    assert (fields["file"]["format"], fields["file"]["minLength"]) == ("binary", 1)
+
+
+def test_a_mapping_holding_a_nul_is_refused_naming_it_and_nothing_kept(api, flow):
+    answer = api(flow.manager).post(
+        f"/api/v1/projects/{flow.project.slug}/imports/",
+        {
+            "format": "speckit",
+            "mapping": json.dumps({"FR-001\x00": {"check": "review"}}),
+            "file": SimpleUploadedFile("s.zip", archive({"specs/001-x/spec.md": SPEC_MD})),
+        },
+    )
+
+    assert (answer.status_code, answer.json()["fields"]) == (
+        400,
+        {"mapping": ["text may not contain NUL characters"]},
+    )
+    assert ImportRun.objects.count() == 0

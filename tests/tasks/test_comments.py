@@ -71,7 +71,7 @@ def test_a_reviewer_comments_on_lines_of_the_diff(flow, reviewed):
         ),
         ({"line": 1, "body": "x" * 100_001}, "body", "at most 10000 characters"),
         ({"line": 1, "body": "   "}, "body", "say what is wrong"),
-        ({"line": 3, "end_line": 2}, "line", "a line from 1, and an end_line not before it"),
+        ({"line": 0}, "line", "a line from 1"),
     ],
 )
 def test_a_comment_on_what_the_diff_does_not_show_is_refused_by_field(
@@ -84,6 +84,15 @@ def test_a_comment_on_what_the_diff_does_not_show_is_refused_by_field(
 
     assert refused.value.message_dict[field] == [message]
     assert LineComment.objects.count() == 0
+
+
+def test_lines_named_last_one_first_are_the_same_lines(flow, reviewed):
+    _, attempt = reviewed
+
+    made = comment(flow, attempt, line=3, end_line=2)
+
+    assert (made.line, made.end_line, made.where) == (2, 3, "tasks/queue.py:2-3")
+    assert [n for n, *_ in made.quote] == [2, 3]
 
 
 def test_nobody_but_another_reviewer_comments_and_nothing_after_the_verdict(flow, reviewed):
