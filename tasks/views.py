@@ -387,9 +387,12 @@ def task_action(request, key, action):
     if service is None:
         raise Http404("No such action")
     form = ReasonForm(request.POST)
-    form.is_valid()
+    if not form.is_valid():  # a reason dropped would leave the trail without it
+        problems = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
+        messages.error(request, f"Not done: {problems}")
+        return redirect("task-detail", key=key)
     try:
-        service(task=task, actor=request.user, reason=form.cleaned_data.get("reason", ""))
+        service(task=task, actor=request.user, reason=form.cleaned_data["reason"])
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"Not done: {refusal_text(exc)}")
     else:

@@ -954,3 +954,15 @@ def test_the_board_has_a_column_for_every_state(client, flow):
     response = client.get("/tasks/")
 
     assert sorted(c["state"] for c in response.context["columns"]) == sorted(TaskState.values)
+
+
+@pytest.mark.django_db
+def test_a_cancel_whose_reason_cannot_be_kept_is_refused_and_changes_nothing(client, flow):
+    task = flow.ready(title="Keep me")
+    events = Event.objects.count()
+    client.force_login(flow.manager)
+
+    response = client.post(f"/tasks/{task.key}/cancel/", {"reason": "x" * 10_001}, follow=True)
+
+    assert "Not done: reason: Ensure this value has at most 10000 characters" in html(response)
+    assert (state_of(task), Event.objects.count()) == ("ready", events)
