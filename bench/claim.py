@@ -1,6 +1,6 @@
 """Claims per second through the HTTP endpoint against a raw SKIP LOCKED loop, same database, same run.
 
-    uv run python bench/claim.py [--seconds 10] [--workers 4]
+    uv run python bench/claim.py [--seconds 10] [--workers 4] [--rounds-only] [--budget]
 
 Raw: N threads, each with its own psycopg connection, run
 ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id``.
@@ -17,7 +17,12 @@ The figure that decides is the real endpoint against its DRF floor at 16 clients
 noisy 2-core machine one run can say 0.56x and the next 0.34x, so the two are measured
 in ``--rounds`` short rounds that alternate (floor, endpoint; then endpoint, floor; ...)
 against one server, and the median ratio is reported with its spread: one noisy round
-cannot decide. Target: median ratio >= 0.7, median p99 ratio <= 1.5.
+cannot decide. Target: median ratio >= 0.7, median p99 ratio <= 1.5. ``--budget`` adds a
+third leg to each round, the endpoint in a project with a monthly budget (the claim then
+also reads the month's spend), and its ratios to the same floor.
+
+Its database is ``factory_bench_claim_<checkout directory>`` (``BENCH_DATABASE`` to name
+another); on a Redis that others use, give it a database of its own with ``BENCH_CACHE_URL``.
 """
 
 import argparse
@@ -28,6 +33,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from decimal import Decimal
 from pathlib import Path
 
 from common import drop_database, gunicorn, percentiles, setup_django
@@ -162,50 +168,53 @@ def http_loop(
 
 def rounds(base: str, token: str, agent, args) -> dict:
     """The endpoint against its DRF floor at 16 clients, in alternating short rounds on one
-    server, each on tasks of its own: the median ratio and its spread."""
+    server, each on tasks of its own: the median ratio and its spread. With ``--budget``
+    a third leg claims in a project with a monthly budget (far from spent), whose claim
+    also reads the month's spend."""
     warm = new_project("RWARM", agent, 5000)
     http_loop(base, token, warm.slug, 16, 2)  # every worker prepares the claim statement
     out = []
     for n in range(args.rounds):
-        floor_project = new_project(f"RF{n}", agent, 20_000)
-        real_project = new_project(f"RE{n}", agent, 20_000)
-
-        def floor(floor_project=floor_project):
-            return http_loop(
-                base,
-                token,
-                floor_project.slug,
-                16,
-                args.round_seconds,
-                f"/floor/claim/{floor_project.slug}/",
+        legs = {
+            "floor": (new_project(f"RF{n}", agent, 20_000), "/floor/claim/{slug}/"),
+            "endpoint": (new_project(f"RE{n}", agent, 20_000), "/api/v1/tasks/claim/"),
+        }
+        if args.budget:
+            project = new_project(f"RB{n}", agent, 20_000)
+            project.budget_usd = Decimal("1000000")
+            project.save(update_fields=["budget_usd"])
+            legs["endpoint_with_budget"] = (project, "/api/v1/tasks/claim/")
+        # Alternate the order, so a drift in the machine's speed favours no leg.
+        order = list(legs) if n % 2 == 0 else list(reversed(legs))
+        measured = {}
+        for leg in order:
+            project, path = legs[leg]
+            measured[leg] = http_loop(
+                base, token, project.slug, 16, args.round_seconds, path.format(slug=project.slug)
             )
-
-        def real(real_project=real_project):
-            return http_loop(base, token, real_project.slug, 16, args.round_seconds)
-
-        # Alternate which goes first, so a drift in the machine's speed favours neither.
-        first, second = (floor, real) if n % 2 == 0 else (real, floor)
-        a, b = first(), second()
-        floor_result, real_result = (a, b) if n % 2 == 0 else (b, a)
-        out.append(
-            {
-                "floor": floor_result,
-                "endpoint": real_result,
-                "ratio": round(real_result["claims_per_s"] / floor_result["claims_per_s"], 3),
-                "p99_ratio": round(real_result["p99_ms"] / floor_result["p99_ms"], 3),
-            }
-        )
-    ratios = sorted(r["ratio"] for r in out)
-    p99s = sorted(r["p99_ratio"] for r in out)
-    return {
-        "rounds": out,
-        "summary": {
-            "median_ratio": round(statistics.median(ratios), 3),
-            "ratio_spread": [ratios[0], ratios[-1]],
-            "median_p99_ratio": round(statistics.median(p99s), 3),
-            "p99_ratio_spread": [p99s[0], p99s[-1]],
-        },
-    }
+        floor = measured["floor"]
+        row = {
+            **measured,
+            "ratio": round(measured["endpoint"]["claims_per_s"] / floor["claims_per_s"], 3),
+            "p99_ratio": round(measured["endpoint"]["p99_ms"] / floor["p99_ms"], 3),
+        }
+        if args.budget:
+            budget = measured["endpoint_with_budget"]
+            row["budget_ratio"] = round(budget["claims_per_s"] / floor["claims_per_s"], 3)
+            row["budget_p99_ratio"] = round(budget["p99_ms"] / floor["p99_ms"], 3)
+        out.append(row)
+    summary = {}
+    for key in ("ratio", "p99_ratio", "budget_ratio", "budget_p99_ratio"):
+        if key in out[0]:
+            values = sorted(r[key] for r in out)
+            summary[f"median_{key}"] = round(statistics.median(values), 3)
+            summary[f"{key}_spread"] = [values[0], values[-1]]
+    for leg in ("floor", "endpoint", "endpoint_with_budget"):
+        if leg in out[0]:
+            summary[f"median_{leg}_claims_per_s"] = round(
+                statistics.median(r[leg]["claims_per_s"] for r in out), 1
+            )
+    return {"rounds": out, "summary": summary}
 
 
 def main():
@@ -218,6 +227,11 @@ def main():
     parser.add_argument("--round-seconds", type=float, default=5)
     parser.add_argument(
         "--rounds-only", action="store_true", help="skip the ladder: only the rounds at 16"
+    )
+    parser.add_argument(
+        "--budget",
+        action="store_true",
+        help="a third leg in each round: the endpoint in a project with a monthly budget",
     )
     args = parser.parse_args()
     levels = [] if args.rounds_only else [int(c) for c in args.clients.split(",")]

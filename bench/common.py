@@ -1,12 +1,15 @@
 """Shared set-up for the benchmarks: a fresh PostgreSQL database, Django, gunicorn.
 
 Benchmarks are scripts, not tests: they print JSON and never assert on timings.
-Each one creates its own database (``factory_bench_<name>``) so it never touches
-development or test data, and drops it afterwards.
+Each one creates its own database (``factory_bench_<name>_<checkout>``, the checkout's
+directory name, or ``BENCH_DATABASE`` when set) so it never touches development or test
+data, nor another checkout's run of the same bench on a shared server, and drops it
+afterwards.
 """
 
 import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
@@ -21,7 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 # Several gunicorn workers count rate limits in Redis, as in production (docs/deploy.md).
+# On a shared Redis give each checkout a database of its own (BENCH_CACHE_URL).
 CACHE_URL = os.environ.get("BENCH_CACHE_URL", "redis://127.0.0.1:6379/13")
+
+
+def database_name(name: str) -> str:
+    """``BENCH_DATABASE``, else ``factory_bench_<name>_<checkout directory>``: two checkouts
+    running the same bench on one PostgreSQL never drop each other's database."""
+    checkout = re.sub(r"[^a-z0-9_]", "_", ROOT.name.lower())
+    return os.environ.get("BENCH_DATABASE") or f"factory_bench_{name}_{checkout}"[:63]
+
 
 # The production profile (DEBUG off) needs a key; the benchmark process itself is one process,
 # and its servers speak plain HTTP on 127.0.0.1. Celery workers it starts inherit all three.
@@ -46,7 +58,7 @@ def setup_django(name: str) -> str:
     """Create a fresh database for this benchmark, point Django at it, migrate. Returns its URL."""
     import psycopg
 
-    database = f"factory_bench_{name}"
+    database = database_name(name)
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{database}"')
@@ -69,7 +81,7 @@ def drop_database(name: str) -> None:
 
     connections.close_all()
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "factory_bench_{name}" WITH (FORCE)')
+        conn.execute(f'DROP DATABASE IF EXISTS "{database_name(name)}" WITH (FORCE)')
 
 
 def free_port() -> int:

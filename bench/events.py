@@ -15,7 +15,7 @@ client's arrival time of each event minus its ``created_at``. Target: p95 ≤ 1 
 uvicorn process's RSS (``VmRSS``) is read with no client connected (after one warm-up
 stream) and again with all of them connected and idle: the growth per connection.
 
-Its own database (``factory_bench_events``) and Redis database 11 (``BENCH_EVENTS_REDIS``);
+Its own database (``factory_bench_events_<checkout>``) and Redis database 11 (``BENCH_EVENTS_REDIS``);
 needs PostgreSQL and Redis. Prints JSON.
 """
 
