@@ -88,11 +88,13 @@ def task_claim(
     every project asked for is, the claim is refused with 409 ``budget_exhausted`` and
     nothing changes (``_within_budget``).
     On PostgreSQL the claim is one statement (``tasks.claim_sql``) that writes the
-    same rows and events as the ORM path below, which runs when a lease must be
-    expired first, on SQLite, and in projects that avoid overlap: there the best task
-    whose ``allowed_paths`` overlap no work in progress (``Project.avoids_overlap``) is
-    preferred, and the attempt's ``skipped_for_overlap`` names the better-placed tasks
-    passed over (when none is apart, the best is claimed as usual).
+    same rows and events as the ORM path below. It steps aside when a project asked for
+    has a budget (it runs again once the budget is checked) or avoids overlap, and when a
+    lease must be expired first; then the ORM path runs, as it always does on SQLite. In
+    projects that avoid overlap the best task whose ``allowed_paths`` overlap no work in
+    progress (``Project.avoids_overlap``) is preferred, and the attempt's
+    ``skipped_for_overlap`` names the better-placed tasks passed over (when none is
+    apart, the best is claimed as usual).
     """
     lease = lease_duration(lease_seconds)
     project_ids = project_ids_for(agent, Role.AGENT)
@@ -103,18 +105,15 @@ def task_claim(
     if not project_ids:
         raise PermissionDenied("you are not an agent in any project")
     now = timezone.now()
-    apart, budgets = _claim_settings(project_ids)
+    labels = list(labels)
+    aside = None
+    if connection.vendor == "postgresql":
+        aside = _claim_in_one_statement(agent, project_ids, labels, lease, now)
+        if not isinstance(aside, claim_sql.Aside):
+            return _claimed(aside)
+    apart, budgets = _claim_settings(project_ids, aside.projects if aside else None)
     if budgets:
         project_ids = _within_budget(project_ids, budgets, now)
-    if connection.vendor == "postgresql" and not apart:
-        claimed = claim_sql.claim(
-            agent=agent, project_ids=project_ids, labels=list(labels), lease=lease, now=now
-        )
-        if claimed is None:
-            return None
-        if claimed is not claim_sql.OVERDUE:
-            claimed.skipped_for_overlap = []
-            return claimed
     for attempt_id in selectors.overdue_attempt_ids(project_ids=project_ids, now=now):
         _expire_quietly(attempt_id)
     with transaction.atomic():
@@ -159,12 +158,46 @@ OVERLAP_LOOKAHEAD = 50
 WORK_IN_PROGRESS = [TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW, TaskState.APPROVED]
 
 
-def _claim_settings(project_ids) -> tuple[set[int], dict[int, Project]]:
+def _claim_in_one_statement(agent, project_ids, labels, lease, now):
+    """The claim statement (``tasks.claim_sql``): the attempt, None, or ``Aside`` when the
+    ORM path must claim. In projects with no budget and no overlap to avoid it claims at
+    once; where a budget is all it must check, the statement brings the settings, the
+    month's spend is read and the statement runs again, in the one transaction: no more
+    round trips than reading the settings before the statement would take."""
+    with transaction.atomic():
+        aside = claim_sql.claim(
+            agent=agent, project_ids=project_ids, labels=labels, lease=lease, now=now
+        )
+        if not isinstance(aside, claim_sql.Aside) or aside.overdue or aside.projects is None:
+            return aside
+        apart, budgets = _claim_settings(project_ids, aside.projects)
+        if apart or not budgets:
+            return aside
+        return claim_sql.claim(
+            agent=agent,
+            project_ids=_within_budget(project_ids, budgets, now),
+            labels=labels,
+            lease=lease,
+            now=now,
+            settings_read=True,
+        )
+
+
+def _claimed(attempt: Attempt | None) -> Attempt | None:
+    """The statement's claim, which never passes a task over for overlap."""
+    if attempt is not None:
+        attempt.skipped_for_overlap = []
+    return attempt
+
+
+def _claim_settings(project_ids, projects=None) -> tuple[set[int], dict[int, Project]]:
     """Of ``project_ids``, the projects whose claims prefer tasks apart from work in
-    progress, and those with a monthly budget: one query, budget or not."""
-    projects = Project.objects.filter(pk__in=project_ids).only(
-        "slug", "landing", "claim_avoid_overlap", "budget_usd"
-    )
+    progress, and those with a monthly budget: from ``projects`` (as the claim statement
+    brought them), else one query, budget or not."""
+    if projects is None:
+        projects = Project.objects.filter(pk__in=project_ids).only(
+            "slug", "landing", "claim_avoid_overlap", "budget_usd"
+        )
     apart, budgets = set(), {}
     for project in projects:
         if project.avoids_overlap:

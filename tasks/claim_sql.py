@@ -22,7 +22,10 @@ the transition's source state — is the ORM path's, written in SQL:
 
 import functools
 import json
+import re
 import time
+from decimal import Decimal
+from typing import NamedTuple
 
 import psycopg
 from django.contrib.contenttypes.models import ContentType
@@ -34,7 +37,28 @@ from projects.models import Event, Project
 from projects.signals import event_recorded
 from tasks.models import Attempt, AttemptState, Task, TaskState
 
-OVERDUE = object()  # a lease ran out: the ORM path must expire it first
+
+class Aside(NamedTuple):
+    """Why the statement claimed nothing though there may be work: a lease ran out in the
+    caller's projects (``overdue``: the ORM path must expire it first), or a project asks
+    for more than the statement does (a monthly budget to check, overlap to avoid). In the
+    second case ``projects`` are the caller's projects with those settings, as
+    ``Project`` references (id, slug, landing, claim_avoid_overlap, budget_usd); else None."""
+
+    overdue: bool
+    projects: list[Project] | None
+
+
+OVERDUE = Aside(overdue=True, projects=None)
+
+# ``Project.avoids_overlap`` of the project ``p``, in SQL (tests/tasks/test_claim_sql.py
+# holds the two equal for every setting), and what the claim reads of ``p`` when one of
+# the caller's projects has a budget or avoids overlap (``_projects``).
+AVOIDS_OVERLAP = "coalesce(p.claim_avoid_overlap, p.landing ->> 'mode' = 'push', false)"
+SETTINGS_OUT = (
+    "'id', p.id, 'slug', p.slug, 'landing', p.landing,"
+    " 'claim_avoid_overlap', p.claim_avoid_overlap, 'budget_usd', p.budget_usd::text"
+)
 
 # The rows the statement returns whole, by their alias in it (the primary key first).
 _ROWS = [("a", Attempt), ("tk", Task), ("p", Project), ("s", Spec), ("sv", SpecVersion)]
@@ -54,10 +78,34 @@ def _attempt_columns() -> list[str]:
     return [connection.ops.quote_name(f.column) for f in _attempt_fields()]
 
 
-def _attempt_values(template: Attempt) -> list:
-    return [
-        f.get_db_prep_save(f.pre_save(template, add=True), connection) for f in _attempt_fields()
-    ]
+def _attempt_values(given: dict) -> list:
+    """The new attempt's column values: ``given`` (by attname), else what the model would
+    write. What is the same for every new attempt is prepared once per process."""
+    same = _same_for_every_attempt()
+    template = None
+    values = []
+    for f in _attempt_fields():
+        if f.attname in given:
+            values.append(f.get_db_prep_save(given[f.attname], connection))
+        elif f.attname in same:
+            values.append(same[f.attname])
+        else:  # a default made at each save (a time, an id): as the model makes it
+            template = template or Attempt(**given)
+            values.append(f.get_db_prep_save(f.pre_save(template, add=True), connection))
+    return values
+
+
+@functools.cache
+def _same_for_every_attempt() -> dict:
+    """Columns a new attempt gets the same value in every time: no default, a constant, or
+    a new empty dict or list; nothing ``pre_save`` sets (``auto_now``). Prepared once."""
+    return {
+        f.attname: f.get_db_prep_save(f.get_default(), connection)
+        for f in _attempt_fields()
+        if (not f.has_default() or not callable(f.default) or f.default in (dict, list))
+        and not getattr(f, "auto_now", False)
+        and not getattr(f, "auto_now_add", False)
+    }
 
 
 # The two events ``fire`` writes for a claim, field by field (``c`` is the candidate task,
@@ -104,30 +152,59 @@ def _event_values(values: dict) -> str:
     return ", ".join(values[f.attname] for f in _event_fields())
 
 
-class _PreparingCursor(psycopg.Cursor):
+class _PreparingCursor(psycopg.RawCursor):
     """Binds parameters on the server and prepares what it runs: planning this
     statement costs as much as running it, and a prepared one is planned once per
-    connection (unless settings turn prepared statements off)."""
+    connection (unless settings turn prepared statements off). Its placeholders are
+    PostgreSQL's own (``$1``), numbered once when the statement is built: psycopg parses
+    ``%(name)s`` placeholders on every call for a statement this long (it caches the
+    parse only up to ``MAX_CACHED_STATEMENT_LENGTH``, 4096 characters), and that parse
+    was a quarter of a claim's Python."""
 
     def execute(self, query, params=None, **kwargs):
         return super().execute(query, params, prepare=True, **kwargs)
 
 
-def _execute_prepared(sql: str, params: dict):
-    """Run ``sql`` on Django's connection in a ``_PreparingCursor`` (database errors
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+class _Statement(NamedTuple):
+    """A statement in PostgreSQL's placeholders, and the name of each in their order."""
+
+    sql: bytes
+    names: tuple[str, ...]
+
+    @classmethod
+    def numbered(cls, sql: str) -> "_Statement":
+        """``sql`` written with ``%(name)s`` placeholders, each name numbered once (``$1``)."""
+        names: dict[str, int] = {}
+
+        def number(match: re.Match) -> str:
+            return f"${names.setdefault(match[1], len(names) + 1)}"
+
+        return cls(_NAMED.sub(number, sql).encode(), tuple(names))
+
+    def params(self, values: dict) -> list:
+        return [values[name] for name in self.names]
+
+
+def _execute_prepared(statement: _Statement, params: dict):
+    """Run ``statement`` on Django's connection in a ``_PreparingCursor`` (database errors
     wrapped as Django's); return its one row. Logged like Django's own queries."""
     connection.ensure_connection()
     began = time.monotonic()
     with connection.make_cursor(_PreparingCursor(connection.connection)) as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement.sql, statement.params(params))
         row = cursor.fetchone()
     if connection.queries_logged:  # as CursorDebugWrapper does, which cannot show this one
-        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - began:.3f}"})
+        connection.queries_log.append(
+            {"sql": statement.sql.decode(), "time": f"{time.monotonic() - began:.3f}"}
+        )
     return row
 
 
 @functools.cache
-def _statement(project_count: int, with_labels: bool) -> str:
+def _statement(project_count: int, with_labels: bool) -> _Statement:
     """The claim statement for that many projects, with or without a label filter: the
     same text every time, built once per process (the database prepares it once too)."""
     columns = _attempt_columns()
@@ -156,11 +233,17 @@ def _statement(project_count: int, with_labels: bool) -> str:
               AND ot.project_id IN ({projects})
         ) AS found
     ),
+    settings AS (
+        SELECT coalesce(bool_or({AVOIDS_OVERLAP} OR p.budget_usd IS NOT NULL), false) AS aside,
+               json_agg(json_build_object({SETTINGS_OUT})) AS projects
+        FROM tasks_project p WHERE p.id IN ({projects})
+    ),
     candidate AS (
         SELECT t.id, t.project_id, t.key, t.attempt_count, t.spec_id FROM tasks_task t
         WHERE t.project_id IN ({projects}) AND t.state = %(ready)s
           AND t.failed_attempts < t.max_attempts
           AND NOT (SELECT found FROM overdue)
+          AND (%(settings_read)s OR NOT (SELECT aside FROM settings))
           AND NOT EXISTS (
               SELECT 1 FROM tasks_task_depends_on d JOIN tasks_task dt ON dt.id = d.to_task_id
               WHERE d.from_task_id = t.id AND dt.state <> %(done)s
@@ -196,6 +279,7 @@ def _statement(project_count: int, with_labels: bool) -> str:
         RETURNING id, transition
     )
     SELECT o.found,
+           CASE WHEN st.aside AND NOT %(settings_read)s THEN st.projects::text END,
            (SELECT e.id FROM events e WHERE e.transition = 'start'),
            (SELECT e.id FROM events e WHERE e.transition = 'claim'),
            {rows_out},
@@ -204,28 +288,34 @@ def _statement(project_count: int, with_labels: bool) -> str:
            ARRAY(SELECT dt.key FROM tasks_task_depends_on d JOIN tasks_task dt ON dt.id = d.to_task_id
                  WHERE d.from_task_id = tk.id ORDER BY dt.number)
     FROM overdue o
+    CROSS JOIN settings st
     LEFT JOIN attempt a ON true
     LEFT JOIN task tk ON tk.id = a.task_id
     LEFT JOIN tasks_project p ON p.id = tk.project_id
     LEFT JOIN decisions_spec s ON s.id = tk.spec_id
     LEFT JOIN decisions_specversion sv ON sv.id = a.spec_version_id
     """
-    return sql
+    return _Statement.numbered(sql)
 
 
-def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
+def claim(
+    *, agent, project_ids: list[int], labels: list[str], lease, now, settings_read: bool = False
+):
     """Claim in one statement: the new attempt (its task, project, spec and labels
-    loaded by the same statement), ``None`` when nothing is claimable, or ``OVERDUE``
-    when a lease must be expired first."""
-    template = Attempt(
-        agent=agent,
-        state=AttemptState.RUNNING,
-        lease_expires_at=now + lease,
-        heartbeat_at=now,
-        started_at=now,
+    loaded by the same statement), ``None`` when nothing is claimable, or ``Aside``
+    when a lease must be expired first or a project has a budget or avoids overlap
+    (unless ``settings_read``: the caller has checked the budgets already)."""
+    lease_expires_at = now + lease
+    values = _attempt_values(
+        {
+            "agent_id": agent.pk,
+            "state": AttemptState.RUNNING,
+            "lease_expires_at": lease_expires_at,
+            "heartbeat_at": now,
+            "started_at": now,
+        }
     )
-    values = _attempt_values(template)
-    sql = _statement(len(project_ids), bool(labels))
+    statement = _statement(len(project_ids), bool(labels))
     attempt_type = ContentType.objects.get_for_model(Attempt).pk
     task_type = ContentType.objects.get_for_model(Task).pk
     params = {f"a{i}": value for i, value in enumerate(values)}
@@ -242,25 +332,43 @@ def claim(*, agent, project_ids: list[int], labels: list[str], lease, now):
         accepted=SpecVersionState.ACCEPTED,
         attempt_type=attempt_type,
         task_type=task_type,
-        start_extra=json.dumps({"lease_expires_at": template.lease_expires_at.isoformat()}),
+        settings_read=settings_read,
+        start_extra=json.dumps({"lease_expires_at": lease_expires_at.isoformat()}),
     )
-    # A transaction of its own, so that what the kernel's seam writes for the two events
-    # (the webhook outbox, ADR 0013) commits with them or not at all.
-    with transaction.atomic():
-        row = _execute_prepared(sql, params)
-        if row[0]:
-            return OVERDUE
-        if row[3] is None:
+    # A transaction of its own or the caller's (``task_claim`` checks a budget in the same
+    # one), so that what the kernel's seam writes for the two events (the webhook outbox,
+    # ADR 0013) commits with them or not at all; never a savepoint, a round trip more.
+    with transaction.atomic(savepoint=False):
+        row = _execute_prepared(statement, params)
+        if row[0] or row[1] is not None:
+            return Aside(overdue=row[0], projects=_projects(row[1]))
+        if row[4] is None:
             return None
-        attempt = _attempt_from_row(row[3:], agent)
+        attempt = _attempt_from_row(row[4:], agent)
         start = json.loads(params["start_extra"])
         for pk, subject, extra in (
-            (row[1], attempt, start),
-            (row[2], attempt.task, {"attempt": attempt.number}),
+            (row[2], attempt, start),
+            (row[3], attempt.task, {"attempt": attempt.number}),
         ):
             event = _written_event(pk, subject, attempt, extra, now)
             event_recorded.send(sender=Event, event=event, subject=subject)
     return attempt
+
+
+def _projects(settings: str | None) -> list[Project] | None:
+    """The projects' settings the statement returned (JSON), as ``Project`` references."""
+    if settings is None:
+        return None
+    return [
+        Project(
+            pk=project["id"],
+            slug=project["slug"],
+            landing=project["landing"],
+            claim_avoid_overlap=project["claim_avoid_overlap"],
+            budget_usd=None if project["budget_usd"] is None else Decimal(project["budget_usd"]),
+        )
+        for project in json.loads(settings)
+    ]
 
 
 def _written_event(pk, subject, attempt, extra, now) -> Event:
@@ -285,11 +393,20 @@ def _written_event(pk, subject, attempt, extra, now) -> Event:
 
 
 def _instance(model, fields, values):
-    values = [
-        f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
-        for f, v in zip(fields, values, strict=True)
-    ]
-    return model.from_db(connection.alias, [f.attname for f in fields], values)
+    attnames, converters = _loading(model)
+    values = list(values)
+    for i, convert in converters:
+        values[i] = convert(values[i], None, connection)
+    return model.from_db(connection.alias, attnames, values)
+
+
+@functools.cache
+def _loading(model) -> tuple[list[str], list[tuple]]:
+    """A model's column names and the converter of each column that has one, by position:
+    what Django's compiler applies to a row it reads."""
+    fields = model._meta.concrete_fields
+    converters = [(i, f.from_db_value) for i, f in enumerate(fields) if hasattr(f, "from_db_value")]
+    return [f.attname for f in fields], converters
 
 
 def _attempt_from_row(row, agent) -> Attempt:

@@ -5,12 +5,13 @@ twin tasks, one through each path, and compare every row and event they leave.
 """
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.utils import timezone
 
-from projects.models import Event
+from projects.models import Event, Project
 from tasks import attempts, claim_sql
 from tasks.models import Attempt, Task
 from tests.conftest import postgres_only
@@ -134,7 +135,7 @@ def test_an_overdue_lease_sends_the_claim_through_the_state_machine(flow):
             lease=timedelta(seconds=60),
             now=timezone.now(),
         )
-        is claim_sql.OVERDUE
+        == claim_sql.OVERDUE
     )
     again = attempts.task_claim(agent=flow.agent2)
 
@@ -202,21 +203,157 @@ def test_with_prepared_statements_off_the_statement_still_claims(flow, monkeypat
     assert prepared_claims() == prepared_before
 
 
-def test_a_claim_over_the_api_is_four_queries_the_token_the_setting_the_statement_the_outbox(
+def claimer(api, agent):
+    """A claim in FM over the API, with what a process caches for its life already read."""
+    ContentType.objects.get_for_model(Attempt)
+    ContentType.objects.get_for_model(Task)
+    client = api(agent)
+    return lambda: client.post("/api/v1/tasks/claim/", {"project": "FM"}, format="json")
+
+
+def set_project(project, **fields):
+    Project.objects.filter(pk=project.pk).update(**fields)
+
+
+def test_a_claim_over_the_api_is_three_queries_the_token_the_statement_the_outbox(
     flow, api, django_assert_num_queries
 ):
     flow.ready()
-    client = api(flow.agent)
-    ContentType.objects.get_for_model(Attempt)  # cached for the life of the process
 
-    # Whether the projects avoid overlap (claim_avoid_overlap) is one indexed read before
-    # the statement; the outbox's one query wakes the live stream and reads the webhook
-    # subscriptions; in a test the claim's transaction is a savepoint (SAVEPOINT, RELEASE:
-    # two more).
-    with django_assert_num_queries(4 + 2):
-        response = client.post("/api/v1/tasks/claim/", {"project": "FM"}, format="json")
+    # The statement reads the project's budget and overlap settings itself; the outbox's
+    # one query wakes the live stream and reads the webhook subscriptions; in a test the
+    # claim's transaction is a savepoint (SAVEPOINT, RELEASE: two more).
+    claim = claimer(api, flow.agent)
+    with django_assert_num_queries(3 + 2):
+        response = claim()
 
     assert (response.status_code, response.json()["task"]["project"]) == (201, "FM")
+
+
+def test_a_claim_in_a_project_with_a_budget_reads_the_months_spend_between_two_statements(
+    flow, api, django_assert_num_queries
+):
+    flow.ready()
+    set_project(flow.project, budget_usd=Decimal("100.00"))
+
+    # The token; then in one transaction (in a test a savepoint: two more) the statement,
+    # which steps aside with the project's settings, the month's spend, the statement
+    # again and the outbox: as many as when the settings were read before the statement.
+    claim = claimer(api, flow.agent)
+    with django_assert_num_queries(1 + 2 + 1 + 1 + 1 + 1):
+        response = claim()
+
+    assert (response.status_code, response.json()["task"]["project"]) == (201, "FM")
+
+
+def test_a_claim_past_the_budget_is_refused_after_the_months_spend_and_writes_nothing(
+    flow, api, django_assert_num_queries
+):
+    flow.ready()
+    set_project(flow.project, budget_usd=Decimal("0.00"))
+    events = Event.objects.count()
+
+    # The token; the statement and the month's spend, then the savepoint rolled back.
+    claim = claimer(api, flow.agent)
+    with django_assert_num_queries(1 + 1 + 1 + 1 + 2):
+        response = claim()
+
+    assert (response.status_code, response.json()["code"]) == (409, "budget_exhausted")
+    assert (Attempt.objects.count(), Event.objects.count()) == (0, events)
+
+
+def test_a_claim_in_a_project_that_avoids_overlap_takes_the_state_machine_in_thirteen_queries(
+    flow, api, django_assert_num_queries
+):
+    flow.claimed(allowed_paths=["docs/**"])
+    flow.ready(allowed_paths=["docs/**"])
+    apart = flow.ready(allowed_paths=["src/**"])
+    set_project(flow.project, claim_avoid_overlap=True)
+
+    # The token and the statement (stepping aside, in a savepoint); then the ORM path:
+    # overdue leases; in a savepoint the work in progress, the candidates, the lock, the
+    # attempt, its event, the task, its event and the outbox; the labels and dependencies
+    # for the answer. Thirteen without the test's savepoints.
+    claim = claimer(api, flow.agent)
+    with django_assert_num_queries(1 + (1 + 2) + 1 + (8 + 2) + 2):
+        response = claim()
+
+    assert (response.status_code, response.json()["task"]["key"]) == (201, apart.key)
+
+
+def test_a_claim_with_a_budget_in_a_project_that_avoids_overlap_adds_only_the_months_spend(
+    flow, api, django_assert_num_queries
+):
+    flow.claimed(allowed_paths=["docs/**"])
+    flow.ready(allowed_paths=["docs/**"])
+    apart = flow.ready(allowed_paths=["src/**"])
+    set_project(flow.project, claim_avoid_overlap=True, budget_usd=Decimal("100.00"))
+
+    claim = claimer(api, flow.agent)
+    with django_assert_num_queries(1 + (1 + 2) + 1 + 1 + (8 + 2) + 2):
+        response = claim()
+
+    assert (response.status_code, response.json()["task"]["key"]) == (201, apart.key)
+
+
+@pytest.mark.parametrize("setting", [None, True, False])
+@pytest.mark.parametrize(
+    "landing", [{"mode": "off"}, {"mode": "push"}, {"mode": "pull_request"}, {}]
+)
+def test_the_statement_steps_aside_exactly_when_the_project_avoids_overlap(flow, setting, landing):
+    flow.ready()
+    set_project(flow.project, claim_avoid_overlap=setting, landing=landing)
+    flow.project.refresh_from_db()
+
+    claimed = claim_sql.claim(
+        agent=flow.agent,
+        project_ids=[flow.project.pk],
+        labels=[],
+        lease=timedelta(seconds=60),
+        now=timezone.now(),
+    )
+
+    assert isinstance(claimed, claim_sql.Aside) == flow.project.avoids_overlap
+    assert Attempt.objects.count() == (0 if flow.project.avoids_overlap else 1)
+
+
+def test_a_budget_makes_the_statement_step_aside_with_the_projects_settings(flow):
+    flow.ready()
+    set_project(flow.project, budget_usd=Decimal("12.50"), landing={"mode": "off"})
+
+    aside = claim_sql.claim(
+        agent=flow.agent,
+        project_ids=[flow.project.pk],
+        labels=[],
+        lease=timedelta(seconds=60),
+        now=timezone.now(),
+    )
+
+    assert (aside.overdue, Attempt.objects.count()) == (False, 0)
+    [project] = aside.projects
+    assert (project.pk, project.slug, project.budget_usd, project.landing) == (
+        flow.project.pk,
+        "FM",
+        Decimal("12.50"),
+        {"mode": "off"},
+    )
+    assert (project.claim_avoid_overlap, project.avoids_overlap) == (None, False)
+
+
+def test_once_the_budget_is_read_the_statement_claims(flow):
+    task = flow.ready()
+    set_project(flow.project, budget_usd=Decimal("12.50"))
+
+    attempt = claim_sql.claim(
+        agent=flow.agent,
+        project_ids=[flow.project.pk],
+        labels=[],
+        lease=timedelta(seconds=60),
+        now=timezone.now(),
+        settings_read=True,
+    )
+
+    assert attempt.task_id == task.pk
 
 
 def test_a_claim_names_only_projects_the_tokens_user_is_a_member_of(
