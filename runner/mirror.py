@@ -476,11 +476,33 @@ def _identity(fd: int) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
+def _diff(path: Path, base: str, sha: str, sink: Callable[[bytes], bool], *options: str) -> bool:
+    """``git diff`` of ``base`` to ``sha`` with no colour, no external or text-converting
+    driver a repository may name, and full blob ids, streamed to ``sink`` (``stream``).
+    ``BadCommit`` when git cannot diff the commit."""
+    try:
+        return stream(
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--full-index",
+            *options,
+            base,
+            sha,
+            sink=sink,
+            cwd=path,
+        )
+    except GitError as exc:
+        raise BadCommit(f"commit {sha[:12]} cannot be diffed: {exc}") from None
+
+
 def change_id(path: Path, base: str, sha: str, *, limit: int) -> str:
     """What the change from ``base`` to ``sha`` is, byte for byte, up to line offsets: the
-    SHA-256 of the raw bytes of ``git diff --binary`` with every hunk header's line
-    numbers and every index line's blob ids taken out. Empty when the diff is empty or
-    over ``limit`` bytes (nothing can then be compared).
+    SHA-256 of the raw bytes of ``git diff --binary`` with every hunk header reduced to
+    its line counts and every index line's blob ids taken out
+    (``evidence.parsers.without_offsets``). Empty when the diff is empty or over ``limit``
+    bytes (nothing can then be compared).
 
     Two changes have the same id only when they add and remove the same bytes, in the same
     files, with the same context lines: whitespace, line endings, bytes that are not
@@ -503,22 +525,7 @@ def change_id(path: Path, base: str, sha: str, *, limit: int) -> str:
             digest.update(without_offsets(line) + b"\n")
         return True
 
-    try:
-        cut = stream(
-            "diff",
-            "--binary",
-            "--full-index",
-            "--no-renames",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            base,
-            sha,
-            sink=take,
-            cwd=path,
-        )
-    except GitError as exc:
-        raise BadCommit(f"commit {sha[:12]} cannot be diffed: {exc}") from None
+    cut = _diff(path, base, sha, take, "--binary", "--no-renames")
     if cut or size == 0:
         return ""
     digest.update(without_offsets(pending))
@@ -539,20 +546,7 @@ def diff(path: Path, base: str, sha: str, *, limit: int) -> tuple[bytes, bool]:
         out.extend(decoder.decode(piece).encode())
         return len(out) <= limit
 
-    try:
-        cut = stream(
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--full-index",
-            base,
-            sha,
-            sink=keep,
-            cwd=path,
-        )
-    except GitError as exc:
-        raise BadCommit(f"commit {sha[:12]} cannot be diffed: {exc}") from None
+    cut = _diff(path, base, sha, keep)
     if not cut:
         out.extend(decoder.decode(b"", final=True).encode())
         cut = len(out) > limit
