@@ -18,6 +18,8 @@ from django.core.exceptions import ValidationError
 
 # Not \d, which takes every script's digits; leading zeros count, so the text is short.
 WHOLE = re.compile(r"[0-9]{1,18}")
+# The largest whole number a request may give (18 digits: every one fits a bigint).
+WHOLE_MAX = 10**18 - 1
 ID = WHOLE
 
 

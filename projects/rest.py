@@ -30,7 +30,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from projects.errors import ServiceError
-from projects.numbers import usd_pattern, usd_pattern_at_most, whole_number
+from projects.numbers import WHOLE_MAX, usd_pattern, usd_pattern_at_most, whole_number
 from projects.throttles import refused_authentication
 
 logger = logging.getLogger(__name__)
@@ -377,7 +377,7 @@ class IdCursorPagination(CursorPagination):
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             if parameter["name"] == self.page_size_query_param:
-                parameter["schema"] = {"type": "integer", "minimum": 1}
+                parameter["schema"] = {"type": "integer", "minimum": 1, "maximum": WHOLE_MAX}
         return parameters
 
 

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from decisions.models import Spec
 from projects.access import Writers
 from projects.models import Event
+from projects.numbers import WHOLE_MAX
 from projects.paths import ALLOWED_PATH_PATTERN
 from projects.rest import (
     IdCursorPagination,
@@ -407,7 +408,7 @@ class TaskContextApi(APIView):
         parameters=[
             OpenApiParameter(
                 "max_chars",
-                {"type": "integer", "minimum": 1},
+                {"type": "integer", "minimum": 1, "maximum": WHOLE_MAX},
                 description="Character budget; items are dropped least relevant first. "
                 "For the Markdown brief it bounds the Markdown.",
             ),
