@@ -71,8 +71,9 @@ test-fast: bootstrap
 	$(UV) run pytest $(PYTEST_PARALLEL) -m "not slow and not browser and not sandbox and not workers"
 
 # The proofs (docs/reliability.md): the production profile under load and faults.
-# Needs PostgreSQL and Redis running; restarts PostgreSQL and Redis during its runs.
-proof: bootstrap
+# Needs PostgreSQL and Redis running; restarts PostgreSQL and Redis during its runs. The
+# landing proof verifies in the runner's sandbox.
+proof: bootstrap sandbox
 	$(UV) run python -m proof all --short
 
 lint: bootstrap

@@ -127,6 +127,21 @@ def returned_before(context: dict) -> list[dict]:
     return found
 
 
+def failed_at_runner(context: dict) -> str:
+    """The commit of the latest earlier attempt the runner failed at, if any. The plan's
+    edits pass on a green main, so such a failure means main was red under it."""
+    failed = [
+        attempt
+        for attempt in context.get("attempts", [])
+        if any(
+            gate.get("gate") == "runner" and gate.get("state") == "failed"
+            for gate in attempt.get("gates", [])
+        )
+    ]
+    latest = max(failed, key=lambda attempt: attempt.get("number", 0), default={})
+    return (latest.get("change") or {}).get("commit", "")
+
+
 class Coder(Agent):
     def __init__(self, base: str, token: str, journal: Journal, lease: int, clone: Path, url: str):
         super().__init__(base, token, journal, lease)
@@ -157,6 +172,21 @@ class Coder(Agent):
             with contextlib.suppress(subprocess.CalledProcessError):
                 if self.contains(git(self.clone, "rev-parse", "origin/main"), commit):
                     break
+            time.sleep(0.5)
+            git(self.clone, "fetch", "-q", "--prune", "origin")
+        return round(time.monotonic() - began, 2)
+
+    def wait_for_main_to_move(self, failed: str, seconds: float = 15) -> float:
+        """An earlier attempt failed at the runner on a red main: as an agent would, wait a
+        little for main to move off the commit it failed on before building on it again."""
+        began = time.monotonic()
+        try:
+            red = git(self.clone, "rev-parse", f"{failed}^")
+        except subprocess.CalledProcessError:
+            return 0.0
+        while time.monotonic() - began < seconds:
+            if git(self.clone, "rev-parse", "origin/main") != red:
+                break
             time.sleep(0.5)
             git(self.clone, "fetch", "-q", "--prune", "origin")
         return round(time.monotonic() - began, 2)
@@ -192,15 +222,18 @@ class Coder(Agent):
         described = self.call("GET", f"/tasks/{task}/")
         spec = json.loads(described.json()["description"]) if described is not None else None
         context = self.call("GET", f"/tasks/{task}/context/", params={"max_chars": 200000})
-        returned = []
+        returned, failed = [], ""
         if context is not None and context.status_code == 200:
             returned = returned_before(context.json())
+            failed = failed_at_runner(context.json())
         if spec is None:
             return "lost"
         try:
             # Start from main as it is now: after a conflict this is the rebase.
             git(self.clone, "fetch", "-q", "--prune", "origin")
             waited = self.wait_for(returned[0].get("base", "")) if returned else 0.0
+            if failed:
+                self.journal.write(red_main=task, waited=self.wait_for_main_to_move(failed))
             git(self.clone, "checkout", "-q", "-f", "-B", "work", "origin/main")
             git(self.clone, "clean", "-q", "-fdx")
             base = git(self.clone, "rev-parse", "HEAD")

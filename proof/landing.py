@@ -52,6 +52,7 @@ from proof.coder import GIT_ENV, edit, git
 from proof.invariants import check_all
 from proof.stack import REDIS_DB, ROOT, Stack
 from proof.workers import celery_worker
+from runner.sandbox import Bubblewrap
 from tasks.demo.repository import RUN_TESTS
 
 ACTIVE = ("building", "verifying", "pushing")
@@ -447,6 +448,8 @@ def _spawn(stack: Stack, command: list[str], name: str) -> subprocess.Popen:
 
 
 def execute(run: LandingRun, *, keep: bool = False) -> dict:
+    # Without the sandbox every verification errs and the run waits out its timeout.
+    Bubblewrap().check()
     env = {
         "FACTORY_RECONCILE_SECONDS": "3",
         # Runner jobs queue behind the lander on the verify workers: re-dispatching a queued
