@@ -436,9 +436,19 @@ class TaskContextApi(APIView):
         )
         return Response(brief.render(bundle) if markdown else bundle)
 
+    def perform_content_negotiation(self, request, force=False):
+        # DRF passes over an empty ?format= and takes the last of two; the schema lists
+        # the two formats this view answers in, given once. (force: answering an error.)
+        given = request.query_params.getlist("format")
+        if not force and given and (len(given) > 1 or given[0] not in ("json", "markdown")):
+            raise serializers.ValidationError({"format": ["json or markdown, given once"]})
+        return super().perform_content_negotiation(request, force)
+
     def handle_exception(self, exc):
         # A refusal keeps the API's one error format, JSON, whatever format was asked for.
-        if isinstance(getattr(self.request, "accepted_renderer", None), MarkdownRenderer):
+        # (No renderer yet: the format itself was refused.)
+        accepted = getattr(self.request, "accepted_renderer", None)
+        if accepted is None or isinstance(accepted, MarkdownRenderer):
             self.request.accepted_renderer = JSONRenderer()
             self.request.accepted_media_type = JSONRenderer.media_type
         return super().handle_exception(exc)

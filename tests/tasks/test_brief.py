@@ -6,6 +6,7 @@ import pytest
 
 from decisions import services as decisions
 from evidence import services as evidence
+from projects.models import Event
 from tasks import attempts, brief, context, review
 from tasks.models import Attempt
 from tests.factories import expire_lease
@@ -263,3 +264,18 @@ def test_a_lost_lease_is_a_json_409_and_nothing_is_recorded(flow, api):
     assert (response.status_code, response["Content-Type"]) == (409, "application/json")
     assert response.json()["code"] == "lease_lost"
     assert Attempt.objects.get(pk=attempt.pk).context_sha256 == ""
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", ["format=", "format=json&format=markdown", "format=JSON"])
+def test_a_format_other_than_json_or_markdown_given_once_is_a_json_400_and_nothing_is_recorded(
+    flow, api, query
+):
+    task, _ = flow.claimed()
+    before = Event.objects.count()
+
+    response = api(flow.agent).get(f"/api/v1/tasks/{task.key}/context/?{query}")
+
+    assert (response.status_code, response["Content-Type"]) == (400, "application/json")
+    assert response.json()["fields"] == {"format": ["json or markdown, given once"]}
+    assert Event.objects.count() == before
