@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "tasks",
     "landing",
     "interop",
+    "codehosts",
     "events",
 ]
 
@@ -460,6 +461,11 @@ FACTORY_LANDING_TIME_LIMIT = env_int("FACTORY_LANDING_TIME_LIMIT", 6 * 3600)
 # each time nothing changed, up to the most (ADR 0020); a manager may wake it sooner.
 FACTORY_LANDING_BACKOFF_SECONDS = env_int("FACTORY_LANDING_BACKOFF_SECONDS", 30)
 FACTORY_LANDING_BACKOFF_MAX_SECONDS = env_int("FACTORY_LANDING_BACKOFF_MAX_SECONDS", 600)
+# Code hosts (docs/code-hosts.md): the API bases a project's code_host may name (GitHub
+# Enterprise Server by adding its https://HOST/api/v3), and the largest webhook delivery
+# taken (GitHub sends at most 25 MB).
+FACTORY_CODE_HOST_URLS = env_list("FACTORY_CODE_HOST_URLS", "https://api.github.com")
+FACTORY_CODE_HOST_HOOK_MAX_BYTES = env_int("FACTORY_CODE_HOST_HOOK_MAX_BYTES", 25 * 1024**2)
 # Imports (interop): the upload, what it may expand to, and how many files it may hold.
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)

@@ -6,6 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from codehosts.urls import hook_patterns
 from decisions.urls import api_patterns as decision_api
 from decisions.urls import ui_patterns as decision_ui
 from events.urls import api_patterns as events_api
@@ -29,6 +30,7 @@ urlpatterns = [
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("metrics", metrics, name="metrics"),
+    *hook_patterns,
     path(
         "api/v1/",
         include(

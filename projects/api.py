@@ -5,7 +5,7 @@ from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from projects import services, verify
+from projects import hosts, services, verify
 from projects.access import Writers
 from projects.models import Project
 from projects.policy import registry
@@ -93,6 +93,64 @@ class LandingField(serializers.JSONField):
     """``projects.verify.clean_landing`` checks it and fills in the defaults."""
 
 
+def _code_host_schema() -> dict:
+    """The code host block as ``projects.hosts.clean_code_host`` takes it: none, or GitHub
+    with a token, or GitHub with an App; credentials by variable name only."""
+    env = {"type": "string", "pattern": hosts.ENV_PATTERN}
+    number = {"type": "integer", "minimum": 1, "maximum": hosts.GITHUB_ID_MAX}
+    github = {
+        "provider": {"type": "string", "enum": ["github"]},
+        "api_url": {"type": "string", "enum": hosts.api_urls()},
+        "repository": {"type": "string", "pattern": hosts.REPOSITORY_PATTERN},
+        "webhook_secret_env": env,
+        "issues": {
+            "type": "object",
+            "nullable": True,
+            "additionalProperties": False,
+            "required": ["label"],
+            "properties": {
+                "label": {
+                    "type": "string",
+                    "pattern": hosts.LABEL_PATTERN,
+                    "maxLength": hosts.LABEL_MAX,
+                }
+            },
+        },
+    }
+    shared = ["provider", "repository", "webhook_secret_env"]
+    return {
+        "oneOf": [
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"provider": {"type": "string", "enum": ["none"]}},
+            },
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [*shared, "token_env"],
+                "properties": {**github, "token_env": env},
+            },
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [*shared, "app_id", "installation_id", "private_key_env"],
+                "properties": {
+                    **github,
+                    "app_id": number,
+                    "installation_id": number,
+                    "private_key_env": env,
+                },
+            },
+        ]
+    }
+
+
+@extend_schema_field(_code_host_schema())
+class CodeHostField(serializers.JSONField):
+    """``projects.hosts.clean_code_host`` checks it; it names secrets, never holds one."""
+
+
 class ProjectSerializer(serializers.Serializer):
     slug = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
@@ -102,6 +160,7 @@ class ProjectSerializer(serializers.Serializer):
     max_attempts = serializers.IntegerField(read_only=True)
     gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
     landing = LandingField(read_only=True)
+    code_host = CodeHostField(read_only=True)
     claim_avoid_overlap = serializers.BooleanField(read_only=True, allow_null=True)
     budget_usd = serializers.DecimalField(
         max_digits=12,
@@ -197,6 +256,13 @@ class ProjectDetailApi(APIView):
             required=False,
             help_text="The merge queue: mode off|push, method squash|merge, batch_max 1-16, "
             "target_branch (empty: the default branch).",
+        )
+        code_host = CodeHostField(
+            required=False,
+            help_text="Where the code lives: {provider: none} or {provider: github, api_url "
+            "(one the operator allows), repository: owner/name, token_env or app_id, "
+            "installation_id and private_key_env, webhook_secret_env, issues: {label} or "
+            "null}. Credentials are names of the server's FACTORY_HOST_ variables.",
         )
         claim_avoid_overlap = serializers.BooleanField(
             required=False,

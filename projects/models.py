@@ -12,8 +12,11 @@ from django.contrib.contenttypes.fields import GenericForeignKey
 from django.contrib.contenttypes.models import ContentType
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models.fields.json import KT
+from django.db.models.functions import Lower
 from django.utils import timezone
 
+from projects.hosts import default_code_host
 from projects.roles import Role
 from projects.signals import event_recorded
 from projects.verify import default_landing
@@ -104,6 +107,12 @@ class Project(models.Model):
         blank=True,
         help_text="The merge queue: mode off|push, method squash|merge, batch_max, target_branch.",
     )
+    code_host = models.JSONField(
+        default=default_code_host,
+        blank=True,
+        help_text="Where its code lives (provider none|github, api_url, repository) and the "
+        "names of the environment variables holding its credentials (projects.hosts).",
+    )
     claim_avoid_overlap = models.BooleanField(
         null=True,
         blank=True,
@@ -132,6 +141,16 @@ class Project(models.Model):
     class Meta:
         db_table = "tasks_project"
         ordering = ["slug"]
+        constraints = [
+            # A host's deliveries for a repository act in one project: a second project
+            # following it would read the first one's pull requests and issues.
+            models.UniqueConstraint(
+                KT("code_host__api_url"),
+                Lower(KT("code_host__repository")),
+                condition=models.Q(code_host__provider="github"),
+                name="project_one_per_host_repository",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.slug

@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from projects import claims
+from projects import claims, hosts
 from projects.claims import Grant
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Identity, Membership, Project
@@ -84,6 +84,7 @@ PROJECT_EDITABLE_FIELDS = {
     "max_attempts",
     "gate_policy",
     "landing",
+    "code_host",
     "claim_avoid_overlap",
     "budget_usd",
 }
@@ -95,6 +96,7 @@ CLEANERS = {
     "default_branch": clean_branch,
     "verify": clean_verify,
     "landing": clean_landing,
+    "code_host": hosts.clean_code_host,
     "claim_avoid_overlap": lambda value: _clean_switch(value, "claim_avoid_overlap"),
     "budget_usd": lambda value: clean_budget(value, "budget_usd", digits=PROJECT_BUDGET_DIGITS),
 }
@@ -167,6 +169,33 @@ def check_landing_ready(project: Project) -> None:
         )
 
 
+def check_code_host_ready(project: Project) -> None:
+    """Refuse (409) a code host whose credentials this server does not hold
+    (``code_host_unconfigured``, naming the variables the operator must set) or whose
+    repository another project follows (``repository_in_use``)."""
+    code_host = project.code_host
+    if code_host.get("provider", "none") == "none":
+        return
+    unset = hosts.unset_variables(code_host)
+    if unset:
+        raise Conflict(
+            f"this server does not set {', '.join(unset)}; the operator sets the variables a "
+            "code host's credentials are named by",
+            code="code_host_unconfigured",
+        )
+    followed = (
+        Project.objects.exclude(pk=project.pk)
+        .filter(code_host__provider=code_host["provider"], code_host__api_url=code_host["api_url"])
+        .filter(code_host__repository__iexact=code_host["repository"])
+    )
+    if followed.exists():
+        raise Conflict(
+            f"{code_host['repository']} is another project's repository on "
+            f"{code_host['api_url']}; a repository on a code host serves one project",
+            code="repository_in_use",
+        )
+
+
 def project_update(*, project: Project, actor, **changes) -> Project:
     """Change a project's name, repository, runner settings, attempt budget, monthly
     ``budget_usd`` (null: no limit) or gate policy.
@@ -192,8 +221,18 @@ def project_update(*, project: Project, actor, **changes) -> Project:
         check_landing_ready(project)
         if "repository_url" in changes:
             check_repository_unshared(project)
-        project.full_clean()
-        project.save(update_fields=list(changes))
+        if "code_host" in changes:
+            check_code_host_ready(project)
+        project.full_clean(validate_constraints=False)
+        try:
+            with transaction.atomic():
+                project.save(update_fields=list(changes))
+        except IntegrityError as exc:
+            # Two projects took the same repository at once: the constraint kept one.
+            raise Conflict(
+                "that repository on that code host was just taken by another project",
+                code="repository_in_use",
+            ) from exc
         if changes:
             Event.record(
                 project,
@@ -205,7 +244,7 @@ def project_update(*, project: Project, actor, **changes) -> Project:
                     "fields": sorted(changes),
                     **{
                         name: changes[name]
-                        for name in ("gate_policy", "verify", "landing")
+                        for name in ("gate_policy", "verify", "landing", "code_host")
                         if name in changes
                     },
                     **(

@@ -33,6 +33,7 @@ from django.conf import settings
 from django.core.exceptions import FieldDoesNotExist
 
 from events.types import TYPES
+from projects import hosts
 from tests.test_layers import LAYERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ DOCS = [
     *sorted((ROOT / "docs" / "decisions").glob("*.md")),
 ]
 PACKAGES = {
-    *("projects", "decisions", "evidence", "runner", "tasks", "events", "interop"),
+    *("projects", "decisions", "evidence", "runner", "tasks", "events", "interop", "codehosts"),
     *("factory_site", "factory_client", "proof", "bench", "tests"),
 }
 # Paths the docs name in other people's repositories, not in this one.
@@ -203,6 +204,8 @@ def environment_names(folder: Path) -> set[str]:
     return names
 
 
+# Names under this prefix are the operator's own, one per credential (projects.hosts).
+ENV_PREFIX = hosts.ENV_PREFIX
 SITE_ENVIRONMENT = environment_names(ROOT / "factory_site" / "settings.py")
 SITE_SETTINGS = {name for name in dir(settings) if name.startswith("FACTORY_")}
 AGENT_ENVIRONMENT = environment_names(ROOT / "client" / "factory_client")
@@ -214,7 +217,9 @@ def unknown_settings(path: Path, shown_from: Path = ROOT) -> list[str]:
     found = []
     for number, text, _ in lines(path):
         for name in SETTING.findall(text):
-            if name.endswith("_"):
+            if name.startswith(ENV_PREFIX):
+                known = True  # a variable the operator names for a code host's credentials
+            elif name.endswith("_"):
                 known = any(setting.startswith(name) for setting in KNOWN_SETTINGS)
             else:
                 known = name in KNOWN_SETTINGS

@@ -34,6 +34,7 @@ LAYERS = [
     "tasks",
     "landing",
     "interop",
+    "codehosts",
     "events",
     "factory_site",
 ]
