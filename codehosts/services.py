@@ -37,8 +37,9 @@ class Unsigned(ServiceError):
 
 @dataclass(frozen=True)
 class Received:
-    delivery: HostDelivery | None  # None: signed, but nothing to keep (a ping)
+    delivery: HostDelivery | None  # None: signed, but nothing to keep
     new: bool
+    ping: bool = False
 
 
 def delivery_receive(*, event: str, delivery_id: str, signature: str, body: bytes) -> Received:
@@ -73,9 +74,9 @@ def delivery_receive(*, event: str, delivery_id: str, signature: str, body: byte
             "the signature matches no secret of a project following this repository on this host"
         )
     if event == "ping" or project is None:
-        # The host checking the address (a new webhook, or an App's own ping, which names
-        # no repository): answered, nothing to keep.
-        return Received(None, False)
+        # The host checking the address (a new webhook, or an App's own ping), or news of
+        # an App's installation, which names no repository: answered, nothing to keep.
+        return Received(None, False, ping=event == "ping")
     try:
         with transaction.atomic():
             delivery = HostDelivery.objects.create(
@@ -112,12 +113,18 @@ def _follower(payload: dict) -> tuple[Project | None, str]:
 
 
 def _app_followers(payload: dict) -> list[Project]:
-    """For a delivery naming no repository (an App's ping): the projects using that App."""
-    hook = payload.get("hook")
-    app_id = hook.get("app_id") if isinstance(hook, dict) else None
-    if not isinstance(app_id, int) or isinstance(app_id, bool):
-        return []
-    return list(Project.objects.filter(code_host__provider=GITHUB, code_host__app_id=app_id))
+    """For a delivery naming no repository (an App's ping, an installation's events): the
+    projects using that App (``hook.app_id``) or that installation (``installation.id``)."""
+    found = Project.objects.none()
+    for key, field in (("hook", "app_id"), ("installation", "id")):
+        part = payload.get(key)
+        number = part.get(field) if isinstance(part, dict) else None
+        if isinstance(number, int) and not isinstance(number, bool):
+            name = "app_id" if key == "hook" else "installation_id"
+            found |= Project.objects.filter(
+                code_host__provider=GITHUB, **{f"code_host__{name}": number}
+            )
+    return list(found)
 
 
 def _subject(payload: dict, repository: str) -> dict:

@@ -52,7 +52,7 @@ def github(request):
     except ServiceError as exc:
         return _refused(exc.status, exc.detail, exc.code)
     if received.delivery is None:
-        return JsonResponse({"detail": "pong"}, status=200)
+        return JsonResponse({"detail": "pong" if received.ping else "nothing to keep"}, status=200)
     answer = {"delivery": received.delivery.delivery_id, "event": received.delivery.event}
     if not received.new:
         return JsonResponse({**answer, "detail": "already received"}, status=200)

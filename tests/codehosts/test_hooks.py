@@ -2,9 +2,11 @@
 its repository on the host it came from, only when its signature matches that project's
 secret; every refusal is a 4xx with a reason and keeps nothing."""
 
+import gzip
 import hashlib
 import hmac
 import json
+from pathlib import Path
 
 import pytest
 
@@ -252,3 +254,67 @@ def test_the_secret_never_appears_in_an_answer_or_a_log_line(client, followed, c
 
     for text in [r.content.decode() for r in responses] + [caplog.text]:
         assert SECRET not in text
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "github" / "webhook-examples.json.gz"
+
+
+def recorded():
+    """(event, index, payload) for every recorded delivery that names a repository."""
+    examples = json.loads(gzip.decompress(EXAMPLES.read_bytes()))
+    return [
+        pytest.param(event, index, payload, id=f"{event}-{index}-{payload.get('action', '')}")
+        for event, payloads in sorted(examples.items())
+        for index, payload in enumerate(payloads)
+        if isinstance(payload.get("repository"), dict)
+    ]
+
+
+@pytest.mark.parametrize(("event", "index", "payload"), recorded())
+def test_every_recorded_github_delivery_is_taken_for_its_repository_and_says_what_it_is_about(
+    client, db, monkeypatch, event, index, payload
+):
+    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
+    project = ProjectFactory(code_host=host(payload["repository"]["full_name"]))
+    body = json.dumps(payload).encode()
+
+    response = deliver(client, body, event=event, delivery=f"{event}-{index}")
+
+    if event == "ping":
+        assert (response.status_code, response.json()) == (200, {"detail": "pong"})
+        assert HostDelivery.objects.count() == 0
+        return
+    assert response.status_code == 202
+    kept = HostDelivery.objects.get()
+    assert (kept.project, kept.event, kept.action) == (project, event, payload.get("action", ""))
+    assert kept.subject["repository"] == payload["repository"]["full_name"]
+    for kind in ("pull_request", "issue"):
+        if kind in payload:
+            assert kept.subject[kind] == payload[kind]["number"]
+    for kind in ("check_suite", "check_run", "merge_group"):
+        if kind in payload:
+            assert kept.subject[f"{kind}_head_sha"] == payload[kind]["head_sha"]
+
+
+def test_a_recorded_installation_delivery_is_checked_against_its_installations_projects(
+    client, db, monkeypatch
+):
+    monkeypatch.setenv("FACTORY_HOST_APP_HOOK", SECRET)
+    examples = json.loads(gzip.decompress(EXAMPLES.read_bytes()))
+    payload = examples["installation"][0]
+    app = {
+        "app_id": 1,
+        "installation_id": payload["installation"]["id"],
+        "private_key_env": "FACTORY_HOST_APP_KEY",
+    }
+    code_host = {**host(secret_env="FACTORY_HOST_APP_HOOK"), **app}
+    del code_host["token_env"]
+    ProjectFactory(code_host=code_host)
+    body = json.dumps(payload).encode()
+
+    signed = deliver(client, body, event="installation")
+    forged = deliver(client, body, event="installation", delivery="2", signature=sign(body, "x"))
+
+    assert (signed.status_code, signed.json()) == (200, {"detail": "nothing to keep"})
+    assert forged.status_code == 401
+    assert HostDelivery.objects.count() == 0
