@@ -1,6 +1,7 @@
 """The merge queue's API: a project's landing queue, batches and lander (members), a
-manager taking a task out of the queue (``landing.services.landing_dequeue``) and waking a
-lander that backs off (``landing.services.landing_retry``; docs/landing.md)."""
+manager taking a task out of the queue (``landing.services.landing_dequeue``), waking a
+lander that backs off (``landing.services.landing_retry``), and pausing and resuming the
+landing (``landing_pause``, ``landing_resume``; docs/landing.md)."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -9,7 +10,7 @@ from rest_framework.views import APIView
 
 from landing import selectors
 from landing.models import BatchState, LanderState
-from landing.services import landing_dequeue, landing_retry
+from landing.services import landing_dequeue, landing_pause, landing_resume, landing_retry
 from projects.access import Writers
 from projects.api import LandingField
 from projects.rest import JSONInputSerializer, ReasonSerializer, errors
@@ -70,6 +71,15 @@ class BatchSerializer(serializers.Serializer):
     reason = serializers.CharField()
 
 
+class PauseSerializer(serializers.Serializer):
+    by = serializers.CharField(allow_null=True, help_text="The manager who paused landing.")
+    reason = serializers.CharField()
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField(
+        allow_null=True, help_text="When the pause ends by itself; null: at a resume."
+    )
+
+
 class LanderSerializer(serializers.Serializer):
     state = serializers.ChoiceField(
         choices=LanderState.choices,
@@ -86,6 +96,11 @@ class LanderSerializer(serializers.Serializer):
     )
     wake_at = serializers.DateTimeField(
         allow_null=True, help_text="When it looks at the target again by itself."
+    )
+    paused = PauseSerializer(
+        allow_null=True,
+        help_text="A manager's pause: approvals queue, nothing lands until it ends. Null: "
+        "not paused.",
     )
 
 
@@ -173,4 +188,60 @@ class LandingRetryApi(APIView):
         data = ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         landing_retry(project=project, actor=request.user, reason=data.validated_data["reason"])
+        return Response(LandingSerializer(selectors.landing_overview(project)).data)
+
+
+class LandingPauseApi(APIView):
+    """Pause the project's landing (managers), with a reason and, if given, when the pause
+    ends by itself: approvals keep queueing, the lander starts no batch (one already
+    pushing finishes). An Event, ``pause``.
+
+    409 ``already_paused`` when landing is paused already."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug):
+        return visible_project(request.user, slug)
+
+    class InputSerializer(JSONInputSerializer):
+        reason = serializers.CharField(
+            max_length=10_000, help_text="Why landing pauses: the page and the CLI show it."
+        )
+        until = serializers.DateTimeField(
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text="When the pause ends by itself (a time still to come); none: at a resume.",
+        )
+
+    @extend_schema(
+        request=InputSerializer, responses={200: LandingSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, slug):
+        project = self.target
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        landing_pause(project=project, actor=request.user, **data.validated_data)
+        return Response(LandingSerializer(selectors.landing_overview(project)).data)
+
+
+class LandingResumeApi(APIView):
+    """Lift the project's pause (managers), with an optional reason: the lander is woken once
+    and lands what queued meanwhile. An Event, ``unpause``.
+
+    409 ``not_paused`` when landing is not paused."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug):
+        return visible_project(request.user, slug)
+
+    @extend_schema(
+        request=ReasonSerializer, responses={200: LandingSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, slug):
+        project = self.target
+        data = ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        landing_resume(project=project, actor=request.user, reason=data.validated_data["reason"])
         return Response(LandingSerializer(selectors.landing_overview(project)).data)

@@ -27,7 +27,8 @@ sandbox, a target that fails on its own, one nobody foresaw) ends the batch as `
 with the reason, every change still queued. Then it backs off (``landing.backoff``): it
 verifies nothing again until the target's tip or the queue's head changes, or a manager
 asks. A change is taken into a batch under the lock a dequeue takes; one dequeued after
-the queue was read is dropped.
+the queue was read is dropped. While a manager has paused landing (``landing.pause``), it
+starts no batch.
 """
 
 import logging
@@ -44,7 +45,7 @@ from django.utils import timezone
 from evidence.gates import test_ids
 from evidence.parsers import junit_cases
 from evidence.services import evidence_measured
-from landing import backoff, git
+from landing import backoff, git, pause
 from landing.locks import LockLost, ensure_held, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
 from projects.errors import Conflict
@@ -131,10 +132,13 @@ def land(project: Project) -> dict:
 
     Returns counts of what happened; ``{"busy": True}`` when another lander holds the
     project (it works the same queue, and looks again before it lets go);
-    ``{"backing_off": True}`` when it stopped because nothing changed since a batch erred.
+    ``{"backing_off": True}`` when it stopped because nothing changed since a batch erred;
+    ``{"paused": True}`` when a manager paused landing (``landing.pause``).
     """
     counts = {"batches": 0, "landed": 0, "returned": 0, "settled": 0}
     while True:
+        if pause.paused(project):
+            return {**counts, "paused": True}  # a manager's resume wakes it
         if backoff.resting(project):
             # Answered from the database alone: no lock, no git, no sandbox.
             return {**counts, "backing_off": True}
@@ -171,6 +175,8 @@ def _work_queue(project: Project, counts: dict) -> bool:
         project = Project.objects.get(pk=project.pk)
         if not project.lands:
             return True
+        if pause.paused(project):
+            return True  # paused meanwhile: the batches so far stand; land() says paused
         queue = list(landing_queue(project.pk)[: project.landing["batch_max"]])
         if not queue:
             backoff.forget(project, reason="nothing is queued")

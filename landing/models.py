@@ -1,6 +1,7 @@
 """A landing batch: what one lander tried to put on a project's target branch at once;
 and a project's lander: what it must remember between wake-ups (its back-off)."""
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django_fsm import FSMField, transition
@@ -80,6 +81,9 @@ class Lander(models.Model):
     trouble (nothing verified: the repository unreachable, no sandbox) it tries again at
     ``wake_at`` on the same schedule. ``since`` is when it began backing off. Each change of
     state is an Event: ``back_off`` and ``resume`` by the system, ``retry`` by a manager.
+
+    While ``paused`` (a manager's ``pause``, until their ``unpause`` or ``paused_until``),
+    it starts no batch; approvals still queue. Each is an Event too.
     """
 
     project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="+")
@@ -109,9 +113,30 @@ class Lander(models.Model):
         default=0, help_text="Looks since that found the same tip and head."
     )
     wake_at = models.DateTimeField(null=True, blank=True, help_text="When it looks again.")
+    # A manager's pause (landing.services.landing_pause), apart from the back-off: a
+    # lander may be paused while it backs off, and resuming leaves what it remembers.
+    paused_at = models.DateTimeField(
+        null=True, blank=True, help_text="Since when landing is paused (empty: it is not)."
+    )
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The manager who paused it.",
+    )
+    pause_reason = models.TextField(blank=True)
+    paused_until = models.DateTimeField(
+        null=True, blank=True, help_text="When the pause ends by itself (empty: at a resume)."
+    )
 
     def __str__(self) -> str:
         return f"lander of {self.project.slug}"
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
 
     def audit_scope(self) -> tuple[int, None]:
         return self.project_id, None

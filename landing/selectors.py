@@ -54,8 +54,13 @@ def landing_block(project: Project) -> dict:
 
 def lander_block(project: Project) -> dict:
     """Whether the project's lander is backing off after a batch erred (ADR 0020): why, since
-    when, the target's tip and queue head it waits to see change, and when it looks again."""
-    lander = Lander.objects.filter(project=project).select_related("head__task", "project").first()
+    when, the target's tip and queue head it waits to see change, and when it looks again;
+    and whether a manager paused landing: who, why, since and until when."""
+    lander = (
+        Lander.objects.filter(project=project)
+        .select_related("head__task", "project", "paused_by")
+        .first()
+    )
     if lander is None:
         lander = Lander(project=project)
     return {
@@ -69,6 +74,14 @@ def lander_block(project: Project) -> dict:
         "verified": lander.verified,
         "wake_at": lander.wake_at,
         "backing_off": lander.state == LanderState.BACKING_OFF,
+        "paused": {
+            "by": lander.paused_by.get_username() if lander.paused_by_id else None,
+            "reason": lander.pause_reason,
+            "since": lander.paused_at,
+            "until": lander.paused_until,
+        }
+        if lander.paused
+        else None,
     }
 
 

@@ -1,17 +1,23 @@
 """What a manager does to the merge queue from its faces (docs/landing.md, "Faces").
 
 ``landing_dequeue`` takes a task out of the queue (``tasks.landing.task_dequeue``), even
-from a batch whose lander is gone; ``landing_retry`` wakes a lander that backs off.
+from a batch whose lander is gone; ``landing_retry`` wakes a lander that backs off;
+``landing_pause`` and ``landing_resume`` stop and start the landing itself (``pause``).
 """
 
-from django.db import transaction
+from datetime import datetime
 
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from landing import pause
 from landing.lander import settle_dead_batches
 from landing.locks import lander_lock
 from landing.models import Lander, LanderState
 from projects.errors import Conflict
 from projects.fsm import fire
-from projects.models import Project
+from projects.models import Event, Project
 from projects.queue import enqueue_on_commit
 from projects.roles import Role
 from projects.services import require_role
@@ -79,4 +85,62 @@ def landing_retry(*, project: Project, actor, reason: str = "") -> Lander:
             },
         )
         enqueue_on_commit(LAND_JOB, project.pk)
+    return lander
+
+
+def landing_pause(*, project: Project, actor, reason: str, until: datetime | None = None) -> Lander:
+    """A manager pauses the project's landing, with a reason and, if given, when it ends by
+    itself: approvals keep queueing; the lander starts no batch until a resume (a batch
+    already pushing finishes). An Event, ``pause``. 403 for anyone but a manager, 400 without
+    a reason, 409 ``until_passed`` for an end that has passed and ``already_paused``."""
+    require_role(actor, project.pk, Role.MANAGER)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": ["say why landing pauses: the page shows it"]})
+    now = timezone.now()
+    if until is not None and until <= now:
+        # The request is well formed; the clock says its end has passed (a schema cannot).
+        raise Conflict(
+            f"the pause would end at {until.isoformat()}, which has passed; give a time "
+            "still to come, or none to pause until a resume",
+            code="until_passed",
+        )
+    with transaction.atomic():
+        lander, _ = Lander.objects.select_for_update(no_key=True).get_or_create(project=project)
+        if lander.paused:
+            by = lander.paused_by.get_username() if lander.paused_by_id else "someone"
+            raise Conflict(
+                f"landing in {project.slug} is already paused, by {by} since "
+                f"{lander.paused_at.isoformat()}: {lander.pause_reason}",
+                code="already_paused",
+            )
+        lander.paused_at, lander.paused_by, lander.paused_until = now, actor, until
+        lander.pause_reason = reason
+        lander.save(update_fields=["paused_at", "paused_by", "pause_reason", "paused_until"])
+        Event.record(
+            lander,
+            actor=actor,
+            transition="pause",
+            from_state=pause.NOT_PAUSED,
+            to_state=pause.PAUSED,
+            reason=reason,
+            extra={"until": until.isoformat() if until else None},
+        )
+    return lander
+
+
+def landing_resume(*, project: Project, actor, reason: str = "") -> Lander:
+    """A manager lifts the project's pause: the lander is woken once, and lands what queued
+    meanwhile. An Event, ``unpause``, naming the pause it ends. 403 for anyone but a
+    manager; 409 ``not_paused``."""
+    require_role(actor, project.pk, Role.MANAGER)
+    reason = (reason or "").strip() or "a manager resumed landing"
+    with transaction.atomic():
+        lander = Lander.objects.select_for_update(no_key=True).filter(project=project).first()
+        if lander is None or not lander.paused:
+            raise Conflict(
+                f"landing in {project.slug} is not paused; there is nothing to resume",
+                code="not_paused",
+            )
+        pause.lift(lander, actor=actor, reason=reason)
     return lander

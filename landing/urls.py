@@ -12,6 +12,16 @@ api_patterns = [
         name="api-landing-retry",
     ),
     path(
+        "projects/<key:slug>/landing/pause/",
+        api.LandingPauseApi.as_view(),
+        name="api-landing-pause",
+    ),
+    path(
+        "projects/<key:slug>/landing/resume/",
+        api.LandingResumeApi.as_view(),
+        name="api-landing-resume",
+    ),
+    path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         api.LandingDequeueApi.as_view(),
         name="api-landing-dequeue",
@@ -22,6 +32,8 @@ ui_patterns = [
     path("landing/", views.landing_index, name="landing-index"),
     path("projects/<key:slug>/landing/", views.landing, name="landing"),
     path("projects/<key:slug>/landing/retry/", views.landing_retry, name="landing-retry"),
+    path("projects/<key:slug>/landing/pause/", views.landing_pause, name="landing-pause"),
+    path("projects/<key:slug>/landing/resume/", views.landing_resume, name="landing-resume"),
     path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         views.landing_dequeue,

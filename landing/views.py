@@ -1,6 +1,7 @@
 """The landing page of a project: its queue, recent batches, pace and lander (members), the
-form a manager takes a task out of the queue with (``landing.services.landing_dequeue``)
-and the button that wakes a lander that backs off (``landing.services.landing_retry``)."""
+form a manager takes a task out of the queue with (``landing.services.landing_dequeue``),
+the button that wakes a lander that backs off (``landing.services.landing_retry``), and the
+forms that pause and resume landing (``landing_pause``, ``landing_resume``)."""
 
 from django import forms
 from django.contrib import messages
@@ -14,12 +15,20 @@ from landing import selectors, services
 from projects.errors import ServiceError, refusal_text
 from projects.models import Project
 from projects.pages import is_htmx, may
+from projects.roles import Role, has_role
 from projects.selectors import project_ids_for, visible_project
+from projects.services import require_role
 from tasks.models import Task, TaskState
 
 
 class RetryForm(forms.Form):
     reason = forms.CharField(required=False, max_length=10_000)
+
+
+class PauseForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=10_000)
+    # What a datetime-local input sends, in the site's time zone.
+    until = forms.DateTimeField(required=False, input_formats=["%Y-%m-%dT%H:%M"])
 
 
 DESTINATIONS = [(TaskState.IN_REVIEW, "back to review"), (TaskState.READY, "back to ready")]
@@ -50,6 +59,7 @@ def landing(request, slug):
         row["may_dequeue"] = may(row["task"], "dequeue", request.user)
     lander = overview["lander"]
     lander["may_retry"] = lander["backing_off"] and may(lander["object"], "retry", request.user)
+    lander["may_pause"] = has_role(request.user, project.pk, Role.MANAGER)
     context = {
         **overview,
         "project": project,
@@ -98,4 +108,40 @@ def landing_retry(request, slug):
         messages.error(request, f"The lander was not woken: {refusal_text(exc)}")
     else:
         messages.success(request, "The lander was woken: it verifies the queue once more now.")
+    return redirect("landing", slug=project.slug)
+
+
+@login_required
+@require_POST
+def landing_pause(request, slug):
+    """Pause landing (managers), with a reason and an optional end; a refusal comes back as
+    a message on the page."""
+    project = _project_or_404(request.user, slug)
+    form = PauseForm(request.POST)
+    try:
+        # The role first, as the service would: a reviewer learns nothing of the form.
+        require_role(request.user, project.pk, Role.MANAGER)
+        if not form.is_valid():
+            raise ValidationError(form.errors["until"][0])
+        services.landing_pause(project=project, actor=request.user, **form.cleaned_data)
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"Landing was not paused: {refusal_text(exc)}")
+    else:
+        messages.success(request, "Landing is paused: approvals queue, nothing lands.")
+    return redirect("landing", slug=project.slug)
+
+
+@login_required
+@require_POST
+def landing_resume(request, slug):
+    """Lift the pause (managers); a refusal comes back as a message on the page."""
+    project = _project_or_404(request.user, slug)
+    form = RetryForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    try:
+        services.landing_resume(project=project, actor=request.user, reason=reason)
+    except ServiceError as exc:
+        messages.error(request, f"Landing was not resumed: {refusal_text(exc)}")
+    else:
+        messages.success(request, "Landing resumed: the lander lands what queued meanwhile.")
     return redirect("landing", slug=project.slug)

@@ -24,6 +24,7 @@ from evidence.models import Evidence
 from interop import services as interop
 from interop.models import ImportRun
 from landing import backoff
+from landing import services as landing_services
 from projects.models import Event, Project
 from projects.roles import Role
 from projects.services import membership_grant
@@ -310,6 +311,16 @@ ENDPOINTS = {
         f.backing_off(),
         ("post", "/api/v1/projects/FM/landing/retry/", {"reason": "main is fixed"}, "json"),
     )[1],
+    "landing.pause": lambda f: (
+        "post",
+        "/api/v1/projects/FM/landing/pause/",
+        {"reason": "release freeze"},
+        "json",
+    ),
+    "landing.resume": lambda f: (
+        f.paused(),
+        ("post", "/api/v1/projects/FM/landing/resume/", {"reason": "released"}, "json"),
+    )[1],
     "landing.dequeue": lambda f: (
         "post",
         f"/api/v1/projects/FM/landing/{f.queued().key}/dequeue/",
@@ -400,6 +411,10 @@ class World(Flow):
         backoff.record(
             self.project, head=attempt, tip="a" * 40, reason="nothing landed: red", verified=True
         )
+
+    def paused(self):
+        """The project's landing is paused by its manager."""
+        landing_services.landing_pause(project=self.project, actor=self.manager, reason="freeze")
 
     def draft_version(self):
         spec = self.spec()

@@ -271,7 +271,12 @@ def cmd_landing(client, args):
             )
         result = client.dequeue(args.project, args.dequeue, args.to, args.reason)
         return _print_json(result) if args.json else print(f"{result['key']} is {result['state']}")
-    result = client.landing(args.project)
+    if args.pause is not None:
+        result = client.pause_landing(args.project, args.pause, args.until)
+    elif args.resume:
+        result = client.resume_landing(args.project, args.reason or "")
+    else:
+        result = client.landing(args.project)
     if args.json:
         return _print_json(result)
     setting = result["landing"]
@@ -279,6 +284,16 @@ def cmd_landing(client, args):
         f"Landing {setting['mode']} ({setting['method']}, batches of up to "
         f"{setting['batch_max']}); {result['landed_per_hour']} landed in the last hour"
     )
+    lander = result.get("lander") or {}
+    paused = lander.get("paused")
+    if paused:
+        until = f" until {paused['until']}" if paused.get("until") else " until a resume"
+        print(
+            f"Paused by {paused.get('by') or 'someone'} since {paused['since']}{until}: "
+            f"{paused['reason']}"
+        )
+    if lander.get("state") == "backing_off":
+        print(f"The lander backs off since {lander.get('since')}: {lander.get('reason')}")
     if not result["queue"]:
         print("Nothing queued.")
     for item in result["queue"]:
@@ -495,9 +510,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label")
     p.set_defaults(run=cmd_tasks)
 
-    p = sub.add_parser("landing", help="a project's landing queue, or --dequeue a task from it")
+    p = sub.add_parser(
+        "landing",
+        help="a project's landing queue; --dequeue a task, --pause or --resume it (managers)",
+    )
     p.add_argument("--project", required=True)
-    p.add_argument("--dequeue", metavar="KEY", help="take this task out of the queue (managers)")
+    change = p.add_mutually_exclusive_group()
+    change.add_argument("--dequeue", metavar="KEY", help="take this task out of the queue")
+    change.add_argument("--pause", metavar="REASON", help="pause landing: approvals still queue")
+    change.add_argument("--resume", action="store_true", help="lift the pause (--reason: why)")
+    p.add_argument("--until", metavar="TIME", help="with --pause: when it ends (ISO 8601)")
     p.add_argument("--to", choices=["in_review", "ready"], default="ready")
     p.add_argument("--reason")
     p.set_defaults(run=cmd_landing)
@@ -544,6 +566,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "dequeue", None) and not (args.reason or "").strip():
         parser.error("landing --dequeue needs --reason: say why it leaves the queue")
+    if getattr(args, "pause", None) is not None and not args.pause.strip():
+        parser.error("landing --pause needs a reason: say why landing pauses")
+    if getattr(args, "run", None) is cmd_landing and args.until and args.pause is None:
+        parser.error("landing --until goes with --pause")
     if getattr(args, "void_usage", None) is not None and not args.void_usage.strip():
         parser.error("attempt --void-usage needs a reason: say why it should not count")
     if getattr(args, "local", False):  # needs no server, nor a token

@@ -356,6 +356,17 @@ class FactoryClient:
         batches and how many changes landed in the last hour (docs/landing.md)."""
         return self._json("GET", f"/projects/{project}/landing/", retry=True)
 
+    def pause_landing(self, project: str, reason: str, until: str | None = None) -> dict:
+        """Pause a project's landing (managers): approvals queue, nothing lands until a resume
+        or ``until`` (ISO 8601). Answers the landing queue, as ``landing`` does."""
+        return self._json(
+            "POST", f"/projects/{project}/landing/pause/", json={"reason": reason, "until": until}
+        )
+
+    def resume_landing(self, project: str, reason: str = "") -> dict:
+        """Lift a project's pause (managers): the lander lands what queued meanwhile."""
+        return self._json("POST", f"/projects/{project}/landing/resume/", json={"reason": reason})
+
     def dequeue(self, project: str, key: str, to: str, reason: str) -> dict:
         """Take a queued task out of the landing queue (managers): to in_review or ready."""
         return self._json(

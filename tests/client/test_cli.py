@@ -649,3 +649,38 @@ def test_attempt_prints_its_self_reported_usage_and_its_void():
     assert usage_lines(voided)[1] == (
         "voided by maria: $90.00 reported until then counts toward no budget (meter)"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_landing_says_who_paused_it_why_and_until_when_and_a_manager_resumes(live_server, flow):
+    flow.project.landing = {"mode": "push", "method": "merge", "batch_max": 2, "target_branch": ""}
+    flow.project.save(update_fields=["landing"])
+
+    paused = factory(
+        live_server,
+        flow.manager,
+        "landing",
+        "--project",
+        "FM",
+        "--pause",
+        "cutting 2.0",
+        "--until",
+        "2999-01-01T00:00:00Z",
+    )
+    shown = factory(live_server, flow.agent, "landing", "--project", "FM")
+    refused = factory(live_server, flow.agent, "landing", "--project", "FM", "--resume")
+    resumed = factory(live_server, flow.manager, "landing", "--project", "FM", "--resume")
+    no_reason = factory(live_server, flow.manager, "landing", "--project", "FM", "--pause", " ")
+
+    assert paused.returncode == 0, paused.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[1].startswith(f"Paused by {flow.manager.username} since ")
+    assert lines[1].endswith(" until 2999-01-01T00:00:00Z: cutting 2.0")
+    assert refused.returncode != 0
+    assert "manager" in refused.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Paused" not in resumed.stdout
+    assert no_reason.returncode == 2
+    assert no_reason.stderr.splitlines()[-1] == (
+        "factory: error: landing --pause needs a reason: say why landing pauses"
+    )

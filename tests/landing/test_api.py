@@ -338,6 +338,7 @@ def test_members_see_that_the_lander_backs_off_why_and_since_when(api, lands):
         "batch": lander.batch_id,
         "verified": True,
         "wake_at": lander.wake_at.isoformat().replace("+00:00", "Z"),
+        "paused": None,
     }
 
 
@@ -362,6 +363,7 @@ def test_a_manager_wakes_the_lander_with_a_reason_as_an_event(
         "batch": None,
         "verified": False,
         "wake_at": None,
+        "paused": None,
     }
     assert len(sent) == 1  # the lander's job, once this commits
     event = Event.objects.get(transition="retry")
