@@ -169,13 +169,12 @@ class LandingDequeueApi(APIView):
         return Response(TaskSerializer(task).data)
 
 
-class LandingRetryApi(APIView):
-    """Wake the project's lander while it backs off (managers), with an optional reason: it
-    forgets what failed and verifies the queue once more at once (an Event, ``retry``).
-
-    409 ``not_backing_off`` when the lander is not backing off."""
+class LanderActApi(APIView):
+    """A manager's act on the project's lander with an optional reason (``act``); answers
+    the landing picture."""
 
     writers = Writers(MANAGER)
+    act = None  # the service, e.g. landing_retry
 
     def write_target(self, request, slug):
         return visible_project(request.user, slug)
@@ -187,8 +186,17 @@ class LandingRetryApi(APIView):
         project = self.target
         data = ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        landing_retry(project=project, actor=request.user, reason=data.validated_data["reason"])
+        self.act(project=project, actor=request.user, reason=data.validated_data["reason"])
         return Response(LandingSerializer(selectors.landing_overview(project)).data)
+
+
+class LandingRetryApi(LanderActApi):
+    """Wake the project's lander while it backs off (managers), with an optional reason: it
+    forgets what failed and verifies the queue once more at once (an Event, ``retry``).
+
+    409 ``not_backing_off`` when the lander is not backing off."""
+
+    act = staticmethod(landing_retry)
 
 
 class LandingPauseApi(APIView):
@@ -225,23 +233,10 @@ class LandingPauseApi(APIView):
         return Response(LandingSerializer(selectors.landing_overview(project)).data)
 
 
-class LandingResumeApi(APIView):
+class LandingResumeApi(LanderActApi):
     """Lift the project's pause (managers), with an optional reason: the lander is woken once
     and lands what queued meanwhile. An Event, ``unpause``.
 
     409 ``not_paused`` when landing is not paused."""
 
-    writers = Writers(MANAGER)
-
-    def write_target(self, request, slug):
-        return visible_project(request.user, slug)
-
-    @extend_schema(
-        request=ReasonSerializer, responses={200: LandingSerializer, **errors(400, 403, 404, 409)}
-    )
-    def post(self, request, slug):
-        project = self.target
-        data = ReasonSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        landing_resume(project=project, actor=request.user, reason=data.validated_data["reason"])
-        return Response(LandingSerializer(selectors.landing_overview(project)).data)
+    act = staticmethod(landing_resume)

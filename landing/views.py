@@ -21,7 +21,7 @@ from projects.services import require_role
 from tasks.models import Task, TaskState
 
 
-class RetryForm(forms.Form):
+class ReasonForm(forms.Form):
     reason = forms.CharField(required=False, max_length=10_000)
 
 
@@ -95,20 +95,32 @@ def landing_dequeue(request, slug, key):
     return redirect("landing", slug=project.slug)
 
 
+def _lander_act(request, slug, act, *, done: str, refused: str):
+    """A manager's act on the lander with an optional reason (retry, resume): the service
+    checks the role first; a refusal comes back as a message on the page."""
+    project = _project_or_404(request.user, slug)
+    form = ReasonForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    try:
+        act(project=project, actor=request.user, reason=reason)
+    except ServiceError as exc:
+        messages.error(request, f"{refused}: {refusal_text(exc)}")
+    else:
+        messages.success(request, done)
+    return redirect("landing", slug=project.slug)
+
+
 @login_required
 @require_POST
 def landing_retry(request, slug):
-    """Wake the lander while it backs off (managers); a refusal comes back as a message."""
-    project = _project_or_404(request.user, slug)
-    form = RetryForm(request.POST)
-    reason = form.cleaned_data["reason"] if form.is_valid() else ""
-    try:
-        services.landing_retry(project=project, actor=request.user, reason=reason)
-    except ServiceError as exc:
-        messages.error(request, f"The lander was not woken: {refusal_text(exc)}")
-    else:
-        messages.success(request, "The lander was woken: it verifies the queue once more now.")
-    return redirect("landing", slug=project.slug)
+    """Wake the lander while it backs off (managers)."""
+    return _lander_act(
+        request,
+        slug,
+        services.landing_retry,
+        done="The lander was woken: it verifies the queue once more now.",
+        refused="The lander was not woken",
+    )
 
 
 @login_required
@@ -122,7 +134,8 @@ def landing_pause(request, slug):
         # The role first, as the service would: a reviewer learns nothing of the form.
         require_role(request.user, project.pk, Role.MANAGER)
         if not form.is_valid():
-            raise ValidationError(form.errors["until"][0])
+            field, errors = next(iter(form.errors.items()))
+            raise ValidationError(f"{field}: {errors[0]}")
         services.landing_pause(project=project, actor=request.user, **form.cleaned_data)
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"Landing was not paused: {refusal_text(exc)}")
@@ -134,14 +147,11 @@ def landing_pause(request, slug):
 @login_required
 @require_POST
 def landing_resume(request, slug):
-    """Lift the pause (managers); a refusal comes back as a message on the page."""
-    project = _project_or_404(request.user, slug)
-    form = RetryForm(request.POST)
-    reason = form.cleaned_data["reason"] if form.is_valid() else ""
-    try:
-        services.landing_resume(project=project, actor=request.user, reason=reason)
-    except ServiceError as exc:
-        messages.error(request, f"Landing was not resumed: {refusal_text(exc)}")
-    else:
-        messages.success(request, "Landing resumed: the lander lands what queued meanwhile.")
-    return redirect("landing", slug=project.slug)
+    """Lift the pause (managers)."""
+    return _lander_act(
+        request,
+        slug,
+        services.landing_resume,
+        done="Landing resumed: the lander lands what queued meanwhile.",
+        refused="Landing was not resumed",
+    )

@@ -305,5 +305,24 @@ def test_a_managers_unreadable_end_says_why_and_changes_nothing(client, lands):
         "/projects/FM/landing/pause/", {"reason": "freeze", "until": "next friday"}, follow=True
     )
 
-    assert "Landing was not paused: Enter a valid date/time." in response.content.decode()
+    assert "Landing was not paused: until: Enter a valid date/time." in response.content.decode()
+    assert lander_snapshot(lands.project) == before
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("x" * 10_001, "reason: Ensure this value has at most 10000 characters"),
+        ("a\x00b", "reason: Null characters are not allowed."),
+    ],
+)
+def test_a_managers_unreadable_reason_on_the_page_says_why_and_changes_nothing(
+    client, lands, reason, said
+):
+    before = lander_snapshot(lands.project)
+    client.force_login(lands.manager)
+
+    response = client.post("/projects/FM/landing/pause/", {"reason": reason}, follow=True)
+
+    assert f"Landing was not paused: {said}" in response.content.decode()
     assert lander_snapshot(lands.project) == before
