@@ -660,6 +660,7 @@ BODIES = {
     ("PATCH", "/api/v1/projects/{slug}/webhooks/{id}/"): {"description": "d"},
     ("POST", "/api/v1/attempts/{attempt_id}/comments/"): {"path": "x.py", "line": 1, "body": "b"},
     ("POST", "/api/v1/projects/{slug}/landing/{key}/dequeue/"): {"to": "ready", "reason": "r"},
+    ("POST", "/api/v1/projects/{slug}/landing/pause/"): {"reason": "a release freeze"},
     ("POST", "/api/v1/attempts/{attempt_id}/usage/void/"): {"reason": "r"},
 }
 
@@ -782,8 +783,8 @@ def test_a_dead_token_gets_401_on_every_operation_and_changes_nothing(
 )
 def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, method, template):
     """The control group: with a live token the same caller passes authentication and its role
-    check (unblock and reopen then meet a task in the wrong state, and a landing retry a
-    lander that is not backing off: 409)."""
+    check (unblock and reopen then meet a task in the wrong state, a landing retry a lander
+    that is not backing off, and a resume a landing that is not paused: 409)."""
     world = world_with_evidence
     client = APIClient()
     client.raise_request_exception = False
@@ -792,7 +793,8 @@ def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, metho
 
     response = request(world, client, method, template)
 
-    expected = 409 if template.endswith(("/unblock/", "/reopen/", "/landing/retry/")) else None
+    wrong_state = ("/unblock/", "/reopen/", "/landing/retry/", "/landing/resume/")
+    expected = 409 if template.endswith(wrong_state) else None
     assert response.status_code == expected or 200 <= response.status_code < 300, response.content[
         :300
     ]
@@ -842,6 +844,8 @@ SHOWN_FIELD = {
     ("POST", "/api/v1/tasks/claim/"): ("attempt", UNKNOWN),
     ("POST", "/api/v1/projects/{slug}/landing/{key}/dequeue/"): ("state", UNKNOWN),
     ("POST", "/api/v1/projects/{slug}/landing/retry/"): ("state", UNKNOWN),
+    ("POST", "/api/v1/projects/{slug}/landing/pause/"): ("paused", UNKNOWN),
+    ("POST", "/api/v1/projects/{slug}/landing/resume/"): ("paused", UNKNOWN),
 }
 
 
@@ -855,7 +859,7 @@ def live_client(world, method: str, template: str) -> APIClient:
 
 def test_every_write_of_the_schema_has_a_shown_field_to_try():
     assert set(WRITES) == set(SHOWN_FIELD)
-    assert len(WRITES) == 31
+    assert len(WRITES) == 33
 
 
 @pytest.mark.django_db
@@ -888,8 +892,8 @@ def test_every_write_refuses_a_field_only_the_server_sets(
 
 
 def test_every_operation_of_the_schema_is_walked():
-    """59 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 59
+    """61 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
+    assert len(OPERATIONS) == 61
     assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 
