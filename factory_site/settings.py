@@ -249,12 +249,18 @@ if not CELERY_BROKER_URL:
 CELERY_TASK_ACKS_LATE = True
 # Sites sharing one Redis keep apart by queue name.
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_QUEUE", "factory")
-# Redis re-delivers an unacknowledged job after this long; longer than any gate may run,
-# the runner included (FACTORY_RUNNER_TIME_LIMIT below), or a runner still at work would
-# be handed to a second one.
+# Redis re-delivers an unacknowledged job after this long; longer than any job may run,
+# the runner and the lander included (FACTORY_RUNNER_TIME_LIMIT, FACTORY_LANDING_TIME_LIMIT
+# below), or a job still at work would be handed to a second worker.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int(
-        "CELERY_VISIBILITY_TIMEOUT", max(3600, env_int("FACTORY_RUNNER_TIME_LIMIT", 7200) + 600)
+        "CELERY_VISIBILITY_TIMEOUT",
+        600
+        + max(
+            3000,
+            env_int("FACTORY_RUNNER_TIME_LIMIT", 2 * 3600),
+            env_int("FACTORY_LANDING_TIME_LIMIT", 6 * 3600),
+        ),
     ),
 }
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

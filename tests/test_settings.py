@@ -178,6 +178,24 @@ def test_https_responses_carry_hsts_and_secure_cookies():
     assert response.cookies["csrftoken"]["secure"] is True
 
 
+def test_redis_hands_a_job_to_a_second_worker_only_after_the_longest_time_limit():
+    default = load_settings(DEBUG="1")
+    long_runs = load_settings(DEBUG="1", FACTORY_RUNNER_TIME_LIMIT="30000")
+    short = load_settings(
+        DEBUG="1", FACTORY_RUNNER_TIME_LIMIT="60", FACTORY_LANDING_TIME_LIMIT="60"
+    )
+    chosen = load_settings(DEBUG="1", CELERY_VISIBILITY_TIMEOUT="99999")
+
+    def timeout(loaded):
+        return loaded["CELERY_BROKER_TRANSPORT_OPTIONS"]["visibility_timeout"]
+
+    # The lander may work 6 hours by default: longer than the runner's 2.
+    assert timeout(default) == default["FACTORY_LANDING_TIME_LIMIT"] + 600 == 22200
+    assert timeout(long_runs) == 30600
+    assert timeout(short) == 3600
+    assert timeout(chosen) == 99999
+
+
 def test_one_usage_report_may_cost_100_usd_unless_the_operator_says_otherwise():
     default = load_settings(DEBUG="1")
     chosen = load_settings(DEBUG="1", FACTORY_USAGE_MAX_REPORT_USD=" 250 ")

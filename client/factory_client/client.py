@@ -547,13 +547,16 @@ class LeaseKeeper:
     beat. A refusal (``409 lease_lost``: the lease ran out, or another agent holds the
     task now; ``409 budget_exhausted``: the usage reported reached the task's budget)
     ends the keeping and is kept in ``lost``: stop working on the attempt, since nothing
-    more it writes will be accepted.
+    more it writes will be accepted. A usage report the site refuses (400: one report above
+    its bound) is not a lost lease: the beat is sent again without it, and the refusal is
+    kept in ``usage_refused``.
     """
 
     def __init__(self, client: FactoryClient, attempt: int, lease_seconds: int, usage=None):
         self.client, self.attempt, self.lease_seconds = client, attempt, lease_seconds
         self.usage = usage
         self.lost: FactoryError | None = None
+        self.usage_refused: FactoryError | None = None
         self.beats = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-{attempt}", daemon=True)
@@ -562,15 +565,29 @@ class LeaseKeeper:
         while not self._stop.wait(self.lease_seconds / 3):
             increment = self.usage.pending() if self.usage is not None else None
             try:
-                self.client.heartbeat(self.attempt, self.lease_seconds, usage=increment)
+                self._beat(increment)
             except FactoryError as exc:
                 if exc.status == 0 or exc.status >= 500:
                     continue  # not taken (or not known to be): sent again with the next
                 self.lost = exc
                 return
-            if increment:
-                self.usage.sent(increment)
             self.beats += 1
+
+    def _beat(self, increment) -> None:
+        try:
+            self.client.heartbeat(self.attempt, self.lease_seconds, usage=increment)
+        except FactoryError as exc:
+            if not (exc.status == 400 and increment):
+                raise
+            # The site refused the usage (one report above its bound), not the lease, and
+            # changed nothing: renew without it. The refused increment is given up, as the
+            # site said, and kept in ``usage_refused`` to be shown.
+            self.usage_refused = exc
+            self.usage.sent(increment)
+            self.client.heartbeat(self.attempt, self.lease_seconds)
+            return
+        if increment:
+            self.usage.sent(increment)
 
     def stop(self) -> None:
         """No more heartbeats: the one being sent, if any, is answered first."""

@@ -109,3 +109,33 @@ def test_keep_lease_reports_a_lost_lease_and_stops(live_server, flow):
 
     assert (lease.lost.status, lease.lost.code) == (409, "lease_lost")
     assert lease.beats == beats  # no heartbeat after the refusal
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_usage_report_the_site_refuses_does_not_read_as_a_lost_lease(live_server, flow):
+    flow.ready(title="expensive work")
+    agent = client(live_server, flow.agent)
+    attempt = agent.claim(lease_seconds=3)["attempt"]["id"]
+
+    class Usage:
+        """One increment above the site's bound (FACTORY_USAGE_MAX_REPORT_USD, 100)."""
+
+        def __init__(self):
+            self.left, self.given = {"cost_usd": "5000"}, []
+
+        def pending(self):
+            return self.left
+
+        def sent(self, increment):
+            self.given.append(increment)
+            self.left = None
+
+    usage = Usage()
+    with agent.keep_lease(attempt, 3, usage=usage) as lease:
+        time.sleep(4.5)  # longer than the lease: only the heartbeats keep it
+
+    assert lease.lost is None and lease.beats >= 2
+    assert (lease.usage_refused.status, lease.usage_refused.code) == (400, "invalid")
+    assert usage.given == [{"cost_usd": "5000"}]  # given up, as the site refused it
+    held = Attempt.objects.get(pk=attempt)
+    assert (held.state, held.usage) == ("running", {})
