@@ -163,33 +163,34 @@ class Coder(Agent):
             return False
         return True
 
-    def wait_for(self, commit: str, seconds: float = 15) -> float:
-        """A change comes back while its batch is still being landed: what it clashed with
-        (``landing.base``) may reach main a moment later, or never (its batch fails). Wait
-        a little for it, fetching, so the retry does not clash with the same thing again."""
+    def main(self) -> str:
+        return git(self.clone, "rev-parse", "origin/main")
+
+    def waiting(self, done, seconds: float = 15) -> float:
+        """Fetch every half second until ``done(main)`` holds or ``seconds`` pass; how long."""
         began = time.monotonic()
-        while commit and time.monotonic() - began < seconds:
+        while time.monotonic() - began < seconds:
             with contextlib.suppress(subprocess.CalledProcessError):
-                if self.contains(git(self.clone, "rev-parse", "origin/main"), commit):
+                if done(self.main()):
                     break
             time.sleep(0.5)
             git(self.clone, "fetch", "-q", "--prune", "origin")
         return round(time.monotonic() - began, 2)
 
-    def wait_for_main_to_move(self, failed: str, seconds: float = 15) -> float:
+    def wait_for(self, commit: str) -> float:
+        """A change comes back while its batch is still being landed: what it clashed with
+        (``landing.base``) may reach main a moment later, or never (its batch fails). Wait
+        a little for it, fetching, so the retry does not clash with the same thing again."""
+        return self.waiting(lambda main: self.contains(main, commit)) if commit else 0.0
+
+    def wait_for_main_to_move(self, failed: str) -> float:
         """An earlier attempt failed at the runner on a red main: as an agent would, wait a
         little for main to move off the commit it failed on before building on it again."""
-        began = time.monotonic()
         try:
             red = git(self.clone, "rev-parse", f"{failed}^")
         except subprocess.CalledProcessError:
             return 0.0
-        while time.monotonic() - began < seconds:
-            if git(self.clone, "rev-parse", "origin/main") != red:
-                break
-            time.sleep(0.5)
-            git(self.clone, "fetch", "-q", "--prune", "origin")
-        return round(time.monotonic() - began, 2)
+        return self.waiting(lambda main: main != red)
 
     def rebased(self, landing: dict, base: str, waited: float) -> dict:
         """What the retry of a returned change was made on. Sensible: on a newer main than
