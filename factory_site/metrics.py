@@ -9,6 +9,7 @@ from django.http import Http404, HttpResponse
 from django.utils import timezone
 
 from evidence.selectors import gate_run_figures
+from landing.selectors import metric_figures as landing_figures
 from projects import metrics as instruments
 from tasks.selectors import metric_figures
 
@@ -25,7 +26,7 @@ def metrics(request):
     if not token or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
         raise Http404("no such page")
     now = timezone.now()
-    figures = {**metric_figures(now=now), **gate_run_figures(now=now)}
+    figures = {**metric_figures(now=now), **gate_run_figures(now=now), **landing_figures()}
     return HttpResponse(instruments.render(figures), content_type=instruments.CONTENT_TYPE)
 
 

@@ -10,7 +10,13 @@ from rest_framework.views import APIView
 
 from landing import selectors
 from landing.models import BatchState, LanderState
-from landing.services import landing_dequeue, landing_pause, landing_resume, landing_retry
+from landing.services import (
+    landing_dequeue,
+    landing_pause,
+    landing_quarantine,
+    landing_resume,
+    landing_retry,
+)
 from projects.access import Writers
 from projects.api import LandingField
 from projects.rest import JSONInputSerializer, ReasonSerializer, errors
@@ -65,6 +71,10 @@ class BatchSerializer(serializers.Serializer):
     verify_runs = serializers.IntegerField()
     bisect_steps = serializers.IntegerField()
     pushes = serializers.IntegerField()
+    reruns = serializers.IntegerField(help_text="Runs repeated because the first failed.")
+    flaky = serializers.ListField(
+        child=serializers.CharField(), help_text="Tests that failed and then passed at one tree."
+    )
     seconds = serializers.FloatField()
     started_at = serializers.DateTimeField()
     ended_at = serializers.DateTimeField(allow_null=True)
@@ -104,6 +114,42 @@ class LanderSerializer(serializers.Serializer):
     )
 
 
+class FlakyTestSerializer(serializers.Serializer):
+    test = serializers.CharField(help_text="The test's id, as its JUnit names it.")
+    flakes = serializers.IntegerField(help_text="Trees at which it failed and then passed.")
+    trees = serializers.ListField(child=serializers.CharField(), help_text="The last ones.")
+    first_seen = serializers.DateTimeField(allow_null=True)
+    last_seen = serializers.DateTimeField(allow_null=True)
+    quarantined = serializers.BooleanField(
+        help_text="Its failures neither block a landing nor blame a change (still shown)."
+    )
+    quarantined_at = serializers.DateTimeField(allow_null=True)
+    quarantined_by = serializers.CharField(
+        source="quarantined_by.username",
+        allow_null=True,
+        default=None,
+        help_text="The manager who quarantined it; null: the project's rule did.",
+    )
+    reason = serializers.CharField(help_text="Why it is (or was last) quarantined.")
+    passes = serializers.IntegerField(help_text="Runs passed in a row while quarantined.")
+
+
+class FlakySerializer(serializers.Serializer):
+    rate = serializers.FloatField(
+        allow_null=True,
+        help_text=f"Of the trees the last {selectors.FLAKE_RATE_BATCHES} batches judged, the "
+        "share at which a test failed and then passed; null before any was judged.",
+    )
+    judged = serializers.IntegerField(help_text="Trees judged (runs less reruns).")
+    flaked = serializers.IntegerField(help_text="Trees at which a test flaked.")
+    count = serializers.IntegerField(help_text="Flaky or quarantined tests in all.")
+    quarantined = serializers.IntegerField(help_text="Tests quarantined now.")
+    tests = FlakyTestSerializer(
+        many=True,
+        help_text=f"Quarantined first, then the latest seen; the first {selectors.FLAKY_SHOWN}.",
+    )
+
+
 class LandingSerializer(serializers.Serializer):
     landing = LandingField(help_text="The project's landing settings, defaults filled in.")
     target = serializers.CharField(help_text="The branch changes land on.")
@@ -116,6 +162,7 @@ class LandingSerializer(serializers.Serializer):
         many=True, help_text=f"The last {selectors.BATCHES_SHOWN}, newest first."
     )
     landed_per_hour = serializers.IntegerField(help_text="Changes landed in the last hour.")
+    flaky = FlakySerializer(help_text="Flaky tests, the quarantine and the flake rate.")
 
 
 # --- Views ----------------------------------------------------------------------------------
@@ -240,3 +287,43 @@ class LandingResumeApi(LanderActApi):
     409 ``not_paused`` when landing is not paused."""
 
     act = staticmethod(landing_resume)
+
+
+class LandingFlakyApi(APIView):
+    """A project's flaky tests, its quarantine and its flake rate (members); a manager puts a
+    test in quarantine with a reason, or releases it (``landing_quarantine``): a quarantined
+    test's failures neither block a landing nor blame a change. An Event each.
+
+    409 ``already_quarantined`` and ``not_quarantined``."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug):
+        return visible_project(request.user, slug)
+
+    class InputSerializer(JSONInputSerializer):
+        test = serializers.CharField(
+            max_length=500, help_text="The test's id, as its JUnit names it."
+        )
+        quarantined = serializers.BooleanField(help_text="true: quarantine it; false: release it.")
+        reason = serializers.CharField(
+            max_length=10_000,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="Why (required to quarantine): the page shows it.",
+        )
+
+    @extend_schema(responses={200: FlakySerializer, **errors(404)})
+    def get(self, request, slug):
+        project = visible_project(request.user, slug)
+        return Response(FlakySerializer(selectors.flaky_block(project)).data)
+
+    @extend_schema(
+        request=InputSerializer, responses={200: FlakyTestSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, slug):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        row = landing_quarantine(project=self.target, actor=request.user, **data.validated_data)
+        return Response(FlakyTestSerializer(row).data)

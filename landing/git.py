@@ -89,6 +89,26 @@ def tree_of(path: Path, commit: str) -> str:
     return git("rev-parse", "--verify", f"{commit}^{{tree}}", cwd=path).strip()
 
 
+def changed_paths(path: Path, parent: str, commit: str, *, among: set[str]) -> set[str]:
+    """Which of the paths ``among`` ``commit`` adds, edits or removes against ``parent``
+    (asked of those paths alone: a change of any size answers in a few bytes)."""
+    if not parent or parent == commit or not among:
+        return set()
+    out = git(
+        "diff-tree",
+        "-r",
+        "-z",
+        "--no-renames",
+        "--name-only",
+        parent,
+        commit,
+        "--",
+        *(f":(literal){name}" for name in sorted(among)),
+        cwd=path,
+    )
+    return {name for name in out.split("\0") if name}
+
+
 def _identity() -> list[str]:
     name, email = settings.FACTORY_LANDING_COMMITTER
     return ["-c", f"user.name={name}", "-c", f"user.email={email}"]

@@ -37,15 +37,11 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.files.base import ContentFile
 from django.db import transaction
 from django.utils import timezone
 
-from evidence.gates import test_ids
-from evidence.parsers import junit_cases
 from evidence.services import evidence_measured
-from landing import backoff, git, pause
+from landing import backoff, flaky, git, pause
 from landing.locks import LockLost, ensure_held, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
 from projects.errors import Conflict
@@ -62,6 +58,7 @@ from tasks.landing import (
 from tasks.models import Attempt
 
 logger = logging.getLogger(__name__)
+FLAKY_LISTED = 50  # the flaky tests a batch names
 
 
 class LandingError(RuntimeError):
@@ -76,6 +73,7 @@ class Change:
     attempt: Attempt
     commit: str = ""
     built: str = ""  # the commit on the chain that carries it
+    parent: str = ""  # the commit of the chain it was built on
     outcome: str = "queued"
     reason: str = ""
 
@@ -86,15 +84,37 @@ class Change:
 
 @dataclass
 class Runs:
-    """The verify runs of one batch, by how many changes of the chain they include."""
+    """The verify runs of one batch, by how many changes of the chain they include. Each
+    tree is judged by ``landing.flaky.judge``: a failure is seen twice before it counts."""
 
     project: Project
     path: object
     batch: Batch
+    quarantine: set = field(default_factory=set)
     at: dict = field(default_factory=dict)
     failing: dict = field(default_factory=dict)
+    flakes: dict = field(default_factory=dict)
 
-    def verify(self, count: int, commit: str) -> Result:
+    def __post_init__(self):
+        self.quarantine = flaky.quarantined(self.project)
+
+    def verify(self, count: int, commit: str) -> flaky.Verdict:
+        verdict = flaky.judge(lambda: self._run(commit), self.quarantine, self._seen)
+        self.batch.reruns += verdict.runs - 1
+        if verdict.flaky:
+            self.batch.flaked += 1
+            known = self.batch.flaky
+            self.batch.flaky = (
+                known + [t for t in verdict.flaky if t not in known][: FLAKY_LISTED - len(known)]
+            )
+            flaky.record(self.project, verdict.flaky, tree=git.tree_of(self.path, commit))
+        self.batch.save(update_fields=["reruns", "flaked", "flaky"])
+        self.failing[count] = verdict.failing[:FAILED_NAMED]
+        self.flakes[count] = verdict.flaky
+        self.at[count] = verdict.result
+        return verdict
+
+    def _run(self, commit: str) -> Result:
         try:
             result = verify_tree(project=self.project, path=self.path, sha=commit)
         except CommitRefused as exc:
@@ -105,26 +125,10 @@ class Runs:
         self.batch.verify_runs += 1
         # Counted as they happen: a batch that ends any way at all says what it cost.
         self.batch.save(update_fields=["verify_runs", "bisect_steps"])
-        self.failing[count] = read_junit(result)
-        self.at[count] = result
         return result
 
-
-def read_junit(result: Result) -> list[str]:
-    """The first failing tests the run's JUnit names. A report that cannot be read makes
-    the run a failed one, naming why (a control character in a failure message is enough;
-    an honest test can write one): the report decides nothing it cannot say."""
-    if result.junit is None:
-        return []
-    failing = []
-    try:
-        for case in junit_cases(ContentFile(result.junit)):
-            if case.outcome not in ("passed", "skipped") and len(failing) < FAILED_NAMED:
-                failing.append(test_ids(case)[0])
-    except ValidationError as exc:
-        result.problems.append(f"its JUnit report cannot be read: {'; '.join(exc.messages)}")
-        return []
-    return failing
+    def _seen(self, run: flaky.Run) -> None:
+        flaky.count_runs(self.project, run)
 
 
 def land(project: Project) -> dict:
@@ -177,7 +181,7 @@ def _work_queue(project: Project, counts: dict) -> bool:
             return True
         if pause.paused(project):
             return True  # paused meanwhile: the batches so far stand; land() says paused
-        queue = list(landing_queue(project.pk)[: project.landing["batch_max"]])
+        queue = list(landing_queue(project.pk)[: project.landing_settings["batch_max"]])
         if not queue:
             backoff.forget(project, reason="nothing is queued")
             return True
@@ -283,7 +287,7 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
     batch = Batch.objects.create(
         project=project,
         target=project.landing_target,
-        method=project.landing["method"],
+        method=project.landing_settings["method"],
         changes=[_record(Change(attempt=a, commit=a.landing.get("commit", ""))) for a in queue],
     )
     changes = [
@@ -390,7 +394,8 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             )
         else:
             change.commit = full
-    for _ in range(settings.FACTORY_LANDING_PUSH_TRIES):
+    pushes_refused = 0
+    while True:
         base = git.tip(path, batch.target)
         if base is None:
             raise LandingError(f"the repository has no branch {batch.target!r} to land on")
@@ -405,9 +410,16 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
         batch.save(update_fields=["state"])
         runs = Runs(project=project, path=path, batch=batch)
         good, culprit = _verified_prefix(runs, base, chain)
-        landing = chain[:good]
+        held = _held(runs, path, chain, culprit)
         if culprit is not None:
             _return_culprit(runs, batch, base, chain, culprit)
+        for index, tests in held.items():
+            _return_held(runs, batch, chain, index, tests)
+        if any(index < good for index in held):
+            # What passed holds a change that went back for its own flaky test: build the
+            # rest again without it (each round returns one at least, so this ends).
+            continue
+        landing = chain[:good]
         if not landing:
             batch.save(update_fields=["verify_runs", "bisect_steps"])
             _return_conflicts(batch, clashes, landed=0, tip=base)
@@ -426,6 +438,11 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             path, _ = mirror.mirror(project)
             if git.tip(path, batch.target) == base:
                 raise LandingError(f"the push was refused: {exc}") from exc
+            pushes_refused += 1
+            if pushes_refused >= settings.FACTORY_LANDING_PUSH_TRIES:
+                raise LandingError(
+                    f"the target moved under every one of {pushes_refused} pushes"
+                ) from exc
             # Someone else moved the target: build again on their tip, keeping their work.
             batch.state, batch.result, batch.plan = BatchState.BUILDING, "", []
             batch.save(update_fields=["state", "result", "plan"])
@@ -438,9 +455,6 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
         _store_runs(runs, chain, good, culprit)
         _return_conflicts(batch, clashes, landed=good, tip=head)
         return
-    raise LandingError(
-        f"the target moved under every one of {settings.FACTORY_LANDING_PUSH_TRIES} pushes"
-    )
 
 
 @dataclass
@@ -473,6 +487,7 @@ def _build(path, batch: Batch, base: str, pending: list[Change]) -> tuple[list[C
             clashes.append(Clash(change, built, len(chain), parent))
             continue
         # A change already on the target adds nothing: it lands as the commit it sits on.
+        change.parent = parent
         change.built = parent if built.empty else built.commit
         parent = change.built
         chain.append(change)
@@ -520,7 +535,7 @@ def _verified_prefix(runs: Runs, base: str, chain: list[Change]) -> tuple[int, i
         if not base_run.passed:
             raise LandingError(
                 f"the target itself fails its tests at {base[:12]}: "
-                f"{'; '.join(base_run.problems)}; nothing lands until it passes"
+                f"{'; '.join(base_run.result.problems)}; nothing lands until it passes"
             )
     return good, bad - 1
 
@@ -539,6 +554,37 @@ def _return_culprit(runs: Runs, batch: Batch, base: str, chain: list[Change], in
     )
     _return(culprit, "failed", reason, {"failing": failing, "with": ahead, "base": base})
     _store(culprit, result, runs)
+
+
+def _held(runs: Runs, path, chain: list[Change], culprit: int | None) -> dict[int, list[str]]:
+    """The changes of ``chain`` (by index) whose own tests flaked at a tree that held them:
+    a test in a file the change adds or edits. The culprit goes back for its failure."""
+    held: dict[int, list[str]] = {}
+    for count, tests in runs.flakes.items():
+        for index, change in enumerate(chain[:count]):
+            if index == culprit or not tests:
+                continue
+            files = {flaky.file_of(test) for test in tests}
+            paths = git.changed_paths(path, change.parent, change.built, among=files)
+            own = flaky.own_flaky(tests, paths)
+            for test in own:
+                held.setdefault(index, [])
+                if test not in held[index]:
+                    held[index].append(test)
+    return held
+
+
+def _return_held(runs: Runs, batch: Batch, chain: list[Change], index: int, tests: list[str]):
+    """Send back a change whose own test is flaky: nobody lands a coin-toss test of their
+    own (a manager's quarantine of that test lets it through)."""
+    change = chain[index]
+    named = ", ".join(tests[:FAILED_NAMED])
+    reason = (
+        f"landing held: a test this change adds or edits is flaky on {batch.target} at "
+        f"{batch.base[:12]} (it failed and then passed at one tree): {named}; make it "
+        "pass every time and submit again"
+    )
+    _return(change, "failed", reason, {"flaky": tests[:FAILED_NAMED], "base": batch.base})
 
 
 def _return(change: Change, state: str, reason: str, details: dict) -> None:
@@ -569,5 +615,7 @@ def _store(change: Change, result: Result, runs: Runs) -> None:
 
 
 def bisect_bound(batch_size: int) -> int:
-    """The most verify runs one culprit may cost a batch of ``batch_size``: 2·log2(n)+1."""
-    return 2 * math.ceil(math.log2(max(batch_size, 1))) + 1
+    """The most verify runs one culprit may cost a batch of ``batch_size``: each tree judged
+    failing is run twice (``landing.flaky``): the whole chain, ceil(log2 n) bisect steps and
+    the base, 2·(ceil(log2 n)+2)."""
+    return 2 * (math.ceil(math.log2(max(batch_size, 1))) + 2)

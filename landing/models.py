@@ -30,7 +30,8 @@ class Batch(models.Model):
     before the push, so a lander killed at any point leaves a batch another lander can
     settle from git alone: landed if ``result`` is on the target, else abandoned with its
     changes still queued. ``changes`` records each change's outcome; the counts say what
-    the batch cost (verify runs, bisect steps, pushes tried).
+    the batch cost (verify runs, bisect steps, pushes tried, runs repeated to tell a flaky
+    test from a failing one; ``flaky`` names the tests that flaked).
     """
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
@@ -51,6 +52,15 @@ class Batch(models.Model):
     verify_runs = models.PositiveSmallIntegerField(default=0)
     bisect_steps = models.PositiveSmallIntegerField(default=0)
     pushes = models.PositiveSmallIntegerField(default=0)
+    reruns = models.PositiveSmallIntegerField(
+        default=0, help_text="Runs repeated at the same tree because the first failed."
+    )
+    flaked = models.PositiveSmallIntegerField(
+        default=0, help_text="Trees it judged at which a test failed and then passed."
+    )
+    flaky = models.JSONField(
+        default=list, blank=True, help_text="Tests that failed and then passed at one tree."
+    )
     reason = models.TextField(blank=True)
     seconds = models.FloatField(default=0)
     started_at = models.DateTimeField(default=timezone.now)
@@ -172,3 +182,51 @@ class Lander(models.Model):
     def _forget(self):
         self.tip, self.head, self.verified, self.batch = "", None, False, None
         self.reason, self.since, self.looks, self.wake_at = "", None, 0, None
+
+
+class FlakyTest(models.Model):
+    """A test of a project that failed and then passed at one tree (``landing.flaky``), or
+    that a manager quarantined before it ever did.
+
+    Guarantees: one row per (project, test id); ``flakes`` counts the trees at which it
+    failed and then passed, ``trees`` holds the last ``TREES_KEPT`` of them. While
+    ``quarantined`` its failures neither block a landing nor blame a change (they are still
+    shown); ``passes`` counts the runs it passed since it was last quarantined or failed,
+    and at the project's ``release_after`` it leaves quarantine. Each quarantine and release
+    is an Event (``quarantine``, ``release``).
+    """
+
+    TREES_KEPT = 10
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    test = models.CharField(max_length=500, help_text="The test's id, as its JUnit names it.")
+    flakes = models.PositiveIntegerField(default=0)
+    trees = models.JSONField(default=list, blank=True, help_text="The last trees it flaked at.")
+    first_seen = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    quarantined = models.BooleanField(default=False)
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    quarantined_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The manager who quarantined it (empty: the project's rule did).",
+    )
+    reason = models.TextField(blank=True, help_text="Why it is (or was last) quarantined.")
+    passes = models.PositiveIntegerField(
+        default=0, help_text="Runs it passed in a row while quarantined."
+    )
+
+    class Meta:
+        ordering = ["-quarantined", "-last_seen", "test"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "test"], name="landing_flaky_one_per_test")
+        ]
+
+    def __str__(self) -> str:
+        return self.test
+
+    def audit_scope(self) -> tuple[int, None]:
+        return self.project_id, None

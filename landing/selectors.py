@@ -7,16 +7,18 @@ and the lander's back-off.
 
 from datetime import timedelta
 
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from landing.models import Batch, Lander, LanderState
+from landing.models import Batch, FlakyTest, Lander, LanderState
 from projects.models import Event, Project
-from projects.verify import default_landing
 from tasks.landing import landing_queue
 from tasks.models import Task
 
 QUEUE_SHOWN = 200  # a queue longer than this is shown from its head; ``queued`` counts it all
 BATCHES_SHOWN = 20
+FLAKY_SHOWN = 100
+FLAKE_RATE_BATCHES = 100  # the flake rate is read over the project's last so many batches
 
 
 def queue_rows(project: Project, *, limit: int = QUEUE_SHOWN) -> list[dict]:
@@ -47,9 +49,35 @@ def landed_in_last_hour(project: Project, *, now=None) -> int:
     return Event.objects.filter(project=project, transition="land", created_at__gte=since).count()
 
 
-def landing_block(project: Project) -> dict:
-    """The project's landing settings, with the defaults of any field it does not set."""
-    return {**default_landing(), **(project.landing or {})}
+def flaky_block(project: Project, *, limit: int = FLAKY_SHOWN) -> dict:
+    """The project's flaky and quarantined tests (quarantined first, then the latest seen),
+    and its flake rate: of the trees its last ``FLAKE_RATE_BATCHES`` batches judged, the
+    share at which a test failed and then passed (None before any was judged)."""
+    recent = Batch.objects.filter(project=project).order_by("-pk")[:FLAKE_RATE_BATCHES]
+    totals = Batch.objects.filter(pk__in=recent.values("pk")).aggregate(
+        runs=Sum("verify_runs"), reruns=Sum("reruns"), flaked=Sum("flaked")
+    )
+    judged = (totals["runs"] or 0) - (totals["reruns"] or 0)
+    tests = FlakyTest.objects.filter(project=project).select_related("quarantined_by")
+    counts = tests.aggregate(total=Count("pk"), quarantined=Count("pk", filter=Q(quarantined=True)))
+    return {
+        "rate": round((totals["flaked"] or 0) / judged, 4) if judged else None,
+        "judged": judged,
+        "flaked": totals["flaked"] or 0,
+        "tests": list(tests[:limit]),
+        "count": counts["total"],
+        "quarantined": counts["quarantined"],
+    }
+
+
+def metric_figures() -> dict:
+    """What /metrics reads of the merge queues at each scrape: quarantined tests by project."""
+    rows = (
+        FlakyTest.objects.filter(quarantined=True)
+        .values("project__slug")
+        .annotate(count=Count("pk"))
+    )
+    return {"factory_landing_quarantined": {(row["project__slug"],): row["count"] for row in rows}}
 
 
 def lander_block(project: Project) -> dict:
@@ -90,13 +118,14 @@ def landing_overview(project: Project) -> dict:
     queue = queue_rows(project)
     queued = len(queue) if len(queue) < QUEUE_SHOWN else landing_queue(project.pk).count()
     return {
-        "landing": landing_block(project),
+        "landing": project.landing_settings,
         "target": project.landing_target,
         "lander": lander_block(project),
         "queue": queue,
         "queued": queued,
         "batches": recent_batches(project),
         "landed_per_hour": landed_in_last_hour(project),
+        "flaky": flaky_block(project),
     }
 
 

@@ -2,19 +2,21 @@
 
 ``landing_dequeue`` takes a task out of the queue (``tasks.landing.task_dequeue``), even
 from a batch whose lander is gone; ``landing_retry`` wakes a lander that backs off;
-``landing_pause`` and ``landing_resume`` stop and start the landing itself (``pause``).
+``landing_pause`` and ``landing_resume`` stop and start the landing itself (``pause``);
+``landing_quarantine`` puts a test in or out of quarantine (``flaky``).
 """
 
+import re
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from landing import pause
+from landing import flaky, pause
 from landing.lander import settle_dead_batches
 from landing.locks import lander_lock
-from landing.models import Lander, LanderState
+from landing.models import FlakyTest, Lander, LanderState
 from projects.errors import Conflict
 from projects.fsm import fire
 from projects.models import Event, Project
@@ -144,3 +146,42 @@ def landing_resume(*, project: Project, actor, reason: str = "") -> Lander:
             )
         pause.lift(lander, actor=actor, reason=reason)
     return lander
+
+
+TEST_MAX = 500
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def landing_quarantine(
+    *, project: Project, actor, test: str, quarantined: bool, reason: str = ""
+) -> FlakyTest:
+    """A manager quarantines a test of the project (its failures then neither block a landing
+    nor blame a change; they are still shown), with a reason, or releases it. An Event,
+    ``quarantine`` or ``release``. 403 for anyone but a manager; 400 for a test id that is
+    empty, longer than 500 characters or holds a control character, and for a quarantine
+    without a reason; 409 ``already_quarantined`` and ``not_quarantined``."""
+    require_role(actor, project.pk, Role.MANAGER)
+    test = (test or "").strip()
+    if not test or len(test) > TEST_MAX or CONTROL.search(test):
+        raise ValidationError(
+            {"test": [f"a test id as its JUnit names it (1 to {TEST_MAX} characters, one line)"]}
+        )
+    reason = (reason or "").strip()
+    if quarantined and not reason:
+        raise ValidationError({"reason": ["say why the test is quarantined: the page shows it"]})
+    with transaction.atomic():
+        row = FlakyTest.objects.select_for_update().filter(project=project, test=test).first()
+        if quarantined and row is not None and row.quarantined:
+            raise Conflict(
+                f"{test} is already quarantined: {row.reason}", code="already_quarantined"
+            )
+        if not quarantined and (row is None or not row.quarantined):
+            raise Conflict(f"{test} is not quarantined", code="not_quarantined")
+        if row is None:
+            row = FlakyTest.objects.create(project=project, test=test)
+        return flaky.set_quarantine(
+            row,
+            actor=actor,
+            on=quarantined,
+            reason=reason or "a manager released it from quarantine",
+        )

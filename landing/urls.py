@@ -22,6 +22,11 @@ api_patterns = [
         name="api-landing-resume",
     ),
     path(
+        "projects/<key:slug>/landing/flaky/",
+        api.LandingFlakyApi.as_view(),
+        name="api-landing-flaky",
+    ),
+    path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         api.LandingDequeueApi.as_view(),
         name="api-landing-dequeue",

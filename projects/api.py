@@ -78,7 +78,10 @@ def _landing_schema() -> dict:
         "properties": {
             "mode": {"type": "string", "enum": list(verify.LANDING_MODES)},
             "method": {"type": "string", "enum": list(verify.LANDING_METHODS)},
-            "batch_max": {"type": "integer", "minimum": 1, "maximum": verify.LANDING_BATCH_MAX},
+            **{
+                name: {"type": "integer", "minimum": low, "maximum": high}
+                for name, (low, high) in verify.LANDING_NUMBERS.items()
+            },
             "target_branch": {
                 "type": "string",
                 "pattern": f"^$|{verify.BRANCH_PATTERN}",
@@ -159,7 +162,7 @@ class ProjectSerializer(serializers.Serializer):
     verify = VerifyField(read_only=True)
     max_attempts = serializers.IntegerField(read_only=True)
     gate_policy = serializers.DictField(child=serializers.DictField(), read_only=True)
-    landing = LandingField(read_only=True)
+    landing = LandingField(source="landing_settings", read_only=True)
     code_host = CodeHostField(read_only=True)
     claim_avoid_overlap = serializers.BooleanField(read_only=True, allow_null=True)
     budget_usd = serializers.DecimalField(

@@ -88,6 +88,11 @@ LANDING_WAIT_SECONDS = _histogram(
     ["project"],
     buckets=HOURS,
 )
+LANDING_FLAKES = _counter(
+    "factory_landing_flakes",
+    "Tests that failed and then passed at one tree the lander verified, by project.",
+    ["project"],
+)
 WEBHOOK_DELIVERIES = _counter(
     "factory_webhook_deliveries",
     "Webhook delivery tries, by outcome: delivered, retry (failed; tried again later),"
@@ -121,6 +126,10 @@ HTTP_SECONDS = _histogram(
 GAUGES = {
     "factory_tasks": ("Tasks now, by project and state.", ["project", "state"]),
     "factory_landing_queued": ("Approved changes queued to land, by project.", ["project"]),
+    "factory_landing_quarantined": (
+        "Tests quarantined by a project (their failures neither block nor blame), by project.",
+        ["project"],
+    ),
     "factory_review_oldest_seconds": (
         "Age of the oldest submission waiting for review (0 when none), by project.",
         ["project"],
@@ -197,6 +206,11 @@ def landing_left(*, project: str, outcome: str, waited: float | None = None) -> 
     _after_commit(LANDINGS, project=project, outcome=outcome)
     if waited is not None:
         _after_commit(LANDING_WAIT_SECONDS, waited, project=project)
+
+
+def landing_flaked(*, project: str) -> None:
+    """A test failed and then passed at one tree the lander verified."""
+    _after_commit(LANDING_FLAKES, project=project)
 
 
 def webhook_tried(*, outcome: str, lag: float | None = None) -> None:

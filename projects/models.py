@@ -19,7 +19,7 @@ from django.utils import timezone
 from projects.hosts import default_code_host
 from projects.roles import Role
 from projects.signals import event_recorded
-from projects.verify import default_landing
+from projects.verify import LANDING_DEFAULTS, default_landing
 
 # --- Append-only storage ----------------------------------------------------------
 
@@ -158,7 +158,7 @@ class Project(models.Model):
     @property
     def lands(self) -> bool:
         """Whether approved work goes through the merge queue (landing mode ``push``)."""
-        return (self.landing or {}).get("mode") == "push"
+        return self.landing_settings["mode"] == "push"
 
     @property
     def avoids_overlap(self) -> bool:
@@ -167,9 +167,15 @@ class Project(models.Model):
         return self.lands if self.claim_avoid_overlap is None else self.claim_avoid_overlap
 
     @property
+    def landing_settings(self) -> dict:
+        """The landing block with the defaults of the fields added since it was saved: the
+        one place a reader gets a setting of the merge queue from."""
+        return {**LANDING_DEFAULTS, **(self.landing or {})}
+
+    @property
     def landing_target(self) -> str:
         """The branch the merge queue lands on: its own setting, or the default branch."""
-        return (self.landing or {}).get("target_branch") or self.default_branch
+        return self.landing_settings["target_branch"] or self.default_branch
 
     def audit_scope(self) -> tuple[int, None]:
         return self.pk, None

@@ -312,7 +312,22 @@ def clean_verify(value) -> dict:
 LANDING_MODES = ("off", "push")
 LANDING_METHODS = ("squash", "merge")
 LANDING_BATCH_MAX = 16
-LANDING_DEFAULTS = {"mode": "off", "method": "squash", "batch_max": 4, "target_branch": ""}
+# quarantine_after: flakes after which the project quarantines a test by itself (0: only a
+# manager does); release_after: runs passed in a row after which a test leaves quarantine.
+LANDING_FLAKES_MAX = 1000
+LANDING_DEFAULTS = {
+    "mode": "off",
+    "method": "squash",
+    "batch_max": 4,
+    "target_branch": "",
+    "quarantine_after": 0,
+    "release_after": 20,
+}
+LANDING_NUMBERS = {
+    "batch_max": (1, LANDING_BATCH_MAX),
+    "quarantine_after": (0, LANDING_FLAKES_MAX),
+    "release_after": (1, LANDING_FLAKES_MAX),
+}
 
 
 def default_landing() -> dict:
@@ -322,8 +337,9 @@ def default_landing() -> dict:
 def clean_landing(value) -> dict:
     """The landing block with its defaults, or a ValidationError naming each bad field.
 
-    ``{mode: off|push, method: squash|merge, batch_max: 1..16, target_branch}``; an empty
-    ``target_branch`` means the project's default branch. ``{}`` is landing off.
+    ``{mode: off|push, method: squash|merge, batch_max: 1..16, target_branch,
+    quarantine_after: 0..1000, release_after: 1..1000}``; an empty ``target_branch`` means
+    the project's default branch. ``{}`` is landing off.
     """
     if value in (None, {}):
         return default_landing()
@@ -338,13 +354,10 @@ def clean_landing(value) -> dict:
         errors["landing.mode"] = [f"choose one of {', '.join(LANDING_MODES)}"]
     if cleaned["method"] not in LANDING_METHODS:
         errors["landing.method"] = [f"choose one of {', '.join(LANDING_METHODS)}"]
-    number = cleaned["batch_max"]
-    if (
-        isinstance(number, bool)
-        or not isinstance(number, int)
-        or not 1 <= number <= LANDING_BATCH_MAX
-    ):
-        errors["landing.batch_max"] = [f"a whole number from 1 to {LANDING_BATCH_MAX}"]
+    for name, (low, high) in LANDING_NUMBERS.items():
+        number = cleaned[name]
+        if isinstance(number, bool) or not isinstance(number, int) or not low <= number <= high:
+            errors[f"landing.{name}"] = [f"a whole number from {low} to {high}"]
     branch = cleaned["target_branch"]
     if branch != "" and not _matches(BRANCH_PATTERN, branch, MAX_BRANCH):
         errors["landing.target_branch"] = [

@@ -321,6 +321,13 @@ ENDPOINTS = {
         f.paused(),
         ("post", "/api/v1/projects/FM/landing/resume/", {"reason": "released"}, "json"),
     )[1],
+    "landing.flaky": lambda f: ("get", "/api/v1/projects/FM/landing/flaky/", None, None),
+    "landing.quarantine": lambda f: (
+        "post",
+        "/api/v1/projects/FM/landing/flaky/",
+        {"test": "tests/test_calc.py::CalcTest::test_add", "quarantined": True, "reason": "x"},
+        "json",
+    ),
     "landing.dequeue": lambda f: (
         "post",
         f"/api/v1/projects/FM/landing/{f.queued().key}/dequeue/",

@@ -12,6 +12,7 @@ from django.utils import timezone
 from landing.models import Batch, BatchState
 from landing.selectors import landed_in_last_hour
 from projects.models import Event, Project
+from projects.verify import LANDING_DEFAULTS
 from tasks.landing import attempt_landing_note, task_land, task_landing_return
 from tests.factories import member
 from tests.landing.conftest import (
@@ -39,7 +40,7 @@ def test_members_see_the_queue_in_landing_order(api, lands):
 
     assert answer.status_code == 200
     body = answer.json()
-    assert body["landing"] == LANDING
+    assert body["landing"] == {**LANDING_DEFAULTS, **LANDING}
     assert body["target"] == "main"
     assert body["queued"] == 2
     assert body["queue"] == [

@@ -75,8 +75,9 @@ def test_an_unreadable_junit_fails_its_run_and_its_culprit_comes_back_naming_it(
     )
     batch = Batch.objects.order_by("pk").first()
     assert batch.state == BatchState.LANDED
-    # The chain, then two bisect steps: every run counted.
-    assert (batch.verify_runs, batch.bisect_steps) == (3, 2)
+    # The chain (twice: a failure is seen twice before it counts), then two bisect steps,
+    # the failing one twice: every run counted.
+    assert (batch.verify_runs, batch.reruns, batch.bisect_steps) == (5, 2, 2)
 
 
 def test_an_error_nobody_foresaw_ends_the_batch_as_error_and_a_manager_can_dequeue(
@@ -223,7 +224,8 @@ def test_a_red_target_is_verified_once_per_tip_and_head_then_the_lander_backs_of
     again = land(flow.project)
 
     batch = Batch.objects.get()
-    assert (batch.state, batch.verify_runs) == (BatchState.ERROR, 2)
+    # The change's tree and the target's, each twice: a failure is seen twice to count.
+    assert (batch.state, batch.verify_runs, batch.reruns) == (BatchState.ERROR, 4, 2)
     assert (first["batches"], again["batches"]) == (1, 0)
     assert again.get("backing_off") is True
     lander = Lander.objects.get(project=flow.project)
@@ -267,7 +269,7 @@ def test_a_target_it_could_not_read_for_a_while_is_not_verified_again_at_the_sam
 
     assert (counts["batches"], counts["backing_off"]) == (0, True)
     assert [(b.state, b.verify_runs) for b in Batch.objects.order_by("pk")] == [
-        ("error", 2),
+        ("error", 4),
         ("error", 0),
     ]
     lander = Lander.objects.get()

@@ -29,6 +29,8 @@ def test_landing_is_off_until_a_manager_turns_it_on(flow, api):
         "method": "squash",
         "batch_max": 4,
         "target_branch": "",
+        "quarantine_after": 0,
+        "release_after": 20,
     }
 
 
@@ -36,7 +38,14 @@ def test_a_manager_turns_landing_on_and_it_is_on_record_with_its_defaults(flow, 
     response = patch(api, flow, **READY, landing={"mode": "push", "batch_max": 8})
 
     assert response.status_code == 200
-    expected = {"mode": "push", "method": "squash", "batch_max": 8, "target_branch": ""}
+    expected = {
+        "mode": "push",
+        "method": "squash",
+        "batch_max": 8,
+        "target_branch": "",
+        "quarantine_after": 0,
+        "release_after": 20,
+    }
     assert response.json()["landing"] == expected
     event = Event.objects.filter(transition="edit").latest("id")
     assert "landing" in event.extra["fields"]

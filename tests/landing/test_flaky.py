@@ -1,0 +1,362 @@
+"""Flaky tests blame nobody (issue 34, item 1; docs/landing.md, "Flaky tests").
+
+The lander builds real commits in a real mirror; the runner is a script (``Script``) that
+answers each tree with a JUnit report in which chosen tests fail at chosen runs, so a test
+can fail at one run and pass at the next, at the same tree, on purpose. What reached
+``main`` is read back with git. ``tests/landing/test_flaky_sandbox.py`` has the same rules
+in the real sandbox.
+"""
+
+import re
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from landing import flaky
+from landing.lander import land
+from landing.models import Batch, FlakyTest
+from landing.services import landing_quarantine
+from projects import services as project_services
+from projects.errors import Conflict, PermissionDenied
+from projects.models import Event
+from runner.verify import Result
+from tests.landing.conftest import broken, feature
+
+CALC_ADD = "tests/test_calc.py::CalcTest::test_add"
+
+
+def id_of(name: str) -> str:
+    """The id the JUnit of ``feature(name)``'s test gets."""
+    return f"tests/test_{name}.py::{name.title()}Test::test_{name}"
+
+
+class Script:
+    """The runner, scripted: each tree's tests are read from git; ``fails[test](n)`` says
+    whether ``test`` fails at its ``n``-th run (1 first), counted over every tree. A
+    test that no rule names passes, unless its file says ``'not <name>'`` (``broken``)."""
+
+    def __init__(self, origin):
+        self.origin = origin
+        self.fails: dict = {}
+        self.runs: dict = {}
+        self.calls = 0
+
+    def __call__(self, *, project, path, sha):
+        self.calls += 1
+        failed, cases = False, []
+        for name in self.origin._git(path, "ls-tree", "-r", "--name-only", sha).split():
+            if not (name.startswith("tests/test_") and name.endswith(".py")):
+                continue
+            text = self.origin._git(path, "show", f"{sha}:{name}")
+            (klass,) = re.findall(r"^class (\w+)\(", text, re.MULTILINE)
+            for method in re.findall(r"def (test_\w+)\(", text):
+                test = f"{name}::{klass}::{method}"
+                self.runs[test] = self.runs.get(test, 0) + 1
+                rule = self.fails.get(test)
+                fails = rule(self.runs[test]) if rule else "'not " in text
+                failed |= fails
+                classname = f"{name[: -len('.py')].replace('/', '.')}.{klass}"
+                failure = '<failure message="boom">boom</failure>' if fails else ""
+                cases.append(
+                    f'<testcase classname="{classname}" name="{method}">{failure}</testcase>'
+                )
+        junit = f"<testsuite>{''.join(cases)}</testsuite>".encode()
+        result = Result(commit=sha, base="", mirror="built", junit=junit)
+        result.steps = [{"name": "test", "exit_code": 1 if failed else 0, "stopped": None}]
+        if failed:
+            result.problems.append("the test command exited with code 1")
+        return result
+
+
+@pytest.fixture
+def script(origin, monkeypatch):
+    script = Script(origin)
+    monkeypatch.setattr("landing.lander.verify_tree", script)
+    return script
+
+
+def once(n: int) -> bool:
+    return n == 1
+
+
+def always(n: int) -> bool:
+    return True
+
+
+def test_a_test_that_fails_then_passes_at_one_tree_blames_nobody_and_the_batch_lands(
+    queue, origin, flow, script
+):
+    script.fails[CALC_ADD] = once
+    alpha, _ = queue.approved(feature("alpha"), branch="alpha")
+    beta, _ = queue.approved(feature("beta"), branch="beta")
+
+    counts = land(flow.project)
+
+    assert (counts["landed"], counts["returned"]) == (2, 0)
+    alpha.refresh_from_db()
+    beta.refresh_from_db()
+    assert (alpha.state, beta.state) == ("done", "done")
+    batch = Batch.objects.get(project=flow.project)
+    assert (batch.verify_runs, batch.reruns, batch.flaked, batch.flaky) == (2, 1, 1, [CALC_ADD])
+    row = FlakyTest.objects.get(project=flow.project)
+    tree = origin._git(origin.bare, "rev-parse", f"{origin.tip()}^{{tree}}")
+    assert (row.test, row.flakes, row.trees, row.quarantined) == (CALC_ADD, 1, [tree], False)
+    assert row.first_seen == row.last_seen is not None
+
+
+def test_a_change_whose_own_test_flakes_is_held_and_the_others_land(queue, origin, flow, script):
+    script.fails[id_of("beta")] = once
+    alpha, _ = queue.approved(feature("alpha"), branch="alpha")
+    beta, beta_attempt = queue.approved(feature("beta"), branch="beta")
+    gamma, _ = queue.approved(feature("gamma"), branch="gamma")
+
+    land(flow.project)
+
+    for task in (alpha, beta, gamma):
+        task.refresh_from_db()
+    beta_attempt.refresh_from_db()
+    assert (alpha.state, beta.state, gamma.state) == ("done", "ready", "done")
+    assert beta_attempt.landing["state"] == "failed"
+    assert beta_attempt.landing["flaky"] == [id_of("beta")]
+    assert "a test this change adds or edits is flaky" in beta_attempt.landing["reason"]
+    assert id_of("beta") in beta_attempt.landing["reason"]
+    assert "beta.py" not in origin.files(origin.tip())
+    assert {"alpha.py", "gamma.py"} <= set(origin.files(origin.tip()))
+
+
+def test_a_culprit_is_blamed_only_for_tests_that_failed_twice(queue, origin, flow, script):
+    # calc's test fails at its first run only (at the whole chain); gamma's own test always.
+    script.fails[CALC_ADD] = once
+    alpha, _ = queue.approved(feature("alpha"), branch="alpha")
+    _, gamma_attempt = queue.approved(broken("gamma"), branch="gamma")
+
+    land(flow.project)
+
+    alpha.refresh_from_db()
+    gamma_attempt.refresh_from_db()
+    assert alpha.state == "done"
+    assert gamma_attempt.landing["state"] == "failed"
+    assert gamma_attempt.landing["failing"] == [id_of("gamma")]
+    assert CALC_ADD not in gamma_attempt.landing["reason"]
+    # The whole chain failed twice (gamma's test both times, calc's once); alpha's prefix
+    # passed at once: gamma's failure was seen twice at its prefix before it was blamed.
+    batch = Batch.objects.get(project=flow.project)
+    assert batch.flaky == [CALC_ADD]
+    assert (batch.verify_runs, batch.reruns, batch.bisect_steps) == (3, 1, 1)
+
+
+def test_a_quarantined_tests_failures_neither_block_nor_blame(queue, origin, flow, script):
+    landing_quarantine(
+        project=flow.project,
+        actor=flow.manager,
+        test=CALC_ADD,
+        quarantined=True,
+        reason="fails on leap days; FM-99 fixes it",
+    )
+    script.fails[CALC_ADD] = always
+    alpha, _ = queue.approved(feature("alpha"), branch="alpha")
+
+    land(flow.project)
+
+    alpha.refresh_from_db()
+    assert alpha.state == "done"
+    batch = Batch.objects.get(project=flow.project)
+    assert (batch.verify_runs, batch.reruns, batch.flaky) == (1, 0, [])
+    assert FlakyTest.objects.get(test=CALC_ADD).passes == 0
+
+
+def test_an_own_test_made_flaky_on_purpose_lands_only_once_a_manager_quarantined_it(
+    queue, origin, flow, script
+):
+    # The agent's own test fails at one run and passes at the next: without a quarantine
+    # it is held (above); a manager who quarantines it takes that responsibility.
+    script.fails[id_of("sly")] = once
+    landing_quarantine(
+        project=flow.project,
+        actor=flow.manager,
+        test=id_of("sly"),
+        quarantined=True,
+        reason="known flaky; the team owns it",
+    )
+    sly, _ = queue.approved(feature("sly"), branch="sly")
+
+    land(flow.project)
+
+    sly.refresh_from_db()
+    assert sly.state == "done"
+
+
+def test_the_project_quarantines_after_n_flakes_and_releases_after_m_passes(
+    queue, origin, flow, script
+):
+    queue.on(quarantine_after=1, release_after=2)
+    script.fails[CALC_ADD] = once
+    queue.approved(feature("alpha"), branch="alpha")
+    land(flow.project)
+    row = FlakyTest.objects.get(test=CALC_ADD)
+    assert (row.quarantined, row.quarantined_by, row.flakes) == (True, None, 1)
+    quarantine = Event.objects.get(transition="quarantine")
+    assert (quarantine.actor, quarantine.extra["test"]) == (None, CALC_ADD)
+
+    queue.approved(feature("beta"), branch="beta")
+    land(flow.project)
+    assert FlakyTest.objects.get(test=CALC_ADD).passes == 1
+    queue.approved(feature("gamma"), branch="gamma")
+    land(flow.project)
+
+    row.refresh_from_db()
+    assert (row.quarantined, row.passes) == (False, 0)
+    release = Event.objects.get(transition="release")
+    assert release.reason == "passed 2 runs in a row"
+
+
+# --- The verdict on one tree, without git ------------------------------------------------------
+
+
+def run(*failing: str, explained: bool = True, passing: tuple = ()) -> Result:
+    cases = [f'<testcase classname="t.test_x.T" name="{n}"><failure/></testcase>' for n in failing]
+    cases += [f'<testcase classname="t.test_x.T" name="{n}"/>' for n in passing]
+    result = Result(commit="c" * 40, base="", mirror="built")
+    result.junit = f"<testsuite>{''.join(cases)}</testsuite>".encode() if explained else None
+    if failing or not explained:
+        result.steps = [{"name": "test", "exit_code": 1, "stopped": None}]
+        result.problems.append("the test command exited with code 1")
+    return result
+
+
+def judged(*results: Result, quarantine=frozenset()) -> flaky.Verdict:
+    given = iter(results)
+    return flaky.judge(lambda: next(given), set(quarantine), lambda run: None)
+
+
+def name(test: str) -> str:
+    return f"t/test_x.py::T::{test}"
+
+
+def test_a_tree_passing_at_its_first_run_is_run_once():
+    verdict = judged(run(passing=("a",)))
+    assert (verdict.passed, verdict.runs, verdict.flaky) == (True, 1, [])
+
+
+def test_a_failure_then_a_pass_makes_the_failing_tests_flaky():
+    verdict = judged(run("a", "b"), run(passing=("a", "b")))
+    assert (verdict.passed, verdict.runs, verdict.flaky) == (True, 2, [name("a"), name("b")])
+
+
+def test_tests_failing_at_both_runs_fail_the_tree_and_the_others_are_flaky():
+    verdict = judged(run("a", "b"), run("b", "c"))
+    assert (verdict.passed, verdict.failing, verdict.flaky) == (
+        False,
+        [name("b")],
+        [name("a"), name("c")],
+    )
+
+
+def test_two_runs_failing_by_different_tests_each_of_which_also_passed_pass_the_tree():
+    verdict = judged(run("a", passing=("b",)), run("b", passing=("a",)))
+    assert (verdict.passed, verdict.failing, verdict.flaky) == (True, [], [name("a"), name("b")])
+
+
+def test_a_failure_beyond_the_tests_at_both_runs_fails_the_tree_naming_no_flaky_test():
+    verdict = judged(run(explained=False), run(explained=False))
+    assert (verdict.passed, verdict.failing, verdict.flaky) == (False, [], [])
+
+
+def test_a_crash_then_a_pass_passes_the_tree_and_blames_no_test():
+    verdict = judged(run(explained=False), run(passing=("a",)))
+    assert (verdict.passed, verdict.flaky) == (True, [])
+
+
+def test_a_run_failing_only_by_quarantined_tests_passes():
+    verdict = judged(run("a", passing=("b",)), quarantine={name("a")})
+    assert (verdict.passed, verdict.runs) == (True, 1)
+
+
+def test_a_report_naming_more_failures_than_tracked_fails_beyond_its_tests(monkeypatch):
+    monkeypatch.setattr(flaky, "TRACKED", 2)
+    verdict = judged(run("a", "b", "c"), run("d", "e", "f"))
+    assert (verdict.passed, verdict.flaky) == (False, [])
+
+
+def test_an_unreadable_report_fails_the_run_saying_why():
+    bad = run("a")
+    bad.junit = b"<testsuite><testcase"
+    verdict = judged(bad, run("a"))
+    assert verdict.passed is False
+    assert any("JUnit report cannot be read" in p for p in bad.problems)
+
+
+# --- A manager's quarantine ------------------------------------------------------------------
+
+
+def test_a_manager_quarantines_and_releases_a_test_with_an_event_each(flow):
+    row = landing_quarantine(
+        project=flow.project, actor=flow.manager, test=CALC_ADD, quarantined=True, reason="flaky"
+    )
+    assert (row.quarantined, row.quarantined_by, row.reason) == (True, flow.manager, "flaky")
+    landing_quarantine(project=flow.project, actor=flow.manager, test=CALC_ADD, quarantined=False)
+    row.refresh_from_db()
+    assert (row.quarantined, row.quarantined_by, row.quarantined_at) == (False, None, None)
+    events = list(Event.objects.filter(object_key=CALC_ADD).values_list("transition", "actor"))
+    assert events == [("quarantine", flow.manager.pk), ("release", flow.manager.pk)]
+
+
+@pytest.mark.parametrize(
+    "test, quarantined, reason, refusal",
+    [
+        ("", True, "why", "test"),
+        ("a" * 501, True, "why", "test"),
+        ("tests/x.py::T::a\nb", True, "why", "test"),
+        (CALC_ADD, True, "  ", "reason"),
+    ],
+)
+def test_a_bad_quarantine_is_refused_and_changes_nothing(flow, test, quarantined, reason, refusal):
+    with pytest.raises(ValidationError) as refused:
+        landing_quarantine(
+            project=flow.project,
+            actor=flow.manager,
+            test=test,
+            quarantined=quarantined,
+            reason=reason,
+        )
+    assert refusal in refused.value.message_dict
+    assert (FlakyTest.objects.count(), Event.objects.filter(transition="quarantine").count()) == (
+        0,
+        0,
+    )
+
+
+def test_quarantining_twice_or_releasing_a_free_test_is_409_and_changes_nothing(flow):
+    landing_quarantine(
+        project=flow.project, actor=flow.manager, test=CALC_ADD, quarantined=True, reason="x"
+    )
+    events = Event.objects.count()
+    with pytest.raises(Conflict) as twice:
+        landing_quarantine(
+            project=flow.project, actor=flow.manager, test=CALC_ADD, quarantined=True, reason="y"
+        )
+    with pytest.raises(Conflict) as free:
+        landing_quarantine(
+            project=flow.project, actor=flow.manager, test="tests/other.py::t", quarantined=False
+        )
+    assert (twice.value.code, free.value.code) == ("already_quarantined", "not_quarantined")
+    assert Event.objects.count() == events
+    assert FlakyTest.objects.get().reason == "x"
+
+
+def test_only_a_manager_quarantines(flow):
+    with pytest.raises(PermissionDenied):
+        landing_quarantine(
+            project=flow.project, actor=flow.reviewer, test=CALC_ADD, quarantined=True, reason="x"
+        )
+    assert FlakyTest.objects.count() == 0
+
+
+def test_the_quarantine_settings_are_checked_like_every_landing_setting(flow):
+    with pytest.raises(ValidationError) as refused:
+        project_services.project_update(
+            project=flow.project,
+            actor=flow.manager,
+            landing={"mode": "off", "quarantine_after": -1, "release_after": 0},
+        )
+    assert set(refused.value.message_dict) == {"landing.quarantine_after", "landing.release_after"}
