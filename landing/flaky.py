@@ -1,5 +1,5 @@
 """Flaky tests: a failure blames nobody until it is seen twice at one tree (docs/landing.md,
-"Flaky tests"; ADR 0030).
+"Flaky tests"; ADR 0032).
 
 The lander judges a tree by ``judge``: one run; if it fails, a second run at the same tree.
 A test that fails at one run and passes at the other is *flaky* at that tree: recorded per

@@ -39,6 +39,7 @@ ui_patterns = [
     path("projects/<key:slug>/landing/retry/", views.landing_retry, name="landing-retry"),
     path("projects/<key:slug>/landing/pause/", views.landing_pause, name="landing-pause"),
     path("projects/<key:slug>/landing/resume/", views.landing_resume, name="landing-resume"),
+    path("projects/<key:slug>/landing/flaky/", views.landing_quarantine, name="landing-flaky"),
     path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         views.landing_dequeue,

@@ -1,7 +1,8 @@
 """The landing page of a project: its queue, recent batches, pace and lander (members), the
 form a manager takes a task out of the queue with (``landing.services.landing_dequeue``),
 the button that wakes a lander that backs off (``landing.services.landing_retry``), and the
-forms that pause and resume landing (``landing_pause``, ``landing_resume``)."""
+forms that pause and resume landing (``landing_pause``, ``landing_resume``), and the forms
+that quarantine and release a flaky test (``landing_quarantine``)."""
 
 from django import forms
 from django.contrib import messages
@@ -155,3 +156,33 @@ def landing_resume(request, slug):
         done="Landing resumed: the lander lands what queued meanwhile.",
         refused="Landing was not resumed",
     )
+
+
+@login_required
+@require_POST
+def landing_quarantine(request, slug):
+    """Quarantine a test with a reason, or release it (managers); a refusal comes back as a
+    message on the page. The fields go to the service as they came: it checks the role
+    before reading them."""
+    project = _project_or_404(request.user, slug)
+    test = request.POST.get("test", "")
+    quarantined = request.POST.get("quarantined") == "true"
+    try:
+        services.landing_quarantine(
+            project=project,
+            actor=request.user,
+            test=test,
+            quarantined=quarantined,
+            reason=request.POST.get("reason", ""),
+        )
+    except (ServiceError, ValidationError) as exc:
+        verb = "quarantined" if quarantined else "released"
+        messages.error(request, f"The test was not {verb}: {refusal_text(exc)}")
+    else:
+        messages.success(
+            request,
+            f"{test.strip()} is quarantined: its failures neither block nor blame."
+            if quarantined
+            else f"{test.strip()} is out of quarantine: its failures count again.",
+        )
+    return redirect("landing", slug=project.slug)

@@ -208,6 +208,8 @@ def _landing(landing: dict | None) -> list[str]:
         lines.append(f"What to do: {landing['what_to_do']}.")
     for test in landing.get("failing") or []:
         lines.append(f"  - `{test}`")
+    for test in landing.get("flaky") or []:
+        lines.append(f"  - `{test}` (flaky: it failed and then passed at one tree)")
     for hunk in landing.get("hunks") or []:
         lines += [f"Conflict in `{hunk['path']}`:", "```", _demote(hunk["text"]), "```"]
     return lines
