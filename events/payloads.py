@@ -11,6 +11,7 @@ from django.conf import settings
 
 from decisions.models import Decision, SpecVersion
 from evidence.models import GateRun
+from landing.models import FlakyTest, Lander
 from projects.models import Event, Project
 from tasks.models import Attempt, Task
 from tasks.usage import shown as usage_shown
@@ -114,6 +115,16 @@ def _data(subject, event: Event, type_name: str) -> dict:
                 subject.source_decision.key if subject.source_decision_id else None
             ),
         }
+    if isinstance(subject, (Lander, FlakyTest)):
+        slug = Project.objects.only("slug").get(pk=subject.project_id).slug
+        data = {
+            "key": slug if isinstance(subject, Lander) else subject.test,
+            "url": site(f"/projects/{slug}/landing/"),
+            "api_url": site(f"/api/v1/projects/{slug}/landing/"),
+        }
+        if type_name == "landing.paused":
+            data["until"] = (event.extra or {}).get("until")
+        return data
     if isinstance(subject, Project) and type_name == "budget.exhausted":
         return {
             "key": subject.slug,
@@ -155,6 +166,8 @@ def _task(task: Task, event: Event, type_name: str) -> dict:
             for key in ("state", "reason", "paths", "failing", "with", "base")
             if key in landing
         }
+    elif type_name == "landing.fast_lane":
+        data["alone"] = bool((event.extra or {}).get("alone"))
     elif type_name == "task.failed":
         data["gates"] = _failed_gates(attempt) if attempt else []
     elif type_name == "task.in_review" and attempt is not None:

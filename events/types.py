@@ -21,6 +21,11 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("tasks.task", "land", None, "task.landed"),
     ("tasks.task", "landing_returned", None, "landing.failed"),
     ("tasks.task", "dequeue", None, "task.dequeued"),
+    ("tasks.task", "fast_lane", None, "landing.fast_lane"),
+    ("landing.lander", "pause", None, "landing.paused"),
+    ("landing.lander", "unpause", None, "landing.resumed"),
+    ("landing.flakytest", "quarantine", None, "landing.quarantined"),
+    ("landing.flakytest", "release", None, "landing.released"),
     ("tasks.task", "block", None, "task.blocked"),
     ("tasks.task", "release", None, "task.released"),
     ("tasks.task", "unblock", None, "task.unblocked"),
@@ -60,6 +65,13 @@ DESCRIPTIONS = {
     "landing.failed": "the task's approved change could not land (a conflict, or tests failing "
     "once merged); it is ready again, with the reason",
     "task.dequeued": "a manager took the task out of the landing queue",
+    "landing.fast_lane": "a manager put the task's queued change at the head of the queue "
+    "(alone in its batch if asked); it is verified like every change",
+    "landing.paused": "a manager paused the project's landing: approvals queue, nothing lands",
+    "landing.resumed": "the project's landing resumed (a manager, or the pause's end)",
+    "landing.quarantined": "a test was quarantined (by a manager, or by the project's rule "
+    "after its flakes): its failures neither block nor blame",
+    "landing.released": "a test left quarantine (a manager, or its passes in a row)",
     "task.rejected": "a reviewer rejected the attempt, with a reason",
     "task.failed": "the task's attempts are used up",
     "task.blocked": "the agent released the task as blocked",

@@ -12,6 +12,7 @@ from landing import selectors
 from landing.models import BatchState, LanderState
 from landing.services import (
     landing_dequeue,
+    landing_fast,
     landing_pause,
     landing_quarantine,
     landing_resume,
@@ -29,6 +30,13 @@ from tasks.models import Task, TaskState
 # --- Output ---------------------------------------------------------------------------------
 
 
+class FastSerializer(serializers.Serializer):
+    by = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    alone = serializers.BooleanField(help_text="It lands in a batch by itself.")
+    at = serializers.DateTimeField()
+
+
 class QueueRowSerializer(serializers.Serializer):
     position = serializers.IntegerField(help_text="1: the next to land.")
     task = serializers.CharField(source="task.key")
@@ -41,6 +49,10 @@ class QueueRowSerializer(serializers.Serializer):
     )
     batch = serializers.IntegerField(allow_null=True, help_text="The batch it is or was in.")
     reason = serializers.CharField(help_text="Why it is still waiting, after an error.")
+    lane = serializers.ChoiceField(
+        choices=["fast", "normal"], help_text="fast: a manager put it first (landing_fast)."
+    )
+    fast = FastSerializer(allow_null=True, help_text="Who put it in the fast lane and why.")
 
 
 CHANGE_DEFAULTS = {"built": "", "outcome": "queued", "reason": ""}
@@ -214,6 +226,40 @@ class LandingDequeueApi(APIView):
         landing_dequeue(task=task, actor=request.user, **data.validated_data)
         task = Task.objects.select_related("project", "spec").get(pk=task.pk)
         return Response(TaskSerializer(task).data)
+
+
+class LandingFastApi(APIView):
+    """Put a queued change at the head of the queue (managers), with a reason kept in the
+    trail (an Event, ``fast_lane``; type ``landing.fast_lane``), alone in its batch if
+    ``alone``. It is verified on the target as it is, like every change: the fast lane
+    changes the order, never the checks. Answers the landing picture.
+
+    409 ``invalid_state`` when the task has no change queued, ``landing_in_progress`` while a
+    batch lands it, ``already_fast`` when it is in the fast lane already."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug, key):
+        return visible_project(request.user, slug)
+
+    class InputSerializer(JSONInputSerializer):
+        reason = serializers.CharField(
+            max_length=10_000, help_text="Why it goes first (an incident, a release fix)."
+        )
+        alone = serializers.BooleanField(
+            required=False, default=False, help_text="Land it in a batch by itself."
+        )
+
+    @extend_schema(
+        request=InputSerializer, responses={200: LandingSerializer, **errors(400, 403, 404, 409)}
+    )
+    def post(self, request, slug, key):
+        project = self.target
+        task = selectors.task_in(project, key)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        landing_fast(task=task, actor=request.user, **data.validated_data)
+        return Response(LandingSerializer(selectors.landing_overview(project)).data)
 
 
 class LanderActApi(APIView):

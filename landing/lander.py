@@ -181,7 +181,7 @@ def _work_queue(project: Project, counts: dict) -> bool:
             return True
         if pause.paused(project):
             return True  # paused meanwhile: the batches so far stand; land() says paused
-        queue = list(landing_queue(project.pk)[: project.landing_settings["batch_max"]])
+        queue = batch_of(list(landing_queue(project.pk)[: project.landing_settings["batch_max"]]))
         if not queue:
             backoff.forget(project, reason="nothing is queued")
             return True
@@ -208,6 +208,15 @@ def _work_queue(project: Project, counts: dict) -> bool:
         if batch.state in (BatchState.ABANDONED, *ACTIVE_BATCH_STATES):
             return False  # left for the next lander to settle
         backoff.forget(project, reason=f"batch {batch.pk} {batch.state}")
+
+
+def batch_of(queue: list[Attempt]) -> list[Attempt]:
+    """What of the queue's head one batch takes: all of it, but a change a manager put in
+    the fast lane alone goes in a batch by itself, and the changes before it go without it."""
+    for index, attempt in enumerate(queue):
+        if (attempt.landing.get("fast") or {}).get("alone"):
+            return queue[: max(index, 1)]
+    return queue
 
 
 def _look(project: Project) -> tuple[object, str | None]:

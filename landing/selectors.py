@@ -33,6 +33,10 @@ def queue_rows(project: Project, *, limit: int = QUEUE_SHOWN) -> list[dict]:
             "state": attempt.landing.get("state", "queued"),
             "batch": attempt.landing.get("batch"),
             "reason": attempt.landing.get("reason", ""),
+            "lane": "fast" if attempt.fast_at else "normal",
+            "fast": {**attempt.landing.get("fast", {}), "at": attempt.fast_at}
+            if attempt.fast_at
+            else None,
         }
         for position, attempt in enumerate(landing_queue(project.pk)[:limit], start=1)
     ]

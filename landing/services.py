@@ -3,7 +3,8 @@
 ``landing_dequeue`` takes a task out of the queue (``tasks.landing.task_dequeue``), even
 from a batch whose lander is gone; ``landing_retry`` wakes a lander that backs off;
 ``landing_pause`` and ``landing_resume`` stop and start the landing itself (``pause``);
-``landing_quarantine`` puts a test in or out of quarantine (``flaky``).
+``landing_quarantine`` puts a test in or out of quarantine (``flaky``); ``landing_fast``
+puts a queued change in the fast lane.
 """
 
 import re
@@ -23,7 +24,7 @@ from projects.models import Event, Project
 from projects.queue import enqueue_on_commit
 from projects.roles import Role
 from projects.services import require_role
-from tasks.landing import LAND_JOB, task_dequeue
+from tasks.landing import LAND_JOB, attempt_fast_lane, task_dequeue
 from tasks.models import Task
 
 
@@ -185,3 +186,23 @@ def landing_quarantine(
             on=quarantined,
             reason=reason or "a manager released it from quarantine",
         )
+
+
+def landing_fast(*, task: Task, actor, reason: str, alone: bool = False) -> Task:
+    """A manager puts ``task``'s queued change at the head of the queue, with a reason kept
+    in the trail (an Event, ``fast_lane``): it lands before every change not in the fast
+    lane, alone in its batch if ``alone``, and is verified on the target as it is like any
+    other (the fast lane changes the order, never the checks). The lander is woken. 403 for
+    anyone but a manager, 400 without a reason, 409 ``invalid_state``, ``landing_in_progress``
+    and ``already_fast`` (``tasks.landing.attempt_fast_lane``)."""
+    require_role(actor, task.project_id, Role.MANAGER)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": ["say why this change goes first: the trail keeps it"]})
+    if "\x00" in reason:
+        raise ValidationError({"reason": ["text may not contain NUL characters"]})
+    with transaction.atomic():
+        attempt_fast_lane(task=task, actor=actor, reason=reason, alone=bool(alone))
+        enqueue_on_commit(LAND_JOB, task.project_id)
+    task.refresh_from_db()
+    return task

@@ -27,6 +27,11 @@ api_patterns = [
         name="api-landing-flaky",
     ),
     path(
+        "projects/<key:slug>/landing/<key:key>/fast/",
+        api.LandingFastApi.as_view(),
+        name="api-landing-fast",
+    ),
+    path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         api.LandingDequeueApi.as_view(),
         name="api-landing-dequeue",
@@ -40,6 +45,7 @@ ui_patterns = [
     path("projects/<key:slug>/landing/pause/", views.landing_pause, name="landing-pause"),
     path("projects/<key:slug>/landing/resume/", views.landing_resume, name="landing-resume"),
     path("projects/<key:slug>/landing/flaky/", views.landing_quarantine, name="landing-flaky"),
+    path("projects/<key:slug>/landing/<key:key>/fast/", views.landing_fast, name="landing-fast"),
     path(
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         views.landing_dequeue,

@@ -2,7 +2,8 @@
 form a manager takes a task out of the queue with (``landing.services.landing_dequeue``),
 the button that wakes a lander that backs off (``landing.services.landing_retry``), and the
 forms that pause and resume landing (``landing_pause``, ``landing_resume``), and the forms
-that quarantine and release a flaky test (``landing_quarantine``)."""
+that quarantine and release a flaky test (``landing_quarantine``) and put a change in the
+fast lane (``landing_fast``)."""
 
 from django import forms
 from django.contrib import messages
@@ -58,6 +59,7 @@ def landing(request, slug):
     overview = selectors.landing_overview(project)
     for row in overview["queue"]:
         row["may_dequeue"] = may(row["task"], "dequeue", request.user)
+        row["may_fast"] = row["may_dequeue"] and row["lane"] == "normal"
     lander = overview["lander"]
     lander["may_retry"] = lander["backing_off"] and may(lander["object"], "retry", request.user)
     lander["may_pause"] = has_role(request.user, project.pk, Role.MANAGER)
@@ -184,5 +186,31 @@ def landing_quarantine(request, slug):
             f"{test.strip()} is quarantined: its failures neither block nor blame."
             if quarantined
             else f"{test.strip()} is out of quarantine: its failures count again.",
+        )
+    return redirect("landing", slug=project.slug)
+
+
+@login_required
+@require_POST
+def landing_fast(request, slug, key):
+    """Put a queued change in the fast lane (managers), with a reason, alone if asked; a
+    refusal comes back as a message on the page."""
+    project = _project_or_404(request.user, slug)
+    try:
+        task = selectors.task_in(project, key)
+    except Task.DoesNotExist:
+        raise Http404(f"no task {key} in {project.slug}") from None
+    alone = request.POST.get("alone") == "on"
+    try:
+        services.landing_fast(
+            task=task, actor=request.user, reason=request.POST.get("reason", ""), alone=alone
+        )
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"{key} was not put in the fast lane: {refusal_text(exc)}")
+    else:
+        messages.success(
+            request,
+            f"{key} is in the fast lane: it lands next{', in a batch by itself' if alone else ''}, "
+            "verified on the target like every change.",
         )
     return redirect("landing", slug=project.slug)

@@ -422,11 +422,19 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         db_index=True,
         help_text="When it joined the landing queue (its approval); the queue's order.",
     )
+    fast_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When a manager put its queued change in the fast lane (empty: it is not);"
+        " the fast lane lands first, in this order (landing.services.landing_fast).",
+    )
     landing = models.JSONField(
         default=dict,
         blank=True,
         editable=False,
-        help_text="Where its change is in landing: {state, commit, batch, landed, reason, seconds}.",
+        help_text="Where its change is in landing: {state, commit, batch, landed, reason, seconds,"
+        " fast: {by, reason, alone}}.",
     )
     usage = models.JSONField(
         default=dict,
@@ -614,6 +622,7 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
             # Queued to land: the queue's order is the order of approval.
             self.queued_at = self.ended_at
             self.landing = landing
+            self.fast_at = None
 
     @transition(
         field=state,
@@ -642,7 +651,7 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         self.reviewed_by = None
         self.ended_at = None
         self.end_reason = ""
-        self.queued_at = None
+        self.queued_at = self.fast_at = None
         self.landing = {**self.landing, "state": "dequeued", "reason": end_reason}
 
     @transition(

@@ -328,6 +328,12 @@ ENDPOINTS = {
         {"test": "tests/test_calc.py::CalcTest::test_add", "quarantined": True, "reason": "x"},
         "json",
     ),
+    "landing.fast": lambda f: (
+        "post",
+        f"/api/v1/projects/FM/landing/{f.queued().key}/fast/",
+        {"reason": "the outage fix"},
+        "json",
+    ),
     "landing.dequeue": lambda f: (
         "post",
         f"/api/v1/projects/FM/landing/{f.queued().key}/dequeue/",

@@ -660,6 +660,7 @@ BODIES = {
     ("PATCH", "/api/v1/projects/{slug}/webhooks/{id}/"): {"description": "d"},
     ("POST", "/api/v1/attempts/{attempt_id}/comments/"): {"path": "x.py", "line": 1, "body": "b"},
     ("POST", "/api/v1/projects/{slug}/landing/{key}/dequeue/"): {"to": "ready", "reason": "r"},
+    ("POST", "/api/v1/projects/{slug}/landing/{key}/fast/"): {"reason": "the outage fix"},
     ("POST", "/api/v1/projects/{slug}/landing/pause/"): {"reason": "a release freeze"},
     ("POST", "/api/v1/projects/{slug}/landing/flaky/"): {
         "test": "tests/test_calc.py::CalcTest::test_add",
@@ -848,6 +849,7 @@ SHOWN_FIELD = {
     ("POST", "/api/v1/tasks/{key}/unblock/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/claim/"): ("attempt", UNKNOWN),
     ("POST", "/api/v1/projects/{slug}/landing/{key}/dequeue/"): ("state", UNKNOWN),
+    ("POST", "/api/v1/projects/{slug}/landing/{key}/fast/"): ("queued", UNKNOWN),
     ("POST", "/api/v1/projects/{slug}/landing/retry/"): ("state", UNKNOWN),
     ("POST", "/api/v1/projects/{slug}/landing/pause/"): ("paused", UNKNOWN),
     ("POST", "/api/v1/projects/{slug}/landing/resume/"): ("paused", UNKNOWN),
@@ -865,7 +867,7 @@ def live_client(world, method: str, template: str) -> APIClient:
 
 def test_every_write_of_the_schema_has_a_shown_field_to_try():
     assert set(WRITES) == set(SHOWN_FIELD)
-    assert len(WRITES) == 34
+    assert len(WRITES) == 35
 
 
 @pytest.mark.django_db
@@ -899,7 +901,7 @@ def test_every_write_refuses_a_field_only_the_server_sets(
 
 def test_every_operation_of_the_schema_is_walked():
     """61 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 63
+    assert len(OPERATIONS) == 64
     assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 

@@ -271,7 +271,9 @@ def cmd_landing(client, args):
             )
         result = client.dequeue(args.project, args.dequeue, args.to, args.reason)
         return _print_json(result) if args.json else print(f"{result['key']} is {result['state']}")
-    if args.pause is not None:
+    if args.fast:
+        result = client.fast_lane(args.project, args.fast, args.reason, alone=args.alone)
+    elif args.pause is not None:
         result = client.pause_landing(args.project, args.pause, args.until)
     elif args.resume:
         result = client.resume_landing(args.project, args.reason or "")
@@ -297,9 +299,11 @@ def cmd_landing(client, args):
     if not result["queue"]:
         print("Nothing queued.")
     for item in result["queue"]:
+        fast = item.get("fast")
+        lane = f"  [fast lane: {fast['reason']}]" if fast else ""
         print(
             f"{item['position']:>3}. {item['task']:<10} {item['state']:<8} "
-            f"{(item.get('commit') or '')[:12]}  {item['title']}"
+            f"{(item.get('commit') or '')[:12]}  {item['title']}{lane}"
         )
     for batch in result["batches"][:5]:
         outcomes = ", ".join(f"{c['task']} {c['outcome']}" for c in batch["changes"])
@@ -512,13 +516,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "landing",
-        help="a project's landing queue; --dequeue a task, --pause or --resume it (managers)",
+        help="a project's landing queue; --dequeue a task or put it in the --fast lane, --pause "
+        "or --resume landing (managers)",
     )
     p.add_argument("--project", required=True)
     change = p.add_mutually_exclusive_group()
     change.add_argument("--dequeue", metavar="KEY", help="take this task out of the queue")
     change.add_argument("--pause", metavar="REASON", help="pause landing: approvals still queue")
     change.add_argument("--resume", action="store_true", help="lift the pause (--reason: why)")
+    change.add_argument(
+        "--fast", metavar="KEY", help="land this queued task next (--reason: why; --alone)"
+    )
+    p.add_argument("--alone", action="store_true", help="with --fast: in a batch by itself")
     p.add_argument("--until", metavar="TIME", help="with --pause: when it ends (ISO 8601)")
     p.add_argument("--to", choices=["in_review", "ready"], default="ready")
     p.add_argument("--reason")
@@ -570,6 +579,10 @@ def main(argv=None) -> int:
         parser.error("landing --pause needs a reason: say why landing pauses")
     if getattr(args, "run", None) is cmd_landing and args.until and args.pause is None:
         parser.error("landing --until goes with --pause")
+    if getattr(args, "fast", None) and not (args.reason or "").strip():
+        parser.error("landing --fast needs --reason: say why it goes first")
+    if getattr(args, "run", None) is cmd_landing and args.alone and not args.fast:
+        parser.error("landing --alone goes with --fast")
     if getattr(args, "void_usage", None) is not None and not args.void_usage.strip():
         parser.error("attempt --void-usage needs a reason: say why it should not count")
     if getattr(args, "local", False):  # needs no server, nor a token

@@ -684,3 +684,34 @@ def test_landing_says_who_paused_it_why_and_until_when_and_a_manager_resumes(liv
     assert no_reason.stderr.splitlines()[-1] == (
         "factory: error: landing --pause needs a reason: say why landing pauses"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_landing_puts_a_task_in_the_fast_lane_and_shows_it_first(live_server, flow):
+    flow.project.landing = {"mode": "push", "method": "merge", "batch_max": 2, "target_branch": ""}
+    flow.project.save(update_fields=["landing"])
+    flow.gates({})
+    first, _ = flow.done(title="First")
+    second, _ = flow.done(title="Second")
+
+    fast = factory(
+        live_server, flow.manager, "landing", "--project", "FM", "--fast", second.key,
+        "--reason", "the outage fix", "--alone",
+    )  # fmt: skip
+    no_reason = factory(
+        live_server, flow.manager, "landing", "--project", "FM", "--fast", first.key
+    )
+    refused = factory(
+        live_server, flow.agent, "landing", "--project", "FM", "--fast", first.key, "--reason", "x"
+    )
+
+    assert fast.returncode == 0, fast.stderr
+    queue = [line for line in fast.stdout.splitlines() if line[:4].strip().endswith(".")]
+    assert queue[0].split()[1] == second.key
+    assert queue[0].endswith("[fast lane: the outage fix]")
+    assert queue[1].split()[1] == first.key
+    assert no_reason.returncode == 2
+    assert no_reason.stderr.splitlines()[-1] == (
+        "factory: error: landing --fast needs --reason: say why it goes first"
+    )
+    assert refused.returncode != 0 and "manager" in refused.stderr

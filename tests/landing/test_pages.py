@@ -78,8 +78,8 @@ def test_managers_get_a_dequeue_form_per_queued_row(client, lands):
         f"/projects/FM/landing/{second.key}/dequeue/",
     ]
     assert html.count('name="csrfmiddlewaretoken"') >= 2
-    # Each row's reason, the pause form's and the quarantine form's.
-    assert html.count('name="reason" required') == 4
+    # Each row's dequeue and fast-lane reasons, the pause form's and the quarantine form's.
+    assert html.count('name="reason" required') == 6
 
 
 def test_the_page_counts_the_changes_landed_in_the_last_hour(client, lands):
