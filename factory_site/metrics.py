@@ -26,7 +26,7 @@ def metrics(request):
     if not token or not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
         raise Http404("no such page")
     now = timezone.now()
-    figures = {**metric_figures(now=now), **gate_run_figures(now=now), **landing_figures()}
+    figures = {**metric_figures(now=now), **gate_run_figures(now=now), **landing_figures(now=now)}
     return HttpResponse(instruments.render(figures), content_type=instruments.CONTENT_TYPE)
 
 

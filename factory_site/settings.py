@@ -462,6 +462,9 @@ FACTORY_LANDING_COMMITTER = (
     env("FACTORY_LANDING_COMMITTER_EMAIL", "factory-memory@localhost"),
 )
 FACTORY_LANDING_PUSH_TRIES = env_int("FACTORY_LANDING_PUSH_TRIES", 3)
+# A change first in the queue whose batches ended this many times in a row without a verdict
+# (an error, or a lander that died) goes back, if the target alone verifies cleanly.
+FACTORY_LANDING_HEAD_ERRORS = env_int("FACTORY_LANDING_HEAD_ERRORS", 3)
 FACTORY_LANDING_TIME_LIMIT = env_int("FACTORY_LANDING_TIME_LIMIT", 6 * 3600)
 # After a batch errs, the lander looks at the target again after this long, twice as late
 # each time nothing changed, up to the most (ADR 0020); a manager may wake it sooner.

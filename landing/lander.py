@@ -44,6 +44,7 @@ from evidence.services import evidence_measured
 from landing import backoff, flaky, git, pause
 from landing.locks import LockLost, ensure_held, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
+from projects import metrics
 from projects.errors import Conflict
 from projects.models import Project
 from runner import mirror
@@ -271,7 +272,11 @@ def settle_dead_batches(project: Project) -> int:
                 )
                 change["outcome"] = "landed"
             elif change.get("outcome", "queued") in ("queued", "landing"):
-                still = attempt_landing_note(attempt=attempt, state="queued", batch=None)
+                # Its lander died before a verdict: the first change counts it (a change
+                # that kills every lander that verifies it must not hold the queue forever).
+                first = change is batch.changes[0] and not pushed
+                errors = {"errors": _errors(attempt) + 1} if first else {}
+                still = attempt_landing_note(attempt=attempt, state="queued", batch=None, **errors)
                 change["outcome"] = "queued" if still else "dequeued"
         batch.state = BatchState.LANDED if pushed else BatchState.ABANDONED
         batch.reason = (
@@ -281,6 +286,7 @@ def settle_dead_batches(project: Project) -> int:
         )
         batch.ended_at = timezone.now()
         batch.save()
+        metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
     return len(dead)
 
 
@@ -319,10 +325,11 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
         if batch.state == BatchState.PUSHING:
             return batch  # whether it landed, only git can tell: the next lander settles it
     if batch.state != BatchState.ERROR:
-        # Those behind a culprit wait for the next batch: no longer "landing" in this one.
+        # Those behind a culprit wait for the next batch: no longer "landing" in this one;
+        # a batch that reached a verdict ends the count of those without one.
         for change in changes:
             if change.outcome == "queued":
-                attempt_landing_note(attempt=change.attempt, state="queued", batch=None)
+                attempt_landing_note(attempt=change.attempt, state="queued", batch=None, errors=0)
     batch.changes = [_record(change) for change in changes]
     batch.seconds = round(time.monotonic() - started, 3)
     batch.ended_at = timezone.now()
@@ -333,6 +340,7 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
             else (BatchState.ABANDONED)
         )
     batch.save()
+    metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
     return batch
 
 
@@ -340,9 +348,13 @@ def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -
     """Nothing can be decided about the changes: the batch ends ``error`` with the reason,
     and every change not yet decided stays queued, saying it."""
     batch.state, batch.reason = BatchState.ERROR, f"nothing landed: {reason}"[:4000]
-    for change in changes:
+    for index, change in enumerate(changes):
         if change.outcome in ("queued", "landing"):
-            attempt_landing_note(attempt=change.attempt, state="error", reason=batch.reason)
+            # The first change counts the batches in a row that ended without a verdict.
+            errors = {"errors": _errors(change.attempt) + 1} if index == 0 else {}
+            attempt_landing_note(
+                attempt=change.attempt, state="error", reason=batch.reason, **errors
+            )
     logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
 
 
@@ -403,6 +415,9 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             )
         else:
             change.commit = full
+    head = next((c for c in changes if c.outcome in ("queued", "landing")), None)
+    if head is not None and _errors(head.attempt) >= settings.FACTORY_LANDING_HEAD_ERRORS:
+        _heal(project, batch, path, head)
     pushes_refused = 0
     while True:
         base = git.tip(path, batch.target)
@@ -464,6 +479,39 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
         _store_runs(runs, chain, good, culprit)
         _return_conflicts(batch, clashes, landed=good, tip=head)
         return
+
+
+def _errors(attempt: Attempt) -> int:
+    """How many batches in a row ended without a verdict with ``attempt`` first."""
+    return int((attempt.landing or {}).get("errors") or 0)
+
+
+def _heal(project: Project, batch: Batch, path, head: Change) -> None:
+    """The first change's batches ended ``FACTORY_LANDING_HEAD_ERRORS`` times in a row
+    without a verdict: verify the target alone. If it passes, the change is what keeps
+    failing to be judged (it hangs, or takes its lander down with it): it goes back with the
+    reason, rather than holding everyone behind it. If the target fails too, nothing is
+    returned: the target is red (``LandingError``, as a red target always is)."""
+    base = git.tip(path, batch.target)
+    if base is None:
+        raise LandingError(f"the repository has no branch {batch.target!r} to land on")
+    batch.base, batch.state = base, BatchState.VERIFYING
+    batch.save(update_fields=["base", "state"])
+    verdict = Runs(project=project, path=path, batch=batch).verify(0, base)
+    if not verdict.passed:
+        raise LandingError(
+            f"the target itself fails its tests at {base[:12]}: "
+            f"{'; '.join(verdict.result.problems)}; nothing lands until it passes"
+        )
+    was = (head.attempt.landing or {}).get("reason") or "no reason was recorded"
+    _return(
+        head,
+        "failed",
+        f"landing failed: its batches ended {_errors(head.attempt)} times in a row without a "
+        f"verdict while {batch.target} alone passes at {base[:12]} (the last: {was}); make "
+        "its tests finish within the project's time limit and submit again",
+        {"base": base, "errors": _errors(head.attempt)},
+    )
 
 
 @dataclass

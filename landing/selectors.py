@@ -7,13 +7,13 @@ and the lander's back-off.
 
 from datetime import timedelta
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Min, Q, Sum
 from django.utils import timezone
 
 from landing.models import Batch, FlakyTest, Lander, LanderState
 from projects.models import Event, Project
 from tasks.landing import landing_queue
-from tasks.models import Task
+from tasks.models import Attempt, AttemptState, Task, TaskState
 
 QUEUE_SHOWN = 200  # a queue longer than this is shown from its head; ``queued`` counts it all
 BATCHES_SHOWN = 20
@@ -74,14 +74,31 @@ def flaky_block(project: Project, *, limit: int = FLAKY_SHOWN) -> dict:
     }
 
 
-def metric_figures() -> dict:
-    """What /metrics reads of the merge queues at each scrape: quarantined tests by project."""
+def metric_figures(*, now) -> dict:
+    """What /metrics reads of the merge queues at each scrape: quarantined tests, and the
+    age of the change waiting longest, by project (two queries)."""
     rows = (
         FlakyTest.objects.filter(quarantined=True)
         .values("project__slug")
         .annotate(count=Count("pk"))
     )
-    return {"factory_landing_quarantined": {(row["project__slug"],): row["count"] for row in rows}}
+    oldest = (
+        Attempt.objects.filter(
+            task__state=TaskState.APPROVED,
+            task__current_attempt=F("pk"),
+            state=AttemptState.APPROVED,
+            queued_at__isnull=False,
+        )
+        .values("task__project__slug")
+        .annotate(first=Min("queued_at"))
+    )
+    return {
+        "factory_landing_quarantined": {(row["project__slug"],): row["count"] for row in rows},
+        "factory_landing_oldest_queued_seconds": {
+            (row["task__project__slug"],): max(0.0, (now - row["first"]).total_seconds())
+            for row in oldest
+        },
+    }
 
 
 def lander_block(project: Project) -> dict:

@@ -88,6 +88,17 @@ LANDING_WAIT_SECONDS = _histogram(
     ["project"],
     buckets=HOURS,
 )
+LANDING_BATCHES = _counter(
+    "factory_landing_batches",
+    "Landing batches that ended, by project and state (landed, returned, error, abandoned).",
+    ["project", "state"],
+)
+LANDING_VERIFY_RUNS = _counter(
+    "factory_landing_verify_runs",
+    "Verify runs the lander made, reruns included, by project; over landed changes, the"
+    " runs each landing cost.",
+    ["project"],
+)
 LANDING_FLAKES = _counter(
     "factory_landing_flakes",
     "Tests that failed and then passed at one tree the lander verified, by project.",
@@ -126,6 +137,11 @@ HTTP_SECONDS = _histogram(
 GAUGES = {
     "factory_tasks": ("Tasks now, by project and state.", ["project", "state"]),
     "factory_landing_queued": ("Approved changes queued to land, by project.", ["project"]),
+    "factory_landing_oldest_queued_seconds": (
+        "How long the change waiting longest in the landing queue has waited (0 when none),"
+        " by project.",
+        ["project"],
+    ),
     "factory_landing_quarantined": (
         "Tests quarantined by a project (their failures neither block nor blame), by project.",
         ["project"],
@@ -206,6 +222,13 @@ def landing_left(*, project: str, outcome: str, waited: float | None = None) -> 
     _after_commit(LANDINGS, project=project, outcome=outcome)
     if waited is not None:
         _after_commit(LANDING_WAIT_SECONDS, waited, project=project)
+
+
+def landing_batch_ended(*, project: str, state: str, runs: int) -> None:
+    """A landing batch ended in ``state`` after ``runs`` verify runs."""
+    _after_commit(LANDING_BATCHES, project=project, state=state)
+    if runs:
+        _after_commit(LANDING_VERIFY_RUNS, runs, project=project)
 
 
 def landing_flaked(*, project: str) -> None:

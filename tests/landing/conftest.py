@@ -6,6 +6,7 @@ demo's ``run_tests.py`` over ``tests/``: standard library only, so the sandbox n
 nothing but the system's Python.
 """
 
+import re
 import shutil
 import subprocess
 import threading
@@ -20,6 +21,7 @@ from landing.locks import lander_lock
 from landing.models import Batch, BatchState, Lander
 from projects import services as project_services
 from projects.models import Event, Project
+from runner.verify import Result
 from tasks import attempts, review
 from tasks.demo.repository import RUN_TESTS
 from tasks.models import Attempt, Task
@@ -317,3 +319,52 @@ def lander_snapshot(project):
     lander = Lander.objects.filter(project=project).first()
     state = (lander.state, lander.reason, lander.wake_at) if lander else None
     return state, Event.objects.count()
+
+
+# --- The runner, scripted ---------------------------------------------------------------------
+
+
+class Script:
+    """The runner, scripted: each tree's tests are read from git; ``fails[test](n)`` says
+    whether ``test`` fails at its ``n``-th run (1 first), counted over every tree. A
+    test that no rule names passes, unless its file says ``'not <name>'`` (``broken``)."""
+
+    def __init__(self, origin):
+        self.origin = origin
+        self.fails: dict = {}
+        self.runs: dict = {}
+        self.calls = 0
+
+    def __call__(self, *, project, path, sha):
+        self.calls += 1
+        failed, cases = False, []
+        for name in self.origin._git(path, "ls-tree", "-r", "--name-only", sha).split():
+            if not (name.startswith("tests/test_") and name.endswith(".py")):
+                continue
+            text = self.origin._git(path, "show", f"{sha}:{name}")
+            (klass,) = re.findall(r"^class (\w+)\(", text, re.MULTILINE)
+            for method in re.findall(r"def (test_\w+)\(", text):
+                test = f"{name}::{klass}::{method}"
+                self.runs[test] = self.runs.get(test, 0) + 1
+                rule = self.fails.get(test)
+                fails = rule(self.runs[test]) if rule else "'not " in text
+                failed |= fails
+                classname = f"{name[: -len('.py')].replace('/', '.')}.{klass}"
+                failure = '<failure message="boom">boom</failure>' if fails else ""
+                cases.append(
+                    f'<testcase classname="{classname}" name="{method}">{failure}</testcase>'
+                )
+        junit = f"<testsuite>{''.join(cases)}</testsuite>".encode()
+        result = Result(commit=sha, base="", mirror="built", junit=junit)
+        result.steps = [{"name": "test", "exit_code": 1 if failed else 0, "stopped": None}]
+        if failed:
+            result.problems.append("the test command exited with code 1")
+        return result
+
+
+@pytest.fixture
+def script(origin, monkeypatch):
+    """The lander verifies with a ``Script`` instead of the sandbox."""
+    script = Script(origin)
+    monkeypatch.setattr("landing.lander.verify_tree", script)
+    return script

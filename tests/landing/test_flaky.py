@@ -7,8 +7,6 @@ can fail at one run and pass at the next, at the same tree, on purpose. What rea
 in the real sandbox.
 """
 
-import re
-
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -28,51 +26,6 @@ CALC_ADD = "tests/test_calc.py::CalcTest::test_add"
 def id_of(name: str) -> str:
     """The id the JUnit of ``feature(name)``'s test gets."""
     return f"tests/test_{name}.py::{name.title()}Test::test_{name}"
-
-
-class Script:
-    """The runner, scripted: each tree's tests are read from git; ``fails[test](n)`` says
-    whether ``test`` fails at its ``n``-th run (1 first), counted over every tree. A
-    test that no rule names passes, unless its file says ``'not <name>'`` (``broken``)."""
-
-    def __init__(self, origin):
-        self.origin = origin
-        self.fails: dict = {}
-        self.runs: dict = {}
-        self.calls = 0
-
-    def __call__(self, *, project, path, sha):
-        self.calls += 1
-        failed, cases = False, []
-        for name in self.origin._git(path, "ls-tree", "-r", "--name-only", sha).split():
-            if not (name.startswith("tests/test_") and name.endswith(".py")):
-                continue
-            text = self.origin._git(path, "show", f"{sha}:{name}")
-            (klass,) = re.findall(r"^class (\w+)\(", text, re.MULTILINE)
-            for method in re.findall(r"def (test_\w+)\(", text):
-                test = f"{name}::{klass}::{method}"
-                self.runs[test] = self.runs.get(test, 0) + 1
-                rule = self.fails.get(test)
-                fails = rule(self.runs[test]) if rule else "'not " in text
-                failed |= fails
-                classname = f"{name[: -len('.py')].replace('/', '.')}.{klass}"
-                failure = '<failure message="boom">boom</failure>' if fails else ""
-                cases.append(
-                    f'<testcase classname="{classname}" name="{method}">{failure}</testcase>'
-                )
-        junit = f"<testsuite>{''.join(cases)}</testsuite>".encode()
-        result = Result(commit=sha, base="", mirror="built", junit=junit)
-        result.steps = [{"name": "test", "exit_code": 1 if failed else 0, "stopped": None}]
-        if failed:
-            result.problems.append("the test command exited with code 1")
-        return result
-
-
-@pytest.fixture
-def script(origin, monkeypatch):
-    script = Script(origin)
-    monkeypatch.setattr("landing.lander.verify_tree", script)
-    return script
 
 
 def once(n: int) -> bool:

@@ -1,10 +1,15 @@
 """Flaky tests on the merge queue's faces: the landing page, its forms, the API, /metrics."""
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
+from landing.lander import settle_dead_batches
 from landing.models import Batch, BatchState, FlakyTest
+from projects.metrics import INSTRUMENTS
 from projects.models import Event
+from tests.landing.conftest import queued
 
 pytestmark = pytest.mark.django_db
 
@@ -175,3 +180,30 @@ def test_metrics_count_the_quarantined_tests_by_project(client, lands, settings)
     text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {'t' * 40}").content.decode()
 
     assert 'factory_landing_quarantined{project="FM"} 1.0' in text
+
+
+def test_metrics_show_the_queues_health_oldest_wait_batches_and_runs(
+    client, lands, settings, django_capture_on_commit_callbacks
+):
+    settings.FACTORY_METRICS_TOKEN = "t" * 40
+    _, attempt = queued(lands)
+    type(attempt).objects.filter(pk=attempt.pk).update(
+        queued_at=timezone.now() - timedelta(hours=2)
+    )
+    labels = {"project": "FM", "state": "abandoned"}
+    before = INSTRUMENTS.get_sample_value("factory_landing_batches_total", labels) or 0
+    runs = INSTRUMENTS.get_sample_value("factory_landing_verify_runs_total", {"project": "FM"})
+    Batch.objects.create(
+        project=lands.project, state=BatchState.VERIFYING, target="main", method="squash",
+        verify_runs=2, changes=[],
+    )  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        settle_dead_batches(lands.project)
+
+    text = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {'t' * 40}").content.decode()
+
+    (line,) = [x for x in text.splitlines() if x.startswith("factory_landing_oldest_queued")]
+    assert 7200 <= float(line.split()[-1]) < 7300
+    assert INSTRUMENTS.get_sample_value("factory_landing_batches_total", labels) == before + 1
+    after = INSTRUMENTS.get_sample_value("factory_landing_verify_runs_total", {"project": "FM"})
+    assert after == (runs or 0) + 2
