@@ -475,6 +475,13 @@ FACTORY_LANDING_BACKOFF_MAX_SECONDS = env_int("FACTORY_LANDING_BACKOFF_MAX_SECON
 # taken (GitHub sends at most 25 MB).
 FACTORY_CODE_HOST_URLS = env_list("FACTORY_CODE_HOST_URLS", "https://api.github.com")
 FACTORY_CODE_HOST_HOOK_MAX_BYTES = env_int("FACTORY_CODE_HOST_HOOK_MAX_BYTES", 25 * 1024**2)
+# Calling the host (codehosts.providers): a call's time limit, retries of a read that met
+# a 5xx or a timeout (backoff doubling from BACKOFF), and the longest rate-limit wait the
+# provider sits out itself; a longer one is the caller's RateLimited, to reschedule.
+FACTORY_CODE_HOST_TIMEOUT_SECONDS = env_int("FACTORY_CODE_HOST_TIMEOUT_SECONDS", 10)
+FACTORY_CODE_HOST_RETRIES = env_int("FACTORY_CODE_HOST_RETRIES", 3)
+FACTORY_CODE_HOST_MAX_WAIT_SECONDS = env_int("FACTORY_CODE_HOST_MAX_WAIT_SECONDS", 60)
+FACTORY_CODE_HOST_BACKOFF_SECONDS = env_int("FACTORY_CODE_HOST_BACKOFF_SECONDS", 1)
 # Imports (interop): the upload, what it may expand to, and how many files it may hold.
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)

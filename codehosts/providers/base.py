@@ -1,0 +1,210 @@
+"""The seam between Factory Memory and a code host (ADR 0030): what the rest of the site
+may ask of a host, the host's answers as our own plain values, and the few errors a caller
+decides on. Nothing here imports a host's client; ``codehosts.providers.github`` does.
+"""
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+MergeMethod = Literal["merge", "squash", "rebase"]
+Conclusion = Literal[
+    "success", "failure", "neutral", "cancelled", "skipped", "timed_out", "action_required"
+]
+
+
+class HostError(Exception):
+    """A host refused or could not answer. ``detail`` is safe to show and to log: it never
+    holds a credential (the providers build it from the host's message and the status)."""
+
+    def __init__(self, detail: str, *, status: int | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+
+
+class NotFound(HostError):
+    """The repository, pull request, issue or check run is not there, or the credentials
+    do not reach it (GitHub says 404 for both)."""
+
+
+class Forbidden(HostError):
+    """The credentials lack a permission; ``missing`` names each, as the host spells it
+    (``pull_requests: write``), when the host said which."""
+
+    def __init__(self, detail: str, *, status: int | None = 403, missing: tuple[str, ...] = ()):
+        super().__init__(detail, status=status)
+        self.missing = missing
+
+
+class Refused(HostError):
+    """The host understood and refused: a merge whose checks are not green, a head that
+    moved, a branch out of date. ``detail`` is the host's own message."""
+
+
+class RateLimited(HostError):
+    """The host asks the caller to wait ``retry_after`` seconds (longer than the provider
+    waits itself); a job reschedules itself that far ahead."""
+
+    def __init__(self, detail: str, *, status: int | None = 429, retry_after: float = 60.0):
+        super().__init__(detail, status=status)
+        self.retry_after = retry_after
+
+
+class Unavailable(HostError):
+    """The host answered 5xx, timed out or could not be reached, after the provider's own
+    retries (idempotent calls only): the outcome of a write is unknown, so the caller
+    re-reads before it tries again."""
+
+
+class Unconfigured(HostError):
+    """The project's code host names credentials this process does not hold."""
+
+
+@dataclass(frozen=True)
+class Repository:
+    full_name: str
+    default_branch: str
+    node_id: str
+    private: bool
+
+
+@dataclass(frozen=True)
+class Protection:
+    """What a target branch demands before a merge: the checks that must be green at the
+    head, whether the head must contain the target's tip (``strict``), approving reviews
+    (which an App's approval never counts toward), and whether a merge queue merges it."""
+
+    branch: str
+    protected: bool
+    required_checks: tuple[str, ...] = ()
+    strict: bool = False
+    required_reviews: int = 0
+    merge_queue: bool = False
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    node_id: str
+    url: str
+    state: str  # open | closed
+    merged: bool
+    draft: bool
+    title: str
+    body: str
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    base_sha: str
+    author: str
+    merge_commit_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class Annotation:
+    path: str
+    start_line: int
+    end_line: int
+    level: Literal["notice", "warning", "failure"]
+    message: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    id: int
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None
+    url: str
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    url: str
+
+
+@dataclass(frozen=True)
+class Issue:
+    number: int
+    title: str
+    body: str
+    state: str
+    labels: tuple[str, ...]
+    author: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Merged:
+    sha: str
+    message: str
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    id: str
+    position: int
+    state: str
+
+
+@dataclass(frozen=True)
+class Access:
+    """What the credentials may do on the repository: ``missing`` names each permission
+    the site needs and lacks (empty when all is there)."""
+
+    missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class CodeHost(Protocol):
+    """One project's repository on its code host. Every call may raise a ``HostError``."""
+
+    provider: str
+
+    def check_access(self) -> Access: ...
+
+    def repository(self) -> Repository: ...
+
+    def protection(self, branch: str) -> Protection: ...
+
+    def open_or_update_pull_request(
+        self, *, task: str, head: str, base: str, title: str, body: str, draft: bool
+    ) -> PullRequest: ...
+
+    def set_draft(self, pull: PullRequest, draft: bool) -> PullRequest: ...
+
+    def pull_request(self, number: int) -> PullRequest: ...
+
+    def check_run(
+        self,
+        *,
+        name: str,
+        head_sha: str,
+        status: Literal["queued", "in_progress", "completed"],
+        conclusion: Conclusion | None = None,
+        title: str = "",
+        summary: str = "",
+        annotations: tuple[Annotation, ...] = (),
+        details_url: str | None = None,
+        check_run_id: int | None = None,
+    ) -> CheckRun: ...
+
+    def comment(self, number: int, body: str) -> Comment: ...
+
+    def merge(self, pull: PullRequest, *, sha: str, method: MergeMethod = "merge") -> Merged: ...
+
+    def update_branch(self, pull: PullRequest, *, expected_head_sha: str) -> None: ...
+
+    def enqueue_pull_request(self, pull: PullRequest, *, expected_head_sha: str) -> QueueEntry: ...
+
+    def dequeue_pull_request(self, pull: PullRequest) -> QueueEntry: ...
+
+    def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]: ...
+
+    def issue(self, number: int) -> Issue: ...
+
+    def close_issue(self, number: int, comment: str) -> Issue: ...

@@ -1,0 +1,637 @@
+"""GitHub (and GitHub Enterprise Server) behind the seam, through githubkit (ADR 0030).
+
+githubkit signs an App's JWT, mints the installation token and renews it before it
+expires; this module adds what a worker needs around it: explicit timeouts, retries of
+reads only (a write whose answer was lost is re-read by its caller, never sent twice),
+waits the host asks for up to a bound (longer ones are the caller's ``RateLimited``), a
+token the host stopped taking (revoked, or expired early) dropped and minted again once,
+the App's previous key tried while a key is rotated, and every failure mapped to the
+seam's errors with a message that holds no credential.
+
+Imported only when a project's code host is GitHub (``codehosts.providers.provider_for``):
+githubkit and its models are large, and the web process never needs them to route a URL.
+"""
+
+import logging
+import re
+import time
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from githubkit import AppAuthStrategy, AppInstallationAuthStrategy, GitHub, TokenAuthStrategy
+from githubkit.cache import BaseCache, BaseCacheStrategy
+from githubkit.exception import (
+    AuthCredentialError,
+    GitHubException,
+    GraphQLFailed,
+    RateLimitExceeded,
+    RequestError,
+    RequestFailed,
+    RequestTimeout,
+)
+from githubkit.retry import RetryOption
+
+from codehosts.providers.base import (
+    Access,
+    Annotation,
+    CheckRun,
+    Comment,
+    Forbidden,
+    HostError,
+    Issue,
+    Merged,
+    NotFound,
+    Protection,
+    PullRequest,
+    QueueEntry,
+    RateLimited,
+    Refused,
+    Repository,
+    Unavailable,
+    Unconfigured,
+)
+
+logger = logging.getLogger(__name__)
+
+# What an installation of the App needs (docs/code-hosts.md); merge_queues only where the
+# target has a merge queue.
+REQUIRED = {
+    "administration": "read",
+    "checks": "write",
+    "contents": "write",
+    "issues": "write",
+    "metadata": "read",
+    "pull_requests": "write",
+    "statuses": "read",
+}
+LEVELS = {"read": 1, "write": 2, "admin": 3}
+ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit; the rest follow as updates of the run
+# Reads are retried; a write whose answer was lost may have happened, so its caller
+# re-reads first (a second pull request, merge or check run would be wrong).
+RETRIED_METHODS = {"GET", "HEAD"}
+MARKER = "<!-- factory-memory:task {task} -->"
+ENQUEUE = """mutation($id: ID!, $head: GitObjectID) {
+  enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $head}) {
+    mergeQueueEntry { id position state }
+  }
+}"""
+DEQUEUE = """mutation($id: ID!) {
+  dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { id position state } }
+}"""
+READY = """mutation($id: ID!) {
+  markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } }
+}"""
+DRAFT = """mutation($id: ID!) {
+  convertPullRequestToDraft(input: {pullRequestId: $id}) { pullRequest { isDraft } }
+}"""
+
+
+class TokenCache(BaseCache, BaseCacheStrategy):
+    """Installation tokens and App JWTs in this process's memory only (never Redis or the
+    database: a token is a secret), one cache per API base, and forgettable when the host
+    stops taking a token before its time."""
+
+    def __init__(self):
+        self._items: dict[str, tuple[str, float]] = {}
+
+    def get(self, key: str) -> str | None:
+        value, until = self._items.get(key, (None, 0.0))
+        return value if value is not None and until > time.monotonic() else None
+
+    def set(self, key: str, value: str, ex: timedelta) -> None:
+        self._items[key] = (value, time.monotonic() + ex.total_seconds())
+
+    def forget_installation_tokens(self) -> None:
+        self._items = {k: v for k, v in self._items.items() if ":installation:" not in k}
+
+    def get_cache_storage(self) -> "TokenCache":
+        return self
+
+    def get_async_cache_storage(self):
+        raise NotImplementedError("the provider is synchronous")
+
+    def get_hishel_storage(self):
+        raise NotImplementedError("HTTP caching is off")
+
+    def get_async_hishel_storage(self):
+        raise NotImplementedError("HTTP caching is off")
+
+
+_caches: dict[str, TokenCache] = {}
+
+
+def token_cache(api_url: str) -> TokenCache:
+    return _caches.setdefault(api_url, TokenCache())
+
+
+def unwrapped(exc: Exception) -> Exception:
+    """The host's own refusal inside githubkit's wrapper: minting an installation token
+    happens inside httpx's auth flow, whose failures come out as a ``RequestError``."""
+    while isinstance(exc, RequestError) and isinstance(exc.exc, GitHubException):
+        exc = exc.exc
+    return exc
+
+
+class Retry:
+    """githubkit's retry decision: a rate limit waited out when the host asks for no more
+    than ``max_wait`` seconds, a 5xx or a timeout of a read retried with backoff."""
+
+    def __init__(self, *, retries: int, max_wait: float, backoff: float, sleep):
+        self.retries, self.max_wait, self.backoff, self.sleep = retries, max_wait, backoff, sleep
+
+    def __call__(self, exc: GitHubException, count: int) -> RetryOption:
+        exc = unwrapped(exc)
+        if count >= self.retries:
+            return RetryOption(False)
+        if isinstance(exc, RateLimitExceeded):
+            wait = exc.retry_after.total_seconds()
+            if wait > self.max_wait:
+                return RetryOption(False)
+            return self._again(exc.request, f"asked to wait ({exc.response.status_code})", wait)
+        request = getattr(exc, "request", None)
+        if request is None or request.method not in RETRIED_METHODS:
+            return RetryOption(False)
+        if isinstance(exc, RequestTimeout):
+            return self._again(request, "timed out", self.backoff * 2**count)
+        if isinstance(exc, RequestFailed) and exc.response.status_code >= 500:
+            return self._again(
+                request, f"answered {exc.response.status_code}", self.backoff * 2**count
+            )
+        return RetryOption(False)
+
+    def _again(self, request: httpx.Request, why: str, wait: float) -> RetryOption:
+        logger.warning(
+            "the code host %s for %s %s; trying again in %.1f s",
+            why,
+            request.method,
+            request.url.path,
+            wait,
+        )
+        self.sleep(wait)
+        # githubkit sleeps what it is told and reads zero as "a minute": the wait is ours.
+        return RetryOption(True, timedelta(microseconds=1))
+
+
+class GitHubHost:
+    """A project's repository on GitHub, as a token or as an App's installation."""
+
+    provider = "github"
+
+    def __init__(
+        self,
+        *,
+        api_url: str,
+        repository: str,
+        token: str | None = None,
+        app_id: int | None = None,
+        installation_id: int | None = None,
+        private_keys: tuple[str, ...] = (),
+        timeout: float = 10.0,
+        retries: int = 3,
+        max_wait: float = 60.0,
+        backoff: float = 1.0,
+        sleep=time.sleep,
+        page_size: int = 100,
+    ):
+        self.api_url = api_url.rstrip("/")
+        self.repository_name = repository
+        self.owner, self.name = repository.split("/")
+        self.page_size = page_size
+        self._token = token
+        self._app_id, self._installation_id = app_id, installation_id
+        self._keys = [key for key in private_keys if key]
+        if not token and not self._keys:
+            raise Unconfigured("the code host's credentials are not set in this process")
+        self._key = 0
+        self._secrets = [s for s in (token, *self._keys) if s]
+        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+        self._retry = Retry(retries=retries, max_wait=max_wait, backoff=backoff, sleep=sleep)
+        self._cache = token_cache(self.api_url)
+        self._github = self._client()
+
+    def __repr__(self) -> str:
+        return f"<GitHubHost {self.api_url} {self.repository_name}>"
+
+    def _client(self, *, as_app: bool = False) -> GitHub:
+        if self._token:
+            auth: Any = TokenAuthStrategy(self._token)
+        elif as_app:
+            auth = AppAuthStrategy(self._app_id, self._keys[self._key])
+        else:
+            auth = AppInstallationAuthStrategy(
+                self._app_id, self._keys[self._key], self._installation_id
+            )
+        return GitHub(
+            auth,
+            base_url=self.api_url + "/",
+            timeout=self._timeout,
+            auto_retry=self._retry,
+            cache_strategy=self._cache,
+            http_cache=False,
+            user_agent="factory-memory",
+            follow_redirects=False,
+        )
+
+    # Calling, and mapping what went wrong
+
+    def _call(self, call, *, as_app: bool = False):
+        """``call(github)``, renewing the installation token once if the host stopped
+        taking it, and trying the App's previous key if the current one is refused."""
+        for attempt in range(1 + len(self._keys)):
+            github = self._client(as_app=True) if as_app else self._github
+            try:
+                try:
+                    return call(github)
+                except RequestError as wrapped:
+                    raise unwrapped(wrapped) from None
+            except RequestFailed as exc:
+                if exc.response.status_code != 401 or self._token or attempt == len(self._keys):
+                    raise self._mapped(exc) from None
+                self._cache.forget_installation_tokens()
+                if exc.request.url.path.endswith("/access_tokens") or as_app:
+                    # The App's JWT was refused: while a key is rotated, try the other.
+                    self._key = (self._key + 1) % len(self._keys)
+                    self._cache._items.clear()
+                self._github = self._client()
+            except (GitHubException, ValueError, TypeError) as exc:
+                raise self._mapped(exc) from None
+        raise Forbidden("the code host refused the credentials (401)", status=401)
+
+    def _mapped(self, exc: Exception) -> HostError:
+        if isinstance(exc, RateLimitExceeded):
+            wait = exc.retry_after.total_seconds()
+            return RateLimited(
+                self._scrub(f"rate limited by the code host: wait {wait:.0f} s"),
+                status=exc.response.status_code,
+                retry_after=wait,
+            )
+        if isinstance(exc, RequestTimeout):
+            return Unavailable(f"the code host did not answer within {self._timeout.read} s")
+        if isinstance(exc, RequestFailed):
+            return self._from_status(exc.response.status_code, exc.response.raw_response)
+        if isinstance(exc, GraphQLFailed):
+            errors = exc.response.errors or []
+            kind = getattr(errors[0], "type", None) if errors else None
+            message = self._scrub(errors[0].message if errors else "GraphQL failed")
+            if kind == "NOT_FOUND":
+                return NotFound(message, status=200)
+            if kind == "FORBIDDEN":
+                return Forbidden(message, status=200)
+            return Refused(message, status=200)
+        if isinstance(exc, RequestError):
+            return Unavailable("the code host could not be reached")
+        if isinstance(exc, AuthCredentialError | ValueError | TypeError):
+            # A key that is not a key (jwt refuses it); its text is never repeated.
+            return Unconfigured("the code host's credentials are not usable: check the key")
+        return HostError("the code host's answer could not be used")
+
+    def _from_status(self, status: int, response: httpx.Response) -> HostError:
+        try:
+            message = str(response.json().get("message", ""))[:500]
+        except (ValueError, AttributeError):
+            message = ""
+        detail = self._scrub(f"{message or 'the code host refused'} ({status})")
+        if status == 404:
+            return NotFound(detail, status=status)
+        if status in (401, 403):
+            accepted = response.headers.get("X-Accepted-GitHub-Permissions", "")
+            missing = tuple(
+                part.strip().replace("=", ": ")
+                for part in re.split(r"[;,]", accepted)
+                if "=" in part
+            )
+            return Forbidden(detail, status=status, missing=missing)
+        if status >= 500:
+            return Unavailable(detail, status=status)
+        return Refused(detail, status=status)
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[secret]")
+        return text
+
+    # The seam
+
+    def check_access(self) -> Access:
+        """Each permission the site needs and the credentials lack, named as GitHub names
+        it in an App's settings (``pull_requests: write``)."""
+        missing: list[str] = []
+        notes: list[str] = []
+        if self._token:
+            response = self._call(lambda g: g.rest.repos.get(self.owner, self.name))
+            permissions = response.json().get("permissions") or {}
+            scopes = response.headers.get("X-OAuth-Scopes")
+            if scopes is not None and "repo" not in [s.strip() for s in scopes.split(",")]:
+                missing.append("scope: repo")
+            if not permissions.get("push"):
+                missing.append("contents: write")
+            if not permissions.get("admin"):
+                missing.append("administration: read")
+            if scopes is None:
+                notes.append("a fine-grained token's permissions cannot be read back in full")
+            return Access(tuple(missing), tuple(notes))
+        installation = self._call(
+            lambda g: g.rest.apps.get_installation(self._installation_id), as_app=True
+        )
+        held = installation.json().get("permissions") or {}
+        for name, level in REQUIRED.items():
+            if LEVELS.get(held.get(name, ""), 0) < LEVELS[level]:
+                missing.append(f"{name}: {level}")
+        try:
+            repository = self.repository()
+        except NotFound:
+            missing.append(f"repository: {self.repository_name} is not in the installation")
+            return Access(tuple(missing))
+        if (
+            "administration: read" not in missing
+            and LEVELS.get(held.get("merge_queues", ""), 0) < LEVELS["write"]
+            and self.protection(repository.default_branch).merge_queue
+        ):
+            missing.append("merge_queues: write")
+        return Access(tuple(missing))
+
+    def repository(self) -> Repository:
+        data = self._call(lambda g: g.rest.repos.get(self.owner, self.name)).json()
+        return Repository(
+            data["full_name"], data["default_branch"], data["node_id"], data["private"]
+        )
+
+    def protection(self, branch: str) -> Protection:
+        """The classic protection and the repository's rulesets on ``branch``, together."""
+        try:
+            classic = self._call(
+                lambda g: g.rest.repos.get_branch_protection(self.owner, self.name, branch)
+            ).json()
+        except NotFound:
+            classic = None
+        rules = self._call(
+            lambda g: g.rest.repos.get_branch_rules(self.owner, self.name, branch)
+        ).json()
+        checks: list[str] = []
+        strict = merge_queue = False
+        reviews = 0
+        if classic:
+            status_checks = classic.get("required_status_checks") or {}
+            checks += status_checks.get("contexts") or []
+            strict = bool(status_checks.get("strict"))
+            reviews = (classic.get("required_pull_request_reviews") or {}).get(
+                "required_approving_review_count", 0
+            )
+        for rule in rules:
+            parameters = rule.get("parameters") or {}
+            if rule["type"] == "merge_queue":
+                merge_queue = True
+            elif rule["type"] == "required_status_checks":
+                checks += [c["context"] for c in parameters.get("required_status_checks", [])]
+                strict = strict or bool(parameters.get("strict_required_status_checks_policy"))
+            elif rule["type"] == "pull_request":
+                reviews = max(reviews, parameters.get("required_approving_review_count", 0))
+        return Protection(
+            branch,
+            protected=bool(classic) or bool(rules),
+            required_checks=tuple(dict.fromkeys(checks)),
+            strict=strict,
+            required_reviews=reviews,
+            merge_queue=merge_queue,
+        )
+
+    def _pull(self, data: dict) -> PullRequest:
+        return PullRequest(
+            number=data["number"],
+            node_id=data["node_id"],
+            url=data["html_url"],
+            state=data["state"],
+            merged=bool(data.get("merged") or data.get("merged_at")),
+            draft=bool(data.get("draft")),
+            title=data["title"],
+            body=data.get("body") or "",
+            head_ref=data["head"]["ref"],
+            head_sha=data["head"]["sha"],
+            base_ref=data["base"]["ref"],
+            base_sha=data["base"]["sha"],
+            author=(data.get("user") or {}).get("login", ""),
+            merge_commit_sha=data.get("merge_commit_sha"),
+        )
+
+    def pull_request(self, number: int) -> PullRequest:
+        return self._pull(
+            self._call(lambda g: g.rest.pulls.get(self.owner, self.name, number)).json()
+        )
+
+    def open_or_update_pull_request(
+        self, *, task: str, head: str, base: str, title: str, body: str, draft: bool
+    ) -> PullRequest:
+        """The task's one open pull request from ``head`` into ``base``, opened or brought
+        up to date. An open pull request from that branch that is not the task's (its body
+        lacks the task's marker) is refused, not taken over."""
+        marker = MARKER.format(task=task)
+        text = f"{body}\n\n{marker}"
+        found = self._call(
+            lambda g: g.rest.pulls.list(
+                self.owner, self.name, state="open", head=f"{self.owner}:{head}", base=base
+            )
+        ).json()
+        if not found:
+            try:
+                data = self._call(
+                    lambda g: g.rest.pulls.create(
+                        self.owner,
+                        self.name,
+                        data={
+                            "head": head,
+                            "base": base,
+                            "title": title,
+                            "body": text,
+                            "draft": draft,
+                        },
+                    )
+                ).json()
+                return self._pull(data)
+            except Refused:
+                # Opened meanwhile (a lost answer to our own create): take it up below.
+                found = self._call(
+                    lambda g: g.rest.pulls.list(
+                        self.owner, self.name, state="open", head=f"{self.owner}:{head}"
+                    )
+                ).json()
+                if not found:
+                    raise
+        if marker not in (found[0].get("body") or ""):
+            raise Refused(f"pull request #{found[0]['number']} from {head} is not task {task}'s")
+        number = found[0]["number"]
+        pull = self._pull(
+            self._call(
+                lambda g: g.rest.pulls.update(
+                    self.owner, self.name, number, data={"title": title, "body": text}
+                )
+            ).json()
+        )
+        return pull if pull.draft == draft else self.set_draft(pull, draft)
+
+    def set_draft(self, pull: PullRequest, draft: bool) -> PullRequest:
+        """Draft or ready for review: GraphQL only (REST cannot change it)."""
+        self._call(lambda g: g.graphql.request(DRAFT if draft else READY, {"id": pull.node_id}))
+        return self.pull_request(pull.number)
+
+    def check_run(
+        self,
+        *,
+        name: str,
+        head_sha: str,
+        status: str,
+        conclusion: str | None = None,
+        title: str = "",
+        summary: str = "",
+        annotations: tuple[Annotation, ...] = (),
+        details_url: str | None = None,
+        check_run_id: int | None = None,
+    ) -> CheckRun:
+        """Create (or, given ``check_run_id``, update) a check run on ``head_sha``; more
+        annotations than GitHub takes at once follow in updates of the same run."""
+        notes = [
+            {
+                "path": a.path,
+                "start_line": a.start_line,
+                "end_line": a.end_line,
+                "annotation_level": a.level,
+                "message": a.message,
+                **({"title": a.title} if a.title else {}),
+            }
+            for a in annotations
+        ]
+        chunks = [
+            notes[i : i + ANNOTATIONS_PER_REQUEST]
+            for i in range(0, len(notes), ANNOTATIONS_PER_REQUEST)
+        ] or [[]]
+        data: dict[str, Any] = (
+            {"status": status} if conclusion is None else {"conclusion": conclusion}
+        )
+        if details_url:
+            data["details_url"] = details_url
+        output = {"title": title or name, "summary": summary or name}
+        data["output"] = {**output, "annotations": chunks[0]} if chunks[0] else output
+        if check_run_id is None:
+            answer = self._call(
+                lambda g: g.rest.checks.create(
+                    self.owner, self.name, data={"name": name, "head_sha": head_sha, **data}
+                )
+            ).json()
+        else:
+            answer = self._call(
+                lambda g: g.rest.checks.update(self.owner, self.name, check_run_id, data=data)
+            ).json()
+        run_id = answer["id"]
+        for chunk in chunks[1:]:
+            answer = self._call(
+                lambda g, chunk=chunk: g.rest.checks.update(
+                    self.owner,
+                    self.name,
+                    run_id,
+                    data={"output": {**output, "annotations": chunk}},
+                )
+            ).json()
+        return CheckRun(
+            answer["id"],
+            answer["name"],
+            answer["head_sha"],
+            answer["status"],
+            answer.get("conclusion"),
+            answer["html_url"],
+        )
+
+    def comment(self, number: int, body: str) -> Comment:
+        data = self._call(
+            lambda g: g.rest.issues.create_comment(
+                self.owner, self.name, number, data={"body": body}
+            )
+        ).json()
+        return Comment(data["id"], data["html_url"])
+
+    def merge(self, pull: PullRequest, *, sha: str, method: str = "merge") -> Merged:
+        """Merge pinned to ``sha``: GitHub refuses (409) if the head moved meanwhile."""
+        data = self._call(
+            lambda g: g.rest.pulls.merge(
+                self.owner, self.name, pull.number, data={"sha": sha, "merge_method": method}
+            )
+        ).json()
+        return Merged(data["sha"], data["message"])
+
+    def update_branch(self, pull: PullRequest, *, expected_head_sha: str) -> None:
+        """Merge the base into the pull request's branch, only from ``expected_head_sha``."""
+        self._call(
+            lambda g: g.rest.pulls.update_branch(
+                self.owner,
+                self.name,
+                pull.number,
+                data={"expected_head_sha": expected_head_sha},
+            )
+        )
+
+    def _entry(self, answer: dict, field: str) -> QueueEntry:
+        entry = (answer.get(field) or {}).get("mergeQueueEntry") or {}
+        return QueueEntry(entry.get("id", ""), entry.get("position", 0), entry.get("state", ""))
+
+    def enqueue_pull_request(self, pull: PullRequest, *, expected_head_sha: str) -> QueueEntry:
+        """Into the target's merge queue, only at ``expected_head_sha`` (GraphQL only)."""
+        answer = self._call(
+            lambda g: g.graphql.request(ENQUEUE, {"id": pull.node_id, "head": expected_head_sha})
+        )
+        return self._entry(answer, "enqueuePullRequest")
+
+    def dequeue_pull_request(self, pull: PullRequest) -> QueueEntry:
+        answer = self._call(lambda g: g.graphql.request(DEQUEUE, {"id": pull.node_id}))
+        return self._entry(answer, "dequeuePullRequest")
+
+    def _issue(self, data: dict) -> Issue:
+        return Issue(
+            number=data["number"],
+            title=data["title"],
+            body=data.get("body") or "",
+            state=data["state"],
+            labels=tuple(
+                label["name"] if isinstance(label, dict) else label for label in data["labels"]
+            ),
+            author=(data.get("user") or {}).get("login", ""),
+            url=data["html_url"],
+        )
+
+    def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]:
+        """Every issue carrying ``label`` (pull requests left out), page after page, as
+        long as the host's ``Link`` names a next one."""
+        found: list[Issue] = []
+        page = 1
+        while True:
+            response = self._call(
+                lambda g, page=page: g.rest.issues.list_for_repo(
+                    self.owner,
+                    self.name,
+                    labels=label,
+                    state=state,
+                    per_page=self.page_size,
+                    page=page,
+                )
+            )
+            found += [self._issue(i) for i in response.json() if "pull_request" not in i]
+            if 'rel="next"' not in response.headers.get("Link", ""):
+                return found
+            page += 1
+
+    def issue(self, number: int) -> Issue:
+        return self._issue(
+            self._call(lambda g: g.rest.issues.get(self.owner, self.name, number)).json()
+        )
+
+    def close_issue(self, number: int, comment: str) -> Issue:
+        """Say why, then close it as completed."""
+        self.comment(number, comment)
+        return self._issue(
+            self._call(
+                lambda g: g.rest.issues.update(
+                    self.owner,
+                    self.name,
+                    number,
+                    data={"state": "closed", "state_reason": "completed"},
+                )
+            ).json()
+        )
