@@ -1,0 +1,73 @@
+import pytest
+
+from projects.models import Project
+from tests.github_standin import app_key
+from tests.github_standin.server import StandIn
+from tests.github_standin.world import World
+
+APP_ID = 4242
+REPOSITORY = "octo-org/widgets"
+KEY_ENV = "FACTORY_HOST_WIDGETS_APP_KEY"
+TOKEN_ENV = "FACTORY_HOST_WIDGETS_TOKEN"
+
+
+@pytest.fixture
+def github(tmp_path):
+    """A GitHub stand-in on loopback; the test fails if any exchange broke GitHub's
+    description (a call it does not have, a body or an answer that does not match)."""
+    (tmp_path / "github").mkdir()
+    world = World(tmp_path / "github", APP_ID, [app_key()[1]], "factory-memory")
+    standin = StandIn(world).start()
+    yield standin
+    standin.stop()
+    assert standin.violations == []
+
+
+@pytest.fixture
+def repo(github):
+    repo = github.world.repository(REPOSITORY)
+    repo.git.commit("main", {"README.md": "widgets\n"}, "start")
+    return repo
+
+
+@pytest.fixture
+def installation(github, repo):
+    return github.world.install("octo-org", [REPOSITORY])
+
+
+def project_on(github, settings, **credentials) -> Project:
+    """An unsaved project whose code host is the stand-in (the operator lists it)."""
+    settings.FACTORY_CODE_HOST_URLS = [github.url]
+    return Project(
+        slug="WID",
+        code_host={
+            "provider": "github",
+            "api_url": github.url,
+            "repository": REPOSITORY,
+            "webhook_secret_env": "FACTORY_HOST_WIDGETS_HOOK",
+            "issues": None,
+            **credentials,
+        },
+    )
+
+
+@pytest.fixture
+def waits():
+    """The waits the provider asked for, instead of sleeping them."""
+    return []
+
+
+@pytest.fixture
+def app_host(github, installation, settings, monkeypatch, waits):
+    """The provider for a project whose code host is the App's installation."""
+    from codehosts.providers import provider_for
+
+    monkeypatch.setenv(KEY_ENV, app_key()[0])
+    project = project_on(
+        github,
+        settings,
+        app_id=APP_ID,
+        installation_id=installation.id,
+        private_key_env=KEY_ENV,
+    )
+    return provider_for(project, sleep=waits.append, backoff=0)

@@ -1,0 +1,303 @@
+"""What the stand-in holds in memory: one GitHub App with its installations and their
+expiring tokens, personal tokens, and repositories (real bare git repositories) with their
+protection, pull requests, check runs, commit statuses, issues, comments and reviews.
+
+A test arranges the world through these objects directly (as the team, its CI or GitHub's
+settings page would) and acts as Factory Memory only through HTTP.
+"""
+
+import itertools
+import secrets
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import jwt
+
+from tests.github_standin.git import Bare
+
+WRITE, READ = "write", "read"
+# Everything an installation of Factory Memory's App is given (docs/code-hosts.md).
+ALL_PERMISSIONS = {
+    "administration": READ,
+    "checks": WRITE,
+    "contents": WRITE,
+    "issues": WRITE,
+    "merge_queues": WRITE,
+    "metadata": READ,
+    "pull_requests": WRITE,
+    "statuses": READ,
+}
+
+
+@dataclass
+class Protection:
+    """A branch's protection: the checks that must be green at a merge's head, whether the
+    branch must be up to date (``strict``), approving reviews needed, the merge queue."""
+
+    required_checks: list[str] = field(default_factory=list)
+    strict: bool = False
+    merge_queue: bool = False
+    required_reviews: int = 0
+
+
+@dataclass
+class Review:
+    login: str
+    bot: bool
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED
+    commit: str
+
+
+@dataclass
+class Pull:
+    number: int
+    node_id: str
+    head: str
+    base: str
+    title: str
+    body: str | None
+    draft: bool
+    user: str
+    state: str = "open"
+    merged: bool = False
+    merge_commit_sha: str | None = None
+    queued: bool = False
+    reviews: list[Review] = field(default_factory=list)
+
+
+@dataclass
+class Issue:
+    number: int
+    node_id: str
+    title: str
+    body: str | None
+    labels: list[str]
+    user: str
+    state: str = "open"
+
+
+@dataclass
+class Check:
+    id: int
+    node_id: str
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None
+    app_id: int | None
+    output: dict = field(default_factory=dict)
+    annotations: list[dict] = field(default_factory=list)
+    details_url: str | None = None
+
+
+@dataclass
+class Comment:
+    id: int
+    node_id: str
+    issue: int
+    body: str
+    user: str
+
+
+@dataclass
+class Repo:
+    id: int
+    owner: str
+    name: str
+    git: Bare
+    default_branch: str
+    private: bool = True
+    protection: dict[str, Protection] = field(default_factory=dict)
+    pulls: dict[int, Pull] = field(default_factory=dict)
+    issues: dict[int, Issue] = field(default_factory=dict)
+    checks: dict[int, Check] = field(default_factory=dict)
+    statuses: list[tuple[str, str, str]] = field(default_factory=list)  # sha, context, state
+    comments: list[Comment] = field(default_factory=list)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def protect(self, branch: str, protection: Protection) -> None:
+        self.protection[branch] = protection
+        self.git.protect(sorted(self.protection))
+
+
+@dataclass
+class Installation:
+    id: int
+    account: str
+    repositories: list[str]
+    permissions: dict[str, str]
+
+
+@dataclass
+class Token:
+    """An installation token (``installation``) or a person's token (``login``)."""
+
+    value: str
+    expires_at: datetime | None
+    installation: Installation | None = None
+    login: str | None = None
+    scopes: str | None = None  # a classic token's X-OAuth-Scopes
+    push: bool = True
+    admin: bool = False
+
+
+class World:
+    """The stand-in's state; every change is made holding ``lock``."""
+
+    def __init__(self, root: Path, app_id: int, public_keys: list[str], app_slug: str):
+        self.root = root
+        self.lock = threading.RLock()
+        self.app_id = app_id
+        self.app_slug = app_slug
+        self.public_keys = list(public_keys)
+        self.installations: dict[int, Installation] = {}
+        self.tokens: dict[str, Token] = {}
+        self.repos: dict[str, Repo] = {}
+        self.now = datetime.now(UTC).replace(microsecond=0)
+        self._ids = itertools.count(1000)
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    # Arranging the world (what GitHub's settings pages and the team would do)
+
+    def repository(self, full_name: str, default_branch: str = "main") -> Repo:
+        owner, name = full_name.split("/")
+        bare = Bare(self.root / f"{owner}+{name}.git", default_branch)
+        repo = Repo(self.next_id(), owner, name, bare, default_branch)
+        self.repos[full_name.lower()] = repo
+        return repo
+
+    def install(self, account: str, repositories: list[str], permissions=None) -> Installation:
+        installation = Installation(
+            self.next_id(), account, repositories, dict(permissions or ALL_PERMISSIONS)
+        )
+        self.installations[installation.id] = installation
+        return installation
+
+    def personal_token(self, login: str, *, scopes="repo", push=True, admin=False) -> str:
+        value = "ghp_" + secrets.token_hex(18)
+        self.tokens[value] = Token(value, None, login=login, scopes=scopes, push=push, admin=admin)
+        return value
+
+    def mint(self, installation: Installation, lifetime=timedelta(hours=1)) -> Token:
+        value = "ghs_" + secrets.token_hex(18)
+        token = Token(value, self.now + lifetime, installation=installation)
+        self.tokens[value] = token
+        return token
+
+    def expire_installation_tokens(self) -> int:
+        """Every installation token expires now (as an hour passing would): how many."""
+        with self.lock:
+            live = [t for t in self.tokens.values() if t.installation and t.expires_at > self.now]
+            for token in live:
+                token.expires_at = self.now - timedelta(seconds=1)
+            return len(live)
+
+    # Reading credentials
+
+    def app_from_jwt(self, encoded: str) -> bool:
+        """Whether ``encoded`` is a JWT the App signed (RS256, with one of its public keys),
+        issued by it, and not expired."""
+        for key in self.public_keys:
+            try:
+                claims = jwt.decode(
+                    encoded, key, algorithms=["RS256"], options={"require": ["iat", "exp", "iss"]}
+                )
+            except jwt.PyJWTError:
+                continue
+            return str(claims["iss"]) == str(self.app_id)
+        return False
+
+    def token(self, value: str) -> Token | None:
+        token = self.tokens.get(value)
+        if token is None or (token.expires_at is not None and token.expires_at <= self.now):
+            return None
+        return token
+
+    def repo(self, owner: str, name: str) -> Repo | None:
+        return self.repos.get(f"{owner}/{name}".lower())
+
+    # What GitHub works out
+
+    def check_green(self, repo: Repo, sha: str, context: str) -> str:
+        """``success``, ``failure`` or ``expected`` for a required check at ``sha``: the
+        latest check run of that name, else the latest commit status of that context."""
+        runs = [c for c in repo.checks.values() if c.head_sha == sha and c.name == context]
+        if runs:
+            latest = max(runs, key=lambda c: c.id)
+            if latest.status != "completed":
+                return "expected"
+            return (
+                "success" if latest.conclusion in ("success", "neutral", "skipped") else "failure"
+            )
+        statuses = [s for s in repo.statuses if s[0] == sha and s[1] == context]
+        if statuses:
+            return "success" if statuses[-1][2] == "success" else "failure"
+        return "expected"
+
+    def merge_refusal(self, repo: Repo, pull: Pull, sha: str | None) -> tuple[int, str] | None:
+        """Why GitHub would refuse to merge ``pull`` now, as (status, message), or None."""
+        head = repo.git.head(pull.head)
+        if pull.state != "open" or head is None:
+            return 405, "Pull Request is not mergeable"
+        if sha is not None and sha != head:
+            return 409, "Head branch was modified. Review and try the merge again."
+        protection = repo.protection.get(pull.base)
+        if protection is None:
+            return None
+        if protection.merge_queue:
+            return 405, "Changes must be made through the merge queue"
+        approvals = {
+            r.login for r in pull.reviews if r.state == "APPROVED" and not r.bot and r.commit
+        }
+        if len(approvals) < protection.required_reviews:
+            # An App's approval never counts toward required reviews, as on GitHub.
+            return 405, (
+                f"At least {protection.required_reviews} approving review is required by "
+                "reviewers with write access."
+            )
+        for context in protection.required_checks:
+            state = self.check_green(repo, head, context)
+            if state != "success":
+                return 405, f'Required status check "{context}" is {state}.'
+        base = repo.git.head(pull.base)
+        if protection.strict and base and not repo.git.contains(base, head):
+            return 405, "Head branch is out of date. Review and try the merge again."
+        return None
+
+    def merge(self, repo: Repo, pull: Pull, method: str, title: str) -> str | None:
+        """Merge ``pull`` into its base; the merge commit, or None when they conflict."""
+        base = repo.git.head(pull.base)
+        head = repo.git.head(pull.head)
+        tree = repo.git.merge_tree(base, head)
+        if tree is None:
+            return None
+        parents = [base, head] if method == "merge" else [base]
+        sha = repo.git.commit_tree(tree, parents, title)
+        repo.git.move(pull.base, sha, base)
+        pull.state, pull.merged, pull.merge_commit_sha, pull.queued = "closed", True, sha, False
+        return sha
+
+    def update_branch(self, repo: Repo, pull: Pull) -> str | None:
+        """Merge the base into the pull request's branch (GitHub's "Update branch")."""
+        base = repo.git.head(pull.base)
+        head = repo.git.head(pull.head)
+        if repo.git.contains(base, head):
+            return head
+        tree = repo.git.merge_tree(head, base)
+        if tree is None:
+            return None
+        sha = repo.git.commit_tree(
+            tree, [head, base], f"Merge branch '{pull.base}' into {pull.head}"
+        )
+        repo.git.move(pull.head, sha, head)
+        return sha
+
+    def next_number(self, repo: Repo) -> int:
+        return max([0, *repo.pulls, *repo.issues]) + 1
