@@ -15,9 +15,18 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 
 from codehosts.models import HostDelivery
+from codehosts.providers import (
+    Forbidden,
+    HostError,
+    NotFound,
+    RateLimited,
+    Unavailable,
+    Unconfigured,
+    provider_from,
+)
 from codehosts.signatures import signed_by
 from projects import hosts
-from projects.errors import ServiceError
+from projects.errors import Conflict, ServiceError
 from projects.models import Project
 
 logger = logging.getLogger(__name__)
@@ -25,6 +34,46 @@ logger = logging.getLogger(__name__)
 GITHUB = "github"
 # A delivery's header names are GitHub's; so are its ids' and event names' shapes.
 MAX_NAME = 100
+
+
+class HostUnavailable(ServiceError):
+    """The host could not be asked (down, too slow, rate limited): nothing was saved (503)."""
+
+    status = 503
+    default_code = "code_host_unavailable"
+
+
+def code_host_reach(code_host: dict) -> None:
+    """Ask the host whether the block's credentials can do what the site will do there.
+
+    Raises ``Conflict`` 409 ``code_host_permissions`` with ``missing`` (each permission as
+    GitHub names it) when they fall short or the host refuses them, 409
+    ``code_host_unconfigured`` when this process cannot use them, and ``HostUnavailable``
+    (503) when the host cannot be asked now. A web request waits for this, so the host
+    gets one try and no rate-limit wait.
+    """
+    try:
+        access = provider_from(code_host, retries=0, max_wait=0).check_access()
+    except Unconfigured as exc:
+        raise Conflict(exc.detail, code="code_host_unconfigured") from None
+    except (Forbidden, NotFound) as exc:
+        missing = list(getattr(exc, "missing", ()))
+        raise Conflict(
+            f"the code host refused these credentials: {exc.detail}",
+            code="code_host_permissions",
+            extra={"missing": missing},
+        ) from None
+    except (Unavailable, RateLimited, HostError) as exc:
+        raise HostUnavailable(
+            f"the code host could not be asked about these credentials ({exc.detail}); "
+            "nothing was saved: try again"
+        ) from None
+    if access.missing:
+        raise Conflict(
+            f"the code host's credentials lack: {', '.join(access.missing)}",
+            code="code_host_permissions",
+            extra={"missing": list(access.missing)},
+        )
 
 
 class Unsigned(ServiceError):

@@ -482,6 +482,9 @@ FACTORY_CODE_HOST_TIMEOUT_SECONDS = env_int("FACTORY_CODE_HOST_TIMEOUT_SECONDS",
 FACTORY_CODE_HOST_RETRIES = env_int("FACTORY_CODE_HOST_RETRIES", 3)
 FACTORY_CODE_HOST_MAX_WAIT_SECONDS = env_int("FACTORY_CODE_HOST_MAX_WAIT_SECONDS", 60)
 FACTORY_CODE_HOST_BACKOFF_SECONDS = env_int("FACTORY_CODE_HOST_BACKOFF_SECONDS", 1)
+# A manager saving a code host: the site reaches the host and names each missing
+# permission (docs/code-hosts.md). Off only where no host can be reached.
+FACTORY_CODE_HOST_CHECK_AT_SAVE = env_bool("FACTORY_CODE_HOST_CHECK_AT_SAVE", True)
 # Imports (interop): the upload, what it may expand to, and how many files it may hold.
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)

@@ -13,6 +13,7 @@ that is not set, a repository another project follows) is a 409 (``projects.serv
 
 import os
 import re
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -45,6 +46,25 @@ GITHUB_FIELDS = (
     "webhook_secret_env",
     "issues",
 )
+
+
+# What reaches the host when a manager saves a code host: registered by the app that holds
+# the host's client (codehosts, at start: ADR 0031), so the kernel never imports it.
+_reach: Callable[[dict], None] | None = None
+
+
+def register_reach(check: Callable[[dict], None]) -> None:
+    """Make ``check(code_host)`` the one that reaches the host at save; it raises a
+    ``ServiceError`` naming what the host refused or why it could not be reached."""
+    global _reach
+    _reach = check
+
+
+def reach(code_host: dict) -> None:
+    """Check the block against its host (``register_reach``); with none registered, or
+    ``FACTORY_CODE_HOST_CHECK_AT_SAVE`` off, nothing is checked."""
+    if _reach is not None and settings.FACTORY_CODE_HOST_CHECK_AT_SAVE:
+        _reach(code_host)
 
 
 def default_code_host() -> dict:

@@ -169,11 +169,9 @@ def check_landing_ready(project: Project) -> None:
         )
 
 
-def check_code_host_ready(project: Project) -> None:
-    """Refuse (409) a code host whose credentials this server does not hold
-    (``code_host_unconfigured``, naming the variables the operator must set) or whose
-    repository another project follows (``repository_in_use``)."""
-    code_host = project.code_host
+def check_code_host_variables(code_host: dict) -> None:
+    """Refuse (409 ``code_host_unconfigured``) a code host whose credentials this server
+    does not hold, naming the variables the operator must set."""
     if code_host.get("provider", "none") == "none":
         return
     unset = hosts.unset_variables(code_host)
@@ -183,6 +181,26 @@ def check_code_host_ready(project: Project) -> None:
             "code host's credentials are named by",
             code="code_host_unconfigured",
         )
+
+
+def check_code_host_reachable(code_host: dict) -> None:
+    """Reach the host with a new code host's credentials before anything is saved: the
+    registered check (``hosts.reach``) names each permission they lack (409
+    ``code_host_permissions``), or says why the host could not be asked (503)."""
+    if code_host.get("provider", "none") == "none":
+        return
+    check_code_host_variables(code_host)
+    hosts.reach(code_host)
+
+
+def check_code_host_ready(project: Project) -> None:
+    """Refuse (409) a code host whose credentials this server does not hold
+    (``code_host_unconfigured``, naming the variables the operator must set) or whose
+    repository another project follows (``repository_in_use``)."""
+    code_host = project.code_host
+    if code_host.get("provider", "none") == "none":
+        return
+    check_code_host_variables(code_host)
     followed = (
         Project.objects.exclude(pk=project.pk)
         .filter(code_host__provider=code_host["provider"], code_host__api_url=code_host["api_url"])
@@ -198,7 +216,11 @@ def check_code_host_ready(project: Project) -> None:
 
 def project_update(*, project: Project, actor, **changes) -> Project:
     """Change a project's name, repository, runner settings, attempt budget, monthly
-    ``budget_usd`` (null: no limit) or gate policy.
+    ``budget_usd`` (null: no limit), gate policy or code host.
+
+    A new code host is checked against the host itself before anything is written
+    (``check_code_host_reachable``): a refusal there saves nothing, not even the other
+    fields of the same call.
 
     Managers only. The gate policy is checked against the registered gates, the
     repository and ``verify`` block as ``projects.verify`` says, and a policy with the
@@ -212,6 +234,9 @@ def project_update(*, project: Project, actor, **changes) -> Project:
     for name, clean in CLEANERS.items():
         if name in changes:
             changes[name] = clean(changes[name])
+    if "code_host" in changes and changes["code_host"] != project.code_host:
+        # The host is asked outside the transaction: no row stays locked while it answers.
+        check_code_host_reachable(changes["code_host"])
     with transaction.atomic():
         project = Project.objects.select_for_update(no_key=True).get(pk=project.pk)
         changes = {k: v for k, v in changes.items() if getattr(project, k) != v}

@@ -49,18 +49,23 @@ __all__ = [
     "Unavailable",
     "Unconfigured",
     "provider_for",
+    "provider_from",
 ]
 
 
 def provider_for(project, **options) -> CodeHost:
-    """The project's code host, with its credentials read from the environment variables
+    """The project's code host (``provider_from`` its ``code_host`` block)."""
+    return provider_from(project.code_host or {}, **options)
+
+
+def provider_from(code_host: dict, **options) -> CodeHost:
+    """The code host a (cleaned) ``code_host`` block names, with its credentials read from the environment variables
     the block names (and, for an App's key, the ``_PREVIOUS`` one while it is rotated).
 
     The secrets go to the provider's client and nowhere else: not into its ``repr``, an
     exception's text or a log line. Raises ``Unconfigured`` naming (only) the variables
     this process does not set. ``options`` override the operator's timeouts and retries.
     """
-    code_host = project.code_host or {}
     if code_host.get("provider", "none") == "none":
         return NoHost()
     if code_host["api_url"].rstrip("/") not in hosts.api_urls():

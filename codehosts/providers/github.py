@@ -319,7 +319,10 @@ class GitHubHost:
         missing: list[str] = []
         notes: list[str] = []
         if self._token:
-            response = self._call(lambda g: g.rest.repos.get(self.owner, self.name))
+            try:
+                response = self._call(lambda g: g.rest.repos.get(self.owner, self.name))
+            except NotFound:
+                return Access((f"repository: {self.repository_name} is not visible to the token",))
             permissions = response.json().get("permissions") or {}
             scopes = response.headers.get("X-OAuth-Scopes")
             if scopes is not None and "repo" not in [s.strip() for s in scopes.split(",")]:

@@ -26,6 +26,13 @@ APP = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_host_to_reach(settings):
+    # These are the block's own rules; no GitHub is reachable from here. Reaching the host
+    # at save is tests/codehosts/test_save_check.py's, against the stand-in.
+    settings.FACTORY_CODE_HOST_CHECK_AT_SAVE = False
+
+
 @pytest.fixture
 def variables(monkeypatch):
     for name in (
