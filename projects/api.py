@@ -265,7 +265,10 @@ class ProjectDetailApi(APIView):
             help_text="Where the code lives: {provider: none} or {provider: github, api_url "
             "(one the operator allows), repository: owner/name, token_env or app_id, "
             "installation_id and private_key_env, webhook_secret_env, issues: {label} or "
-            "null}. Credentials are names of the server's FACTORY_HOST_ variables.",
+            "null}. Credentials are names of the server's FACTORY_HOST_ variables. At save "
+            "the site asks the host: 409 code_host_permissions lists each permission the "
+            "credentials lack in `missing`; 503 code_host_unavailable when the host cannot "
+            "be asked; either way nothing is saved.",
         )
         claim_avoid_overlap = serializers.BooleanField(
             required=False,
