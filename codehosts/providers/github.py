@@ -208,6 +208,9 @@ class GitHubHost:
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
         self._retry = Retry(retries=retries, max_wait=max_wait, backoff=backoff, sleep=sleep)
         self._cache = token_cache(self.api_url)
+        # One transport for the provider's life: githubkit opens a client per call, and
+        # a client of its own would load the TLS trust store every time (~60 ms here).
+        self._transport = httpx.HTTPTransport()
         self._github = self._client()
 
     def __repr__(self) -> str:
@@ -231,6 +234,7 @@ class GitHubHost:
             http_cache=False,
             user_agent="factory-memory",
             follow_redirects=False,
+            transport=self._transport,
         )
 
     # Calling, and mapping what went wrong

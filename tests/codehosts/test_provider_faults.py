@@ -64,6 +64,22 @@ def test_a_read_that_met_a_bad_gateway_is_tried_again(github, repo, app_host, wa
     assert waits == [0, 0]
 
 
+def test_one_read_in_three_answered_502_loses_nothing(github, repo, app_host):
+    for number in range(1, 7):
+        repo.issues[number] = Issue(number, f"I_{number}", f"Issue {number}", "", [], "ann")
+    github.fail("502", every=3, match="GET /repos/octo-org/widgets/issues/")
+
+    read = [app_host.issue(number).number for number in range(1, 7)]
+
+    assert read == [1, 2, 3, 4, 5, 6]
+    issue_calls = [c for c in github.calls() if "/issues/" in c]
+    assert len(issue_calls) == 8
+    assert [c for c in issue_calls if c.endswith(" 0")] == [
+        "GET /repos/octo-org/widgets/issues/3 0",
+        "GET /repos/octo-org/widgets/issues/5 0",
+    ]
+
+
 def test_a_read_that_keeps_failing_is_unavailable_after_the_retries(github, repo, app_host):
     github.fail("502", count=10, match=GET_REPO)
 
