@@ -71,6 +71,9 @@ ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit; the rest follow as updates of th
 # re-reads first (a second pull request, merge or check run would be wrong).
 RETRIED_METHODS = {"GET", "HEAD"}
 MARKER = "<!-- factory-memory:task {task} -->"
+# GitHub refuses (422) a pull request body or a check run's summary longer than this.
+MAX_TEXT = 65_536
+CUT = "\n\n… (cut to GitHub's limit: the whole text is on the task's page)"
 ENQUEUE = """mutation($id: ID!, $head: GitObjectID) {
   enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $head}) {
     mergeQueueEntry { id position state }
@@ -123,6 +126,11 @@ _caches: dict[str, TokenCache] = {}
 
 def token_cache(api_url: str) -> TokenCache:
     return _caches.setdefault(api_url, TokenCache())
+
+
+def fitted(text: str, limit: int = MAX_TEXT) -> str:
+    """``text``, cut (saying so) to fit ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - len(CUT)] + CUT
 
 
 def unwrapped(exc: Exception) -> Exception:
@@ -433,7 +441,7 @@ class GitHubHost:
         up to date. An open pull request from that branch that is not the task's (its body
         lacks the task's marker) is refused, not taken over."""
         marker = MARKER.format(task=task)
-        text = f"{body}\n\n{marker}"
+        text = f"{fitted(body, MAX_TEXT - len(marker) - 2)}\n\n{marker}"
         found = self._call(
             lambda g: g.rest.pulls.list(
                 self.owner, self.name, state="open", head=f"{self.owner}:{head}", base=base
@@ -516,7 +524,7 @@ class GitHubHost:
         )
         if details_url:
             data["details_url"] = details_url
-        output = {"title": title or name, "summary": summary or name}
+        output = {"title": fitted(title or name, 1000), "summary": fitted(summary or name)}
         data["output"] = {**output, "annotations": chunks[0]} if chunks[0] else output
         if check_run_id is None:
             answer = self._call(

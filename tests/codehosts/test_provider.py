@@ -63,6 +63,20 @@ def test_a_pull_request_is_opened_once_then_updated(repo, app_host):
     )
 
 
+def test_a_body_longer_than_github_takes_is_cut_saying_so_and_keeps_the_marker(repo, app_host):
+    repo.git.commit("fm/WID-7", {"widget.py": "x = 1\n"}, "the change", start="main")
+
+    app_host.open_or_update_pull_request(
+        task=TASK, head="fm/WID-7", base="main", title="W", body="x" * 1_000_000, draft=False
+    )
+
+    body = repo.pulls[1].body
+    assert len(body) == 65_536
+    assert body.endswith(
+        "the whole text is on the task's page)\n\n<!-- factory-memory:task WID-7 -->"
+    )
+
+
 def test_an_open_pull_request_from_the_branch_that_is_not_the_tasks_is_not_taken(repo, app_host):
     repo.git.commit("fm/WID-7", {"a.py": "a\n"}, "a person's", start="main")
     repo.pulls[1] = Pull(1, "PR_x_1", "fm/WID-7", "main", "Mine", "a person's", False, "ann")

@@ -116,6 +116,18 @@ def test_a_host_that_does_not_answer_in_time_is_unavailable(
     assert down.value.detail == "the code host did not answer within 0.5 s"
 
 
+def test_a_host_that_cannot_be_reached_is_unavailable(github):
+    from codehosts.providers.github import GitHubHost
+
+    github.stop()
+    host = GitHubHost(api_url=github.url, repository="octo-org/widgets", token="t", retries=0)
+
+    with pytest.raises(Unavailable) as down:
+        host.repository()
+
+    assert down.value.detail == "the code host could not be reached"
+
+
 def test_an_installation_token_that_expires_mid_batch_is_renewed(
     github, repo, installation, app_host
 ):

@@ -196,7 +196,7 @@ class StandIn:
             return None
         return Caller(token.installation, token.login, token.scopes, token.push, token.admin)
 
-    def allowed(self, caller: Caller, permission: tuple[str, str], repo_name: str | None) -> bool:
+    def allowed(self, caller: Caller, permission: tuple[str, str]) -> bool:
         name, level = permission
         if caller.installation is not None:
             held = caller.installation.permissions.get(name)
@@ -226,7 +226,7 @@ class StandIn:
             status, answer = 401, {"message": "Bad credentials", "documentation_url": ""}
         elif permission != "app" and not self.covers(caller, params):
             status, answer = 404, {"message": "Not Found", "documentation_url": ""}
-        elif permission != "app" and not self.allowed(caller, permission, None):
+        elif permission != "app" and not self.allowed(caller, permission):
             status = 403
             answer = {"message": "Resource not accessible by integration", "documentation_url": ""}
             if caller.login:
@@ -258,7 +258,7 @@ class StandIn:
         caller = self.caller(authorization, False)
         if caller is None:
             return 401, {"message": "Bad credentials", "documentation_url": ""}, {}
-        api = GraphQL(self.world, lambda name, level: self.allowed(caller, (name, level), None))
+        api = GraphQL(self.world, lambda name, level: self.allowed(caller, (name, level)))
         answer, problems = api.answer(body)
         for problem in problems:
             self.violation(f"POST /graphql: {problem}")

@@ -253,9 +253,7 @@ class World:
             return None
         if protection.merge_queue:
             return 405, "Changes must be made through the merge queue"
-        approvals = {
-            r.login for r in pull.reviews if r.state == "APPROVED" and not r.bot and r.commit
-        }
+        approvals = {r.login for r in pull.reviews if r.state == "APPROVED" and not r.bot}
         if len(approvals) < protection.required_reviews:
             # An App's approval never counts toward required reviews, as on GitHub.
             return 405, (
