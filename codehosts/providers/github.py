@@ -182,7 +182,10 @@ class Retry:
 
 
 class GitHubHost:
-    """A project's repository on GitHub, as a token or as an App's installation."""
+    """A project's repository on GitHub, as a token or as an App's installation.
+
+    One per job or request: it keeps which App key is in use and its client, and is not
+    shared between threads (the installation token is, through ``token_cache``)."""
 
     provider = "github"
 
