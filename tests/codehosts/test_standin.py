@@ -5,11 +5,14 @@ refuses a direct push to a protected branch as GitHub does."""
 
 import json
 import subprocess
+import time
 
 import httpx
+import jwt
 import pytest
 
-from tests.github_standin import extract
+from tests.codehosts.conftest import APP_ID
+from tests.github_standin import app_key, extract
 from tests.github_standin.description import description
 from tests.github_standin.rest import ROUTES
 from tests.github_standin.world import Protection
@@ -131,3 +134,18 @@ def test_a_direct_push_to_a_protected_branch_is_refused(github, repo, tmp_path):
     assert "GH006: Protected branch update failed for refs/heads/main." in pushed.stderr
     assert repo.git.head("main") == tip
     assert other.returncode == 0
+
+
+def test_a_jwt_not_signed_by_the_apps_key_mints_no_token(github, installation):
+    now = int(time.time())
+    claims = {"iss": str(APP_ID), "iat": now - 60, "exp": now + 540}
+    forged = jwt.encode(claims, app_key("forger")[0], algorithm="RS256")
+    signed = jwt.encode(claims, app_key()[0], algorithm="RS256")
+    path = f"/app/installations/{installation.id}/access_tokens"
+
+    refused = httpx.post(github.url + path, headers={"Authorization": f"Bearer {forged}"})
+    minted = httpx.post(github.url + path, headers={"Authorization": f"Bearer {signed}"})
+
+    assert (refused.status_code, refused.json()["message"]) == (401, "Bad credentials")
+    assert minted.status_code == 201
+    assert list(github.world.tokens) == [minted.json()["token"]]
