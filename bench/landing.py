@@ -26,7 +26,12 @@ Then the same with one culprit among the changes, batch 8: a change whose own te
 snapshot of the repository's modules taken at its own commit, so it passes there and
 fails once merged with any other change. Its extra verify runs over the clean batch-8 run
 are counted, and the runs of the batch that found it are set beside
-``landing.lander.bisect_bound(8)`` (2·log2(8)+1 = 7).
+``landing.lander.bisect_bound(8)`` (2·(log2(8)+2) = 10: each failing tree is run twice).
+
+Then approval-to-landed p50/p95 with one culprit per 8 changes (16 changes, batch 8), with
+1 and with 4 verify runs at once (``FACTORY_LANDING_VERIFY_PARALLEL``: the prefixes a
+bisection may need next verified beside the one it needs now), side by side
+(``--parallel-only`` runs this part alone).
 
 Needs bubblewrap (the runner's sandbox); the database is a temporary SQLite file.
 ``--quick`` is a 1 s suite and 8 changes. Prints JSON.
@@ -72,13 +77,16 @@ def modules():
 INVENTORY_TEST = """\
 import unittest
 
-from inventory import modules
+from {name} import modules
 
 
 class InventoryTest(unittest.TestCase):
     def test_modules(self):
-        self.assertEqual(modules(), ["inventory", "run_tests"])
+        self.assertEqual(modules(), ["{name}", "run_tests"])
 """
+# Culprits of the parallel runs, one per 8 changes: each is the inventory under its own name.
+CULPRITS = ("inventory", "census", "roster", "tally")
+PARALLEL = (1, 4)
 
 
 def feature(name: str) -> dict:
@@ -118,10 +126,11 @@ class Origin:
         self.base = git("rev-parse", "HEAD", cwd=work)
         self.commits = {}
         changes = {name: feature(name) for name in names}
-        changes["inventory"] = {
-            "inventory.py": INVENTORY,
-            "tests/test_inventory.py": INVENTORY_TEST,
-        }
+        for culprit in CULPRITS:
+            changes[culprit] = {
+                f"{culprit}.py": INVENTORY,
+                f"tests/test_{culprit}.py": INVENTORY_TEST.format(name=culprit),
+            }
         for name, files in changes.items():
             git("checkout", "--quiet", "-B", name, self.base, cwd=work)
             self.commits[name] = self._commit(work, files, f"add {name}")
@@ -259,6 +268,39 @@ def run(origin: Origin, verify: dict, *, slug: str, batch_max: int, names: list[
     }
 
 
+def parallel_runs(origin: Origin, verify: dict, names: list[str]) -> dict:
+    """Approval to landed with one culprit per 8 changes, batch 8, with 1 and 4 verify runs
+    at once (``FACTORY_LANDING_VERIFY_PARALLEL``): p50 and p95 over the landed changes (every
+    change is approved before the lander starts, so each wait counts from its approval)."""
+    from django.test import override_settings
+
+    from projects.models import Event
+
+    with_culprits = list(names)
+    for index, culprit in enumerate(CULPRITS[: len(names) // 8]):
+        with_culprits[8 * index + 3] = culprit
+    figures = {}
+    for workers in PARALLEL:
+        with override_settings(FACTORY_LANDING_VERIFY_PARALLEL=workers):
+            result = run(origin, verify, slug=f"PAR{workers}", batch_max=8, names=with_culprits)
+        waits = []
+        for attempt in result["_attempts"].values():
+            landed = Event.objects.filter(task=attempt.task, transition="land").first()
+            if landed is not None:
+                waits.append((landed.created_at - attempt.queued_at).total_seconds())
+        waits.sort()
+        figures[workers] = public(result) | {
+            "culprits": len(names) // 8,
+            "speculative_unused": sum(b.speculative_unused for b in result["_batches"]),
+            "approval_to_landed_p50_s": round(statistics.median(waits), 2) if waits else None,
+            "approval_to_landed_p95_s": round(waits[max(0, math.ceil(0.95 * len(waits)) - 1)], 2)
+            if waits
+            else None,
+        }
+        sys.stderr.write(f"parallel {workers}: {json.dumps(figures[workers])}\n")
+    return figures
+
+
 def public(result: dict) -> dict:
     return {k: v for k, v in result.items() if not k.startswith("_")}
 
@@ -271,6 +313,11 @@ def main():
         "--culprit-at", type=int, help="the culprit's place in the queue, from 0 (min(12, n/2))"
     )
     parser.add_argument("--quick", action="store_true", help="a 1 s suite and 8 changes")
+    parser.add_argument(
+        "--parallel-only",
+        action="store_true",
+        help="only approval to landed with one culprit per 8 changes, 1 vs 4 verify runs at once",
+    )
     args = parser.parse_args()
     defaults = (1.0, 8) if args.quick else (5.0, 32)
     args.suite_seconds = args.suite_seconds or defaults[0]
@@ -312,6 +359,10 @@ def main():
     try:
         origin = Origin(work, suite_seconds=args.suite_seconds, names=names)
         suite = measure_suite(origin, verify)
+        parallel = parallel_runs(origin, verify, names[: max(8, min(16, len(names)))])
+        if args.parallel_only:
+            print(json.dumps({"suite": suite, "parallel": parallel, "cpus": os.cpu_count()}))
+            return
         runs = {}
         for batch_max in BATCHES:
             runs[batch_max] = run(
@@ -384,6 +435,7 @@ def main():
         "speedup_batch8_over_batch1": speedup,
         "target_speedup": TARGET_SPEEDUP,
         "culprit": culprit,
+        "parallel_verification": parallel,
         "all_landed": not problems,
         "problems": problems,
         "machine": {

@@ -465,6 +465,9 @@ FACTORY_LANDING_PUSH_TRIES = env_int("FACTORY_LANDING_PUSH_TRIES", 3)
 # A change first in the queue whose batches ended this many times in a row without a verdict
 # (an error, or a lander that died) goes back, if the target alone verifies cleanly.
 FACTORY_LANDING_HEAD_ERRORS = env_int("FACTORY_LANDING_HEAD_ERRORS", 3)
+# How many verify runs one lander may run at once: above 1, the prefixes a bisection may
+# need next are verified beside the one it needs now, while no submission waits.
+FACTORY_LANDING_VERIFY_PARALLEL = env_int("FACTORY_LANDING_VERIFY_PARALLEL", 1)
 FACTORY_LANDING_TIME_LIMIT = env_int("FACTORY_LANDING_TIME_LIMIT", 6 * 3600)
 # After a batch errs, the lander looks at the target again after this long, twice as late
 # each time nothing changed, up to the most (ADR 0020); a manager may wake it sooner.

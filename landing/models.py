@@ -55,6 +55,9 @@ class Batch(models.Model):
     reruns = models.PositiveSmallIntegerField(
         default=0, help_text="Runs repeated at the same tree because the first failed."
     )
+    speculative_unused = models.PositiveSmallIntegerField(
+        default=0, help_text="Runs started ahead of the bisection that it never needed."
+    )
     flaked = models.PositiveSmallIntegerField(
         default=0, help_text="Trees it judged at which a test failed and then passed."
     )

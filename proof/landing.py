@@ -42,6 +42,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -72,6 +73,26 @@ class RegistryTest(unittest.TestCase):
 """
 
 
+# Two tests of the base that fail a share of their runs whatever the tree (``flaky_percent``),
+# except when the proof checks a landed commit itself (the coin is the test's, not the code's).
+FLAKY = ("a", "b")
+FLAKY_TEST = """\
+import os
+import random
+import unittest
+
+
+class Flaky{name}Test(unittest.TestCase):
+    def test_coin(self):
+        if not os.environ.get("FACTORY_PROOF_NO_FLAKES"):
+            self.assertGreaterEqual(random.random(), {share})
+"""
+
+
+def flaky_ids() -> set[str]:
+    return {f"tests/test_flaky_{name}.py::Flaky{name.upper()}Test::test_coin" for name in FLAKY}
+
+
 RED_TEST = """\
 import unittest
 
@@ -96,6 +117,9 @@ class LandingRun:
     kills: int  # times the runner and lander workers are SIGKILLed while a batch is active
     pushes: int  # times a person pushes to main while a batch is verifying
     red_seconds: float = 0  # how long a person's failing test stays on main (0: never)
+    flaky_percent: float = 0  # two tests of the base fail this share of their runs
+    pause_seconds: float = 0  # a manager pauses landing this long, a third of the way in
+    fast_lane: bool = False  # a manager puts the last queued change first, halfway in
     runners: int = 2
     landers: int = 1
     batch_max: int = 4
@@ -145,7 +169,17 @@ def scenario(short: bool) -> LandingRun | SideBySide:
     clashes happen; the full form runs it twice, off and on, side by side."""
     if short:
         return LandingRun(
-            agents=4, tasks=24, pairs=2, group=3, kills=1, pushes=1, red_seconds=60, timeout=900
+            agents=4,
+            tasks=24,
+            pairs=2,
+            group=3,
+            kills=1,
+            pushes=1,
+            red_seconds=60,
+            flaky_percent=5,
+            pause_seconds=20,
+            fast_lane=True,
+            timeout=900,
         )
     return SideBySide(
         LandingRun(
@@ -156,6 +190,9 @@ def scenario(short: bool) -> LandingRun | SideBySide:
             kills=3,
             pushes=3,
             red_seconds=300,
+            flaky_percent=5,
+            pause_seconds=60,
+            fast_lane=True,
             timeout=3600,
         )
     )
@@ -209,7 +246,7 @@ def plan(run: LandingRun) -> list[dict]:
 class Origin:
     """The project's bare repository, and a clone where a person commits to main."""
 
-    def __init__(self, folder: Path, pairs: int, sections: int):
+    def __init__(self, folder: Path, pairs: int, sections: int, flaky_percent: float = 0):
         folder.mkdir(parents=True)
         self.bare = folder / "origin.git"
         self.person = folder / "person"
@@ -224,6 +261,11 @@ class Origin:
             "tests/__init__.py": "",
             "tests/test_registry.py": REGISTRY_TEST,
         }
+        if flaky_percent:
+            for name in FLAKY:
+                files[f"tests/test_flaky_{name}.py"] = FLAKY_TEST.format(
+                    name=name.upper(), share=flaky_percent / 100
+                )
         for k in range(pairs):
             files[f"semantic_{k}.py"] = f"def old_{k}(x):\n    return x + {k}\n"
             files[f"tests/test_semantic_{k}.py"] = (
@@ -244,7 +286,8 @@ class Origin:
     def person_pushes(self, n: int, kind: str = "person") -> str:
         """Someone commits a change straight to main and pushes it (retrying if the lander
         moved main meanwhile, as a person would): a passing one (``person``), a failing
-        test (``red``), or the failing test taken out again (``mend``)."""
+        test (``red``), the failing test taken out again (``mend``), or the flaky tests
+        taken out (``unflake``)."""
         for _ in range(10):
             git(self.person, "fetch", "-q", "origin")
             git(self.person, "checkout", "-q", "-f", "-B", "main", "origin/main")
@@ -253,6 +296,9 @@ class Origin:
                 red.write_text(RED_TEST)
             elif kind == "mend":
                 red.unlink(missing_ok=True)
+            elif kind == "unflake":
+                for name in FLAKY:
+                    (self.person / "tests" / f"test_flaky_{name}.py").unlink(missing_ok=True)
             else:
                 edit(self.person, {"kind": "person", "n": n})
             git(self.person, "add", "-A")
@@ -394,8 +440,55 @@ def red_target(run: LandingRun, stack: Stack, origin: Origin, stop: threading.Ev
     )
 
 
+def _manager(run: LandingRun, stack: Stack) -> httpx.Client:
+    return httpx.Client(
+        base_url=f"{stack.base}/api/v1",
+        headers={"Authorization": f"Bearer {run.manager_token}"},
+        timeout=60,
+    )
+
+
+def pause_landing(run: LandingRun, stack: Stack, stop: threading.Event) -> None:
+    """A manager pauses landing for ``pause_seconds`` and resumes it: no batch may start
+    meanwhile (``paused_landing_started_nothing``)."""
+    with _manager(run, stack) as manager:
+        paused = manager.post("/projects/PL/landing/pause/", json={"reason": "proof: a freeze"})
+        stop.wait(run.pause_seconds)  # resumed even when the run is stopping
+        resumed = manager.post("/projects/PL/landing/resume/", json={"reason": "proof: thawed"})
+    run.faults.append(
+        {"kind": "pause", "paused": paused.status_code, "resumed": resumed.status_code}
+    )
+
+
+def fast_lane(run: LandingRun, stack: Stack, stop: threading.Event) -> None:
+    """A manager puts the last queued change first, once two or more are queued: it must
+    land (or come back) in the first batch to start after the request."""
+    deadline = time.monotonic() + 120
+    with _manager(run, stack) as manager:
+        while time.monotonic() < deadline and not stop.is_set():
+            queue = [
+                row
+                for row in manager.get("/projects/PL/landing/").json()["queue"]
+                if row["state"] == "queued"
+            ]
+            if len(queue) >= 2:
+                key = queue[-1]["task"]
+                rows = _query(stack.url, "SELECT coalesce(max(id), 0) FROM landing_batch")
+                before = rows[0][0] if rows else None
+                answer = manager.post(
+                    f"/projects/PL/landing/{key}/fast/", json={"reason": "proof: the hotfix"}
+                )
+                if answer.status_code == 200:
+                    run.faults.append(
+                        {"kind": "fast_lane", "task": key, "last_batch_before": before}
+                    )
+                    return
+            stop.wait(0.5)
+
+
 def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop: threading.Event):
-    """Kills, person pushes and a red target, spread over the run by progress: each waits
+    """Kills, person pushes, a red target, a pause and a fast-lane request, spread over the
+    run by progress: each waits
     until its share of the tasks is done, then for a batch in the state it wants to hit (a
     kill: any active state; a push: verifying, so the lander's push finds main moved; the
     red target: building or verifying, so the lander meets it)."""
@@ -404,10 +497,20 @@ def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop
     if run.red_seconds:
         # Early enough that agents still have work to submit while main is red.
         events.append((0.4, "red"))
+    if run.pause_seconds:
+        events.append((0.3, "pause"))
+    if run.fast_lane:
+        events.append((0.6, "fast"))
     for fraction, kind in sorted(events):
         while _done(stack.url) < run.tasks * fraction * 0.9:
             if stop.wait(0.5):
                 return
+        if kind == "pause":
+            pause_landing(run, stack, stop)
+            continue
+        if kind == "fast":
+            fast_lane(run, stack, stop)
+            continue
         wanted = {"kill": ACTIVE, "push": ("verifying",), "red": ("building", "verifying")}[kind]
         deadline = time.monotonic() + 120
         batch = _wait_for_batch(stack.url, wanted, deadline, stop)
@@ -468,7 +571,7 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
     _open_to_the_sandbox(stack.work)
     items = plan(run)
     sections = 1 + max((i["spec"].get("section", 0) for i in items), default=0)
-    origin = Origin(stack.work / "repositories", run.pairs, sections)
+    origin = Origin(stack.work / "repositories", run.pairs, sections, run.flaky_percent)
     stack.env.update(
         FACTORY_RUNNER_ROOT=str(stack.work / "runner"),
         FACTORY_LOCAL_REPOSITORY_ROOTS=str(stack.work / "repositories"),
@@ -532,6 +635,10 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
         elapsed = time.monotonic() - began
         carried = {"violations": 0, "skipped": "the run did not finish"}
         if finished:
+            if run.flaky_percent:
+                # The team fixes its flaky tests: the check of a carried approval below
+                # follows one task's attempts by number, which a coin at its runner would undo.
+                origin.person_pushes(len(origin.pushed), kind="unflake")
             carried = _carried_approval(stack, tokens, origin, [*agents, reviewer], stop_file)
     finally:
         stop.set()
@@ -614,7 +721,12 @@ def _passes(bare: Path, commit: str) -> tuple[str, bool, str]:
         )
         subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
         done = subprocess.run(
-            ["python3", "run_tests.py"], cwd=folder, capture_output=True, text=True, timeout=120
+            ["python3", "run_tests.py"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "FACTORY_PROOF_NO_FLAKES": "1"},
         )
         return commit, done.returncode == 0, done.stderr[-300:]
 
@@ -686,8 +798,13 @@ def landing_invariants(
         tasks = conn.execute("SELECT id, key, state, landed_commit FROM tasks_task").fetchall()
         batches = conn.execute(
             "SELECT id, state, verify_runs, bisect_steps, pushes, reason, changes, base,"
-            " started_at FROM landing_batch ORDER BY id"
+            " started_at, reruns, flaky FROM landing_batch ORDER BY id"
         ).fetchall()
+        pauses = conn.execute(
+            "SELECT transition, created_at FROM tasks_event"
+            " WHERE transition IN ('pause', 'unpause') ORDER BY id"
+        ).fetchall()
+        flaky_recorded = dict(conn.execute("SELECT test, flakes FROM landing_flakytest").fetchall())
         red = next((f for f in run.faults if f["kind"] == "red_target"), None)
         # Submissions the runner verified while main was red: the landers' queue is apart.
         verified_while_red, waited_while_red = (
@@ -760,7 +877,7 @@ def landing_invariants(
     # 6. After a batch that verified erred, no batch verified again on the same target tip
     #    with the same change first in the queue (no manager asks in this run).
     found, erred = [], {}
-    for batch_id, state, runs, _, _, _, changes, base, _ in batches:
+    for batch_id, state, runs, _, _, _, changes, base, *_ in batches:
         key = (base, changes[0]["attempt"] if changes else None)
         if runs and key in erred:
             found.append(
@@ -772,6 +889,58 @@ def landing_invariants(
     checks["one_verification_per_tip_and_head"] = {
         "violations": len(found),
         "erred_tips_and_heads": len(erred),
+        "examples": found[:5],
+    }
+
+    # 7. A flaky test returned nobody's change: no change came back naming one as failing,
+    #    and none was held for one (no planned change touches the flaky tests' files).
+    flaky = flaky_ids()
+    found = [
+        f"{row[2]} came back naming a flaky test: {row[6].get('reason', '')[:200]}"
+        for row in approved
+        if row[6].get("state") in ("conflict", "failed")
+        and (set(row[6].get("failing") or []) & flaky or row[6].get("flaky"))
+    ]
+    checks["no_change_returned_for_a_flake"] = {
+        "violations": len(found),
+        "examples": found[:5],
+    }
+
+    # 8. While landing was paused no batch started; the fast-lane change landed (or came
+    #    back) in the first batch to start after the request.
+    found, windows = [], []
+    for (first, at), (second, until) in zip(pauses[::2], pauses[1::2], strict=False):
+        if (first, second) == ("pause", "unpause"):
+            windows.append((at, until))
+    # A second of grace: the lander asks just before it starts a batch, and the pause may
+    # have been written in between.
+    grace = timedelta(seconds=1)
+    found += [
+        f"batch {b[0]} started at {b[8].isoformat()} while landing was paused"
+        for b in batches
+        for at, until in windows
+        if at + grace < b[8] < until
+    ]
+    fast = next((f for f in run.faults if f["kind"] == "fast_lane"), None)
+    if fast is not None:
+        # The batches that reached a verdict after the request (an erring one, on a red
+        # main, lands nothing for anyone); the first may have started as the request was
+        # made, so the fast change must be in one of the first two.
+        after = [b for b in batches if b[0] > fast["last_batch_before"] and b[1] not in
+                 ("error", "abandoned", *ACTIVE)]  # fmt: skip
+        carried = [
+            b[0]
+            for b in after[:2]
+            if any(c.get("task") == fast["task"] and c.get("outcome") != "queued" for c in b[6])
+        ]
+        if not carried:
+            found.append(
+                f"{fast['task']} (fast lane) was in neither of the first two batches after its "
+                f"request ({[b[0] for b in after[:2]]})"
+            )
+    checks["paused_and_fast_lane_kept"] = {
+        "violations": len(found),
+        "pauses": len(windows),
         "examples": found[:5],
     }
 
@@ -815,6 +984,9 @@ def landing_invariants(
         if batches
         else None,
         "unreadable_junit_returned": len(unreadable),
+        "reruns": sum(b[9] for b in batches),
+        "flaky_tests_recorded": flaky_recorded,
+        "batches_naming_a_flake": sum(bool(b[10]) for b in batches),
         "red_target": {
             "seconds": run.red_seconds,
             "batches_on_red_tip": len(on_red),
@@ -839,6 +1011,12 @@ def landing_invariants(
         found.append(f"{len(pushes)} of {run.pushes} person pushes")
     if run.pairs and not unreadable and not run.avoid_overlap:
         found.append("no change came back for a JUnit report that cannot be read")
+    if run.flaky_percent and not flaky_recorded:
+        found.append("no flaky test was ever seen to flake")
+    if run.pause_seconds and not windows:
+        found.append("landing was never paused and resumed")
+    if run.fast_lane and fast is None:
+        found.append("no change was put in the fast lane")
     if run.red_seconds and red is None:
         found.append("main was never red")
     elif red is not None:

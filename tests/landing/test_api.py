@@ -54,6 +54,8 @@ def test_members_see_the_queue_in_landing_order(api, lands):
             "state": "queued",
             "batch": None,
             "reason": "",
+            "lane": "normal",
+            "fast": None,
         },
         {
             "position": 2,
@@ -65,6 +67,8 @@ def test_members_see_the_queue_in_landing_order(api, lands):
             "state": "queued",
             "batch": None,
             "reason": "",
+            "lane": "normal",
+            "fast": None,
         },
     ]
     assert body["batches"] == []
