@@ -8,8 +8,12 @@ class CodehostsConfig(AppConfig):
 
     def ready(self):
         # lazy: services reach models, which Django loads only once the apps are ready.
+        from codehosts.receivers import sync_on_event
         from codehosts.services import code_host_reach
         from projects import hosts
+        from projects.signals import event_recorded
 
         # The kernel's project service reaches the host at save through this (ADR 0031).
         hosts.register_reach(code_host_reach)
+        # A change a task's pull request shows starts a job after it commits (ADR 0038).
+        event_recorded.connect(sync_on_event, dispatch_uid="codehosts.pull_requests")

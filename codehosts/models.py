@@ -4,6 +4,7 @@ from django.db import models
 from django.utils import timezone
 
 from projects.models import Project
+from tasks.models import Task
 
 
 class HostDelivery(models.Model):
@@ -30,6 +31,15 @@ class HostDelivery(models.Model):
     )
     body_sha256 = models.CharField(max_length=64)
     received_at = models.DateTimeField(default=timezone.now, editable=False)
+    processed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When acting on it finished (empty: not yet)."
+    )
+    result = models.CharField(
+        max_length=200, blank=True, help_text="What acting on it did, in words."
+    )
+    error = models.TextField(
+        blank=True, help_text="Why acting on it failed (the host's words); retried by the sweep."
+    )
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -42,3 +52,30 @@ class HostDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} {self.event}.{self.action} {self.delivery_id}"
+
+
+class TaskPullRequest(models.Model):
+    """A task's pull request on its project's code host, and what the site posted there.
+
+    One per task: every attempt's branch goes to the same pull request while it is open,
+    found on the host by the task's marker in its body, never by its number alone. What
+    was posted (``posted``: the check runs' ids by attempt and gate, the review's check
+    run and comment) lets a job run again without posting twice. Written only by
+    ``codehosts.pulls.pull_request_sync``, from jobs, after the change it shows committed.
+    """
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="pull_request")
+    number = models.PositiveIntegerField()
+    url = models.URLField(max_length=500)
+    head_sha = models.CharField(max_length=64, blank=True)
+    draft = models.BooleanField(default=True)
+    posted = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='What was posted for each attempt: {"2": {"checks": {gate: {id, state}}, '
+        '"review": id, "comment": id}}.',
+    )
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.task.key} → #{self.number}"

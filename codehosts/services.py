@@ -28,10 +28,12 @@ from codehosts.signatures import signed_by
 from projects import hosts
 from projects.errors import Conflict, ServiceError
 from projects.models import Project
+from projects.queue import enqueue
 
 logger = logging.getLogger(__name__)
 
 GITHUB = "github"
+PROCESS_JOB = "codehosts.jobs.delivery_process_job"
 # A delivery's header names are GitHub's; so are its ids' and event names' shapes.
 MAX_NAME = 100
 
@@ -137,6 +139,8 @@ def delivery_receive(*, event: str, delivery_id: str, signature: str, body: byte
                 subject=_subject(payload, repository),
                 body_sha256=hashlib.sha256(body).hexdigest(),
             )
+            # Acted on by a job once kept: the answer does not wait for the host (ADR 0038).
+            transaction.on_commit(lambda: enqueue(PROCESS_JOB, delivery.pk), robust=True)
     except IntegrityError:
         return Received(HostDelivery.objects.get(provider=GITHUB, delivery_id=delivery_id), False)
     return Received(delivery, True)

@@ -294,6 +294,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "events.jobs.deliveries_due_job",
         "schedule": env_int("FACTORY_WEBHOOK_SWEEP_SECONDS", 10),
     },
+    # Code hosts: what webhooks missed (tasks the host does not show yet, deliveries whose
+    # processing failed), a bounded number per tick, and kept deliveries past their retention.
+    "code-hosts": {
+        "task": "codehosts.jobs.hosts_sweep_job",
+        "schedule": env_int("FACTORY_RECONCILE_SECONDS", 30),
+    },
     # Checked imports nobody applied within FACTORY_IMPORT_KEEP_DAYS let their uploads go.
     "imports": {
         "task": "interop.jobs.imports_expire_job",
@@ -488,6 +494,13 @@ FACTORY_CODE_HOST_BACKOFF_SECONDS = env_int("FACTORY_CODE_HOST_BACKOFF_SECONDS",
 # A manager saving a code host: the site reaches the host and names each missing
 # permission (docs/code-hosts.md). Off only where no host can be reached.
 FACTORY_CODE_HOST_CHECK_AT_SAVE = env_bool("FACTORY_CODE_HOST_CHECK_AT_SAVE", True)
+# Jobs calling the host (codehosts.jobs): tries after the first when it is down or rate
+# limiting (back-off doubling from BACKOFF); then the sweep comes back to it. The sweep
+# syncs at most RECONCILE_MAX tasks and retries as many deliveries per tick; a kept
+# delivery is deleted after DELIVERY_KEEP_DAYS.
+FACTORY_CODE_HOST_JOB_RETRIES = env_int("FACTORY_CODE_HOST_JOB_RETRIES", 5)
+FACTORY_CODE_HOST_RECONCILE_MAX = env_int("FACTORY_CODE_HOST_RECONCILE_MAX", 20)
+FACTORY_CODE_HOST_DELIVERY_KEEP_DAYS = env_int("FACTORY_CODE_HOST_DELIVERY_KEEP_DAYS", 14)
 # Imports (interop): the upload, what it may expand to, and how many files it may hold.
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)

@@ -1,0 +1,212 @@
+"""A pull request per task (docs/code-hosts.md, "A pull request per task").
+
+``pull_request_sync`` brings the host up to what the database says about one task: its
+pull request from the newest submitted attempt's branch (title ``KEY: title``, body the
+handoff, draft until the gates pass), a check run per finished gate run of that attempt,
+and the reviewer's verdict as the check ``factory-memory/review`` plus a comment. It only
+reads the database and writes to the host, so it runs again safely: what was posted is
+remembered on ``TaskPullRequest.posted`` and updated rather than posted twice. Called by
+jobs after the change it shows committed, never inside a request's transaction (ADR 0038).
+"""
+
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+
+from codehosts.models import TaskPullRequest
+from codehosts.providers import Annotation, provider_for
+from evidence.models import FINISHED_GATE_STATES, GateRunState
+from evidence.selectors import criteria_status
+from tasks import handoff
+from tasks.models import AttemptState, Task, TaskState
+
+# A pull request whose checks were not all posted yet has synced "never".
+NEVER = datetime(2000, 1, 1, tzinfo=UTC)
+CHECK_PREFIX = "factory-memory/"
+REVIEW_CHECK = f"{CHECK_PREFIX}review"
+# Ready for review once the gates passed; draft before, and again after a rejection.
+READY_STATES = {TaskState.IN_REVIEW, TaskState.APPROVED, TaskState.DONE}
+MAX_ANNOTATIONS = 200  # per gate run; GitHub shows the first 50 per request, we send in chunks
+CONCLUSIONS = {
+    GateRunState.PASSED: "success",
+    GateRunState.FAILED: "failure",
+    GateRunState.ERROR: "failure",
+}
+
+
+def task_url(task: Task) -> str:
+    return f"{settings.SITE_URL.rstrip('/')}{reverse('task-detail', args=[task.key])}"
+
+
+def body(material: handoff.Material) -> str:
+    """The pull request's body: the task's handoff answers (``tasks.handoff``) in Markdown,
+    and the task's page. Everyone's text in it is quoted, never taken as the site's."""
+    answers = handoff.answer(material)
+    changed, why, still = answers["what_changed"], answers["why"], answers["what_remains_open"]
+    lines = [f"Factory Memory task [{material.task.key}]({task_url(material.task)})", ""]
+    lines += ["## What changed", ""]
+    if changed:
+        lines.append(f"Attempt {changed['attempt']} by {changed['agent']} ({changed['state']}):")
+        lines += [f"> {line}" for line in (changed["summary"] or "(no summary)").splitlines()]
+        lines += [f"- `{path}`" for path in changed["files"]]
+    lines += ["", "## Why", ""]
+    lines += [f"> {line}" for line in (why["task"] or "(no description)").splitlines()]
+    if why["spec"]:
+        lines.append(f"\nSpec {why['spec']['key']} version {why['spec']['version']}.")
+    lines += [f"- decision {d['key']}: {d['title']}" for d in why["decisions"]]
+    lines += ["", "## What remains open", "", f"State: {still['state']}; next: {still['next']}."]
+    lines += [f"- failed gate {g['gate']}: {g['summary']}" for g in still["failed_gates"]]
+    lines += [f"- open decision {d['key']}: {d['title']}" for d in still["proposed_decisions"]]
+    lines += [f"- waits for {key}" for key in still["dependencies_open"]]
+    if still["last_rejection"]:
+        rejection = still["last_rejection"]
+        lines.append(f"- {rejection['attempt']} was rejected: {rejection['reason']}")
+    rows = criteria_status(
+        material.attempt, evidence=material.evidence, runs=material.runs, criteria=material.criteria
+    )
+    if rows:
+        lines += ["", "## Criteria and their evidence", ""]
+        for row in rows:
+            criterion = row["criterion"]
+            proof = ", ".join(f"{e.kind} {e.name}" for e in row.get("evidence", [])) or "none yet"
+            mark = "x" if row["met"] else " "
+            lines.append(f"- [{mark}] {criterion.key}: {criterion.text} (evidence: {proof})")
+    return "\n".join(lines)
+
+
+def annotations(run) -> tuple[Annotation, ...]:
+    """A failing test of a gate's verdict at its file, where the verdict names one (a test id
+    ``path.py::name``); at its ``line`` where the report has one, else the file's first."""
+    found = []
+    for failed in (run.verdict or {}).get("failed", [])[:MAX_ANNOTATIONS]:
+        if not isinstance(failed, dict):
+            continue
+        test = str(failed.get("test", ""))
+        path = str(failed.get("file") or test.split("::", 1)[0])
+        if "::" not in test and not failed.get("file"):
+            continue
+        line = failed.get("line")
+        line = line if isinstance(line, int) and line > 0 else 1
+        found.append(
+            Annotation(
+                path=path,
+                start_line=line,
+                end_line=line,
+                level="failure",
+                message=str(failed.get("message") or failed.get("outcome") or "failed")[:1000],
+                title=test[:255],
+            )
+        )
+    return tuple(found)
+
+
+def pull_request_sync(*, task_id: int, host=None) -> str:
+    """Make the host show what the database says about one task; return what was done.
+
+    Nothing happens for a project without a code host or an attempt without a branch.
+    Raises the provider's ``HostError`` when the host refuses or cannot be asked: the
+    caller (a job) retries, and the reconciler comes back to it later.
+    """
+    task = Task.objects.select_related("project").filter(pk=task_id).first()
+    if task is None or (task.project.code_host or {}).get("provider", "none") == "none":
+        return "no code host"
+    material = handoff.load(task)
+    attempt = material.attempt
+    branch = (attempt.change or {}).get("branch") if attempt is not None else None
+    if not branch:
+        return "no branch to open a pull request from"
+    host = host or provider_for(task.project)
+    draft = task.state not in READY_STATES
+    pull = host.open_or_update_pull_request(
+        task=task.key,
+        head=branch,
+        base=task.project.landing_target,
+        title=f"{task.key}: {task.title}"[:256],
+        body=body(material),
+        draft=draft,
+    )
+    link = _remember(task, pull)
+    posted = dict(link.posted.get(str(attempt.number), {}))
+    checks = dict(posted.get("checks", {}))
+    head_sha = _full_sha(attempt.change.get("commit")) or pull.head_sha
+    for run in material.runs:
+        posted_run = checks.get(run.gate) or {}
+        if run.state not in FINISHED_GATE_STATES or posted_run.get("state") == run.state:
+            continue
+        # GitHub adds an update's annotations to those already there: sent once, at creation.
+        check = host.check_run(
+            name=f"{CHECK_PREFIX}{run.gate}",
+            head_sha=head_sha,
+            status="completed",
+            conclusion=CONCLUSIONS[run.state],
+            title=f"{run.gate}: {run.state}",
+            summary=run.summary or run.state,
+            annotations=() if posted_run else annotations(run),
+            details_url=task_url(task),
+            check_run_id=posted_run.get("id"),
+        )
+        checks[run.gate] = {"id": check.id, "state": run.state}
+        posted["checks"] = checks
+        _record(link, attempt.number, posted)
+    if attempt.state in (AttemptState.APPROVED, AttemptState.REJECTED) and attempt.reviewed_by:
+        approved = attempt.state == AttemptState.APPROVED
+        reviewer = attempt.reviewed_by.get_username()
+        verdict = "approved" if approved else "rejected"
+        check = host.check_run(
+            name=REVIEW_CHECK,
+            head_sha=head_sha,
+            status="completed",
+            conclusion="success" if approved else "failure",
+            title=f"{verdict} by {reviewer}",
+            summary=f"{reviewer} {verdict} {attempt}: {attempt.end_reason}",
+            details_url=task_url(task),
+            check_run_id=posted.get("review"),
+        )
+        posted["review"] = check.id
+        _record(link, attempt.number, posted)
+        if "comment" not in posted:
+            comment = host.comment(
+                pull.number,
+                f"{reviewer} {verdict} {attempt} on Factory Memory.\n\n> {attempt.end_reason}",
+            )
+            posted["comment"] = comment.id
+            _record(link, attempt.number, posted)
+    # The host now shows the task as it was when read: the reconciler looks again only
+    # once the task changes after that (or when a step above failed before this line).
+    TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
+    return f"{task.key}: pull request #{pull.number}{' (draft)' if pull.draft else ''}"
+
+
+def _full_sha(commit) -> str:
+    return commit if isinstance(commit, str) and len(commit) in (40, 64) else ""
+
+
+def _remember(task: Task, pull) -> TaskPullRequest:
+    link, _ = TaskPullRequest.objects.update_or_create(
+        task=task,
+        defaults={
+            "number": pull.number,
+            "url": pull.url,
+            "head_sha": pull.head_sha,
+            "draft": pull.draft,
+        },
+        create_defaults={
+            "number": pull.number,
+            "url": pull.url,
+            "head_sha": pull.head_sha,
+            "draft": pull.draft,
+            "synced_at": NEVER,
+        },
+    )
+    return link
+
+
+def _record(link: TaskPullRequest, number: int, posted: dict) -> None:
+    # Saved after each post, so a failure later in the same run does not post it again.
+    with transaction.atomic():
+        locked = TaskPullRequest.objects.select_for_update().get(pk=link.pk)
+        locked.posted = {**locked.posted, str(number): posted}
+        locked.save(update_fields=["posted"])
+        link.posted = locked.posted

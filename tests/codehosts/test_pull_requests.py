@@ -1,0 +1,333 @@
+"""A pull request per task, against the stand-in: a submission opens it (draft, the handoff
+as its body), the gates' verdicts are check runs on the commit, the gates passing make it
+ready, the reviewer's verdict is the required check ``factory-memory/review`` and a
+comment. Every host call is made by a job after the change committed; a host that fails
+loses nothing, and the sweep makes the host agree afterwards."""
+
+import pytest
+
+from codehosts import jobs, sync
+from codehosts.models import TaskPullRequest
+from projects.models import Event
+from tasks import attempts, review
+from tasks.models import Task
+from tests.codehosts.conftest import APP_ID, KEY_ENV, REPOSITORY
+from tests.factories import Flow, ProjectFactory, all_met
+from tests.github_standin import app_key
+
+BRANCH = "fm/WID-1"
+FAILING_JUNIT = (
+    b"<testsuite tests='2'>"
+    b"<testcase classname='tests.test_claim' name='test_claim'/>"
+    b"<testcase classname='tests.test_claim' name='test_exclusive'>"
+    b"<failure message='assert 2 == 1'>two agents held WID-1</failure></testcase>"
+    b"</testsuite>"
+)
+PASSING_JUNIT = (
+    b"<testsuite tests='1'><testcase classname='tests.test_claim' name='test_claim'/></testsuite>"
+)
+
+
+@pytest.fixture
+def flow(github, repo, installation, settings, monkeypatch, db):
+    """A project whose code host is the stand-in's App installation; jobs run in the
+    foreground, and the provider neither sleeps nor waits on a rate limit itself."""
+    monkeypatch.setenv(KEY_ENV, app_key()[0])
+    settings.FACTORY_CODE_HOST_URLS = [github.url]
+    settings.FACTORY_CODE_HOST_BACKOFF_SECONDS = 0
+    settings.FACTORY_CODE_HOST_MAX_WAIT_SECONDS = 0
+    settings.FACTORY_CODE_HOST_TIMEOUT_SECONDS = 3
+    settings.FACTORY_EAGER_BACKGROUND_QUEUES = []
+    project = ProjectFactory(
+        slug="WID",
+        code_host={
+            "provider": "github",
+            "api_url": github.url,
+            "repository": REPOSITORY,
+            "app_id": APP_ID,
+            "installation_id": installation.id,
+            "private_key_env": KEY_ENV,
+            "webhook_secret_env": "FACTORY_HOST_WIDGETS_HOOK",
+            "issues": None,
+        },
+    )
+    flow = Flow(project)
+    flow.gates({})
+    return flow
+
+
+def submitted(
+    flow, repo, capture, *, junit=None, task=None, summary="Claims are exclusive.", run=True
+):
+    """The agent's branch pushed, the attempt submitted with it, the jobs run on commit
+    (unless not ``run``)."""
+    if task is None:
+        task, attempt = flow.claimed(spec=flow.spec(), title="Exclusive claims")
+    else:
+        attempt = attempts.task_claim(agent=flow.agent, project=flow.project)
+    sha = repo.git.commit(BRANCH, {"claim.py": f"# {attempt.number}\n"}, "claim", start="main")
+    if junit is not None:
+        flow.attach(attempt, junit, kind="junit", name="junit.xml", criteria=["AC-1"])
+    with capture(execute=run):
+        attempt = attempts.attempt_submit(
+            attempt=attempt,
+            actor=flow.agent,
+            summary=summary,
+            change={"commit": sha, "branch": BRANCH},
+        )
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+    return task, attempt, sha
+
+
+def checks(repo) -> list[tuple[str, str, str | None]]:
+    return [(c.name, c.head_sha, c.conclusion) for c in repo.checks.values()]
+
+
+def test_a_submission_opens_a_draft_pull_request_with_the_handoff(
+    flow, repo, django_capture_on_commit_callbacks
+):
+    flow.gates({"tests-pass": {}})
+    task, _attempt, sha = submitted(flow, repo, django_capture_on_commit_callbacks, run=False)
+
+    jobs.pull_request_sync_job.delay(task.pk)  # the gate's job has not run yet
+
+    pull = repo.pulls[1]
+    assert list(repo.pulls) == [1]
+    assert (pull.title, pull.head, pull.base, pull.draft) == (
+        "WID-1: Exclusive claims",
+        BRANCH,
+        "main",
+        True,
+    )
+    assert pull.body.startswith("Factory Memory task [WID-1](http://127.0.0.1:8000/tasks/WID-1/)")
+    assert (
+        "## What changed\n\nAttempt WID-1#1 by wid-agent (checking):\n> Claims are exclusive."
+        in (pull.body)
+    )
+    assert "- [ ] AC-1: Claims are exclusive. (evidence: none yet)" in pull.body
+    assert pull.body.endswith("<!-- factory-memory:task WID-1 -->")
+    link = TaskPullRequest.objects.get(task=task)
+    assert (link.number, link.url, link.draft, link.head_sha) == (1, pull_url(repo), True, sha)
+
+
+def pull_url(repo, number=1):
+    return f"https://standin.invalid/{repo.full_name}/pull/{number}"
+
+
+def test_the_task_page_links_its_pull_request(
+    flow, repo, client, django_capture_on_commit_callbacks
+):
+    task, _, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+    client.force_login(flow.reviewer)
+
+    page = client.get(f"/tasks/{task.key}/").content.decode()
+
+    assert f'<a href="{pull_url(repo)}">pull request #1</a>' in page
+
+
+def test_gates_passing_make_it_ready_and_their_verdicts_check_runs(
+    flow, repo, django_capture_on_commit_callbacks
+):
+    flow.gates({"tests-pass": {}})
+
+    task, _attempt, sha = submitted(
+        flow, repo, django_capture_on_commit_callbacks, junit=PASSING_JUNIT
+    )
+
+    assert task.state == "in_review"
+    assert repo.pulls[1].draft is False
+    assert checks(repo) == [("factory-memory/tests-pass", sha, "success")]
+    assert TaskPullRequest.objects.get(task=task).posted == {
+        "1": {"checks": {"tests-pass": {"id": next(iter(repo.checks)), "state": "passed"}}}
+    }
+
+
+def test_a_failing_gate_is_a_failed_check_run_annotated_at_the_test(
+    flow, repo, django_capture_on_commit_callbacks
+):
+    flow.gates({"tests-pass": {}})
+
+    task, _attempt, _sha = submitted(
+        flow, repo, django_capture_on_commit_callbacks, junit=FAILING_JUNIT
+    )
+
+    check = next(iter(repo.checks.values()))
+    assert (task.state, repo.pulls[1].draft) == ("ready", True)
+    assert (check.name, check.conclusion) == ("factory-memory/tests-pass", "failure")
+    assert [(a["path"], a["start_line"], a["message"]) for a in check.annotations] == [
+        ("tests/test_claim.py", 1, "assert 2 == 1")
+    ]
+    assert "failed gate tests-pass" in repo.pulls[1].body
+
+
+def approved(flow, task, capture):
+    with capture(execute=True):
+        attempt = task.current_attempt
+        review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+
+
+def test_an_approval_is_the_required_review_check_and_a_comment(
+    flow, repo, django_capture_on_commit_callbacks
+):
+    task, _attempt, sha = submitted(flow, repo, django_capture_on_commit_callbacks)
+
+    approved(flow, task, django_capture_on_commit_callbacks)
+
+    assert checks(repo) == [("factory-memory/review", sha, "success")]
+    assert [c.body.splitlines()[0] for c in repo.comments] == [
+        "wid-reviewer approved WID-1#1 on Factory Memory."
+    ]
+    assert repo.pulls[1].draft is False
+
+
+def test_a_rejection_fails_the_review_check_and_drafts_the_pull_request_again(
+    flow, repo, django_capture_on_commit_callbacks
+):
+    task, _attempt, sha = submitted(flow, repo, django_capture_on_commit_callbacks)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        review.task_reject(task=task, actor=flow.reviewer, reason="AC-2: no screenshot")
+
+    assert checks(repo) == [("factory-memory/review", sha, "failure")]
+    assert [c.body for c in repo.comments] == [
+        "wid-reviewer rejected WID-1#1 on Factory Memory.\n\n> AC-2: no screenshot"
+    ]
+    assert repo.pulls[1].draft is True
+    assert "WID-1#1 was rejected: AC-2: no screenshot" in repo.pulls[1].body
+
+
+def test_a_second_attempt_updates_the_same_pull_request(
+    flow, repo, django_capture_on_commit_callbacks
+):
+    task, _, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        review.task_reject(task=task, actor=flow.reviewer, reason="try again")
+
+    task, _second, sha = submitted(
+        flow, repo, django_capture_on_commit_callbacks, task=task, summary="Second go."
+    )
+
+    assert list(repo.pulls) == [1]
+    assert repo.pulls[1].head == BRANCH
+    assert "Attempt WID-1#2 by wid-agent" in repo.pulls[1].body
+    assert TaskPullRequest.objects.get(task=task).head_sha == sha
+
+
+def test_running_the_job_again_posts_nothing_twice(flow, repo, django_capture_on_commit_callbacks):
+    task, _, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+    approved(flow, task, django_capture_on_commit_callbacks)
+
+    jobs.pull_request_sync_job.delay(task.pk)
+    jobs.pull_request_sync_job.delay(task.pk)
+
+    assert (len(repo.pulls), len(repo.checks), len(repo.comments)) == (1, 1, 1)
+
+
+def test_a_project_without_a_code_host_calls_no_host_and_queues_no_job(
+    github, db, django_capture_on_commit_callbacks
+):
+    flow = Flow(ProjectFactory(slug="NON"))
+    flow.gates({})
+    _task, attempt = flow.claimed()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        attempts.attempt_submit(
+            attempt=attempt,
+            actor=flow.agent,
+            summary="s",
+            change={"commit": "a" * 40, "branch": "b"},
+        )
+
+    assert [c for c in callbacks if "sync_on_event" in c.__qualname__] == []
+    assert github.calls() == []
+    assert not TaskPullRequest.objects.exists()
+
+
+def test_an_attempt_without_a_branch_opens_nothing(flow, repo, django_capture_on_commit_callbacks):
+    _task, attempt = flow.claimed()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        attempts.attempt_submit(
+            attempt=attempt, actor=flow.agent, summary="s", change={"commit": "a" * 40}
+        )
+
+    assert repo.pulls == {}
+    assert not TaskPullRequest.objects.exists()
+
+
+@pytest.mark.parametrize("fault", ["502", "429", "timeout"])
+def test_a_failing_host_loses_nothing_and_the_job_retries(
+    flow, repo, github, fault, django_capture_on_commit_callbacks
+):
+    # The pull request's creation answered badly once: writes are not re-sent by the
+    # provider, so the job's own retry (after re-reading) opens it.
+    github.fail(fault, match="POST /repos/octo-org/widgets/pulls")
+
+    task, attempt, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+
+    assert (task.state, attempt.state) == ("in_review", "passed")
+    assert list(repo.pulls) == [1]
+    assert repo.pulls[1].body.endswith("<!-- factory-memory:task WID-1 -->")
+    assert TaskPullRequest.objects.get(task=task).number == 1
+
+
+def test_a_host_down_through_every_retry_is_repaired_by_the_sweep(
+    flow, repo, github, settings, django_capture_on_commit_callbacks
+):
+    settings.FACTORY_CODE_HOST_RETRIES = 0
+    github.fail("502", count=100, match="/pulls")
+    task, attempt, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+    approved(flow, task, django_capture_on_commit_callbacks)
+    assert (repo.pulls, repo.checks, repo.comments) == ({}, {}, [])
+    assert Task.objects.get(pk=task.pk).state == "done"
+    github.faults.clear()
+
+    counts = sync.hosts_reconcile()
+
+    assert counts == {
+        "pull_requests_synced": 1,
+        "pull_requests_failed": 0,
+        "deliveries_retried": 0,
+    }
+    assert (repo.pulls[1].draft, checks(repo), len(repo.comments)) == (
+        False,
+        [("factory-memory/review", attempt.change["commit"], "success")],
+        1,
+    )
+    assert sync.hosts_reconcile()["pull_requests_synced"] == 0
+
+
+def test_the_sweep_is_bounded_per_tick(
+    flow, repo, github, settings, django_capture_on_commit_callbacks
+):
+    github.fail("502", count=100, match="/pulls")
+    settings.FACTORY_CODE_HOST_RETRIES = 0
+    settings.FACTORY_CODE_HOST_JOB_RETRIES = 0
+    submitted(flow, repo, django_capture_on_commit_callbacks)
+    github.faults.clear()
+
+    assert sync.hosts_reconcile(limit=0)["pull_requests_synced"] == 0
+    assert repo.pulls == {}
+    assert sync.hosts_reconcile(limit=1)["pull_requests_synced"] == 1
+
+
+def test_the_events_of_a_submission_are_unchanged_by_a_host_that_fails(
+    flow, repo, github, django_capture_on_commit_callbacks
+):
+    github.fail("502", count=100)
+
+    task, attempt, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+
+    assert (task.state, attempt.state) == ("in_review", "passed")
+    assert repo.pulls == {}
+    assert list(Event.objects.filter(task=task).values_list("transition", flat=True)) == [
+        "create",
+        "publish",
+        "start",
+        "claim",
+        "submit",
+        "submit",
+        "gates_passed",
+        "gates_passed",
+    ]
