@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from codehosts.models import HostDelivery
-from codehosts.providers import HostError, provider_for
+from codehosts.providers import HostError, NotFound, provider_for
 from codehosts.pulls import pull_request_sync
 from tasks.models import Task, TaskState
 
@@ -58,7 +58,10 @@ def _act(delivery: HostDelivery, host) -> str:
     if delivery.event != "pull_request" or not isinstance(number, int):
         return f"nothing to do for {delivery.event}"
     host = host or provider_for(project)
-    pull = host.pull_request(number)  # the host's word now, not the payload's
+    try:
+        pull = host.pull_request(number)  # the host's word now, not the payload's
+    except NotFound:
+        return f"pull request #{number} is not on the host"
     found = MARKER.search(pull.body or "")
     task = Task.objects.filter(project=project, key=found.group(1)).first() if found else None
     if task is None:

@@ -1,6 +1,7 @@
 import pytest
 
 from projects.models import Project
+from tests.factories import Flow, ProjectFactory
 from tests.github_standin import app_key
 from tests.github_standin.server import StandIn
 from tests.github_standin.world import World
@@ -71,3 +72,31 @@ def app_host(github, installation, settings, monkeypatch, waits):
         private_key_env=KEY_ENV,
     )
     return provider_for(project, sleep=waits.append, backoff=0)
+
+
+@pytest.fixture
+def hosted(github, repo, installation, settings, monkeypatch, db):
+    """A project whose code host is the stand-in's App installation; jobs run in the
+    foreground, and the provider neither sleeps nor waits on a rate limit itself."""
+    monkeypatch.setenv(KEY_ENV, app_key()[0])
+    settings.FACTORY_CODE_HOST_URLS = [github.url]
+    settings.FACTORY_CODE_HOST_BACKOFF_SECONDS = 0
+    settings.FACTORY_CODE_HOST_MAX_WAIT_SECONDS = 0
+    settings.FACTORY_CODE_HOST_TIMEOUT_SECONDS = 3
+    settings.FACTORY_EAGER_BACKGROUND_QUEUES = []
+    project = ProjectFactory(
+        slug="WID",
+        code_host={
+            "provider": "github",
+            "api_url": github.url,
+            "repository": REPOSITORY,
+            "app_id": APP_ID,
+            "installation_id": installation.id,
+            "private_key_env": KEY_ENV,
+            "webhook_secret_env": "FACTORY_HOST_WIDGETS_HOOK",
+            "issues": None,
+        },
+    )
+    flow = Flow(project)
+    flow.gates({})
+    return flow

@@ -11,9 +11,7 @@ from codehosts.models import TaskPullRequest
 from projects.models import Event
 from tasks import attempts, review
 from tasks.models import Task
-from tests.codehosts.conftest import APP_ID, KEY_ENV, REPOSITORY
 from tests.factories import Flow, ProjectFactory, all_met
-from tests.github_standin import app_key
 
 BRANCH = "fm/WID-1"
 FAILING_JUNIT = (
@@ -28,50 +26,22 @@ PASSING_JUNIT = (
 )
 
 
-@pytest.fixture
-def flow(github, repo, installation, settings, monkeypatch, db):
-    """A project whose code host is the stand-in's App installation; jobs run in the
-    foreground, and the provider neither sleeps nor waits on a rate limit itself."""
-    monkeypatch.setenv(KEY_ENV, app_key()[0])
-    settings.FACTORY_CODE_HOST_URLS = [github.url]
-    settings.FACTORY_CODE_HOST_BACKOFF_SECONDS = 0
-    settings.FACTORY_CODE_HOST_MAX_WAIT_SECONDS = 0
-    settings.FACTORY_CODE_HOST_TIMEOUT_SECONDS = 3
-    settings.FACTORY_EAGER_BACKGROUND_QUEUES = []
-    project = ProjectFactory(
-        slug="WID",
-        code_host={
-            "provider": "github",
-            "api_url": github.url,
-            "repository": REPOSITORY,
-            "app_id": APP_ID,
-            "installation_id": installation.id,
-            "private_key_env": KEY_ENV,
-            "webhook_secret_env": "FACTORY_HOST_WIDGETS_HOOK",
-            "issues": None,
-        },
-    )
-    flow = Flow(project)
-    flow.gates({})
-    return flow
-
-
 def submitted(
-    flow, repo, capture, *, junit=None, task=None, summary="Claims are exclusive.", run=True
+    hosted, repo, capture, *, junit=None, task=None, summary="Claims are exclusive.", run=True
 ):
     """The agent's branch pushed, the attempt submitted with it, the jobs run on commit
     (unless not ``run``)."""
     if task is None:
-        task, attempt = flow.claimed(spec=flow.spec(), title="Exclusive claims")
+        task, attempt = hosted.claimed(spec=hosted.spec(), title="Exclusive claims")
     else:
-        attempt = attempts.task_claim(agent=flow.agent, project=flow.project)
+        attempt = attempts.task_claim(agent=hosted.agent, project=hosted.project)
     sha = repo.git.commit(BRANCH, {"claim.py": f"# {attempt.number}\n"}, "claim", start="main")
     if junit is not None:
-        flow.attach(attempt, junit, kind="junit", name="junit.xml", criteria=["AC-1"])
+        hosted.attach(attempt, junit, kind="junit", name="junit.xml", criteria=["AC-1"])
     with capture(execute=run):
         attempt = attempts.attempt_submit(
             attempt=attempt,
-            actor=flow.agent,
+            actor=hosted.agent,
             summary=summary,
             change={"commit": sha, "branch": BRANCH},
         )
@@ -85,10 +55,10 @@ def checks(repo) -> list[tuple[str, str, str | None]]:
 
 
 def test_a_submission_opens_a_draft_pull_request_with_the_handoff(
-    flow, repo, django_capture_on_commit_callbacks
+    hosted, repo, django_capture_on_commit_callbacks
 ):
-    flow.gates({"tests-pass": {}})
-    task, _attempt, sha = submitted(flow, repo, django_capture_on_commit_callbacks, run=False)
+    hosted.gates({"tests-pass": {}})
+    task, _attempt, sha = submitted(hosted, repo, django_capture_on_commit_callbacks, run=False)
 
     jobs.pull_request_sync_job.delay(task.pk)  # the gate's job has not run yet
 
@@ -116,10 +86,10 @@ def pull_url(repo, number=1):
 
 
 def test_the_task_page_links_its_pull_request(
-    flow, repo, client, django_capture_on_commit_callbacks
+    hosted, repo, client, django_capture_on_commit_callbacks
 ):
-    task, _, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
-    client.force_login(flow.reviewer)
+    task, _, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    client.force_login(hosted.reviewer)
 
     page = client.get(f"/tasks/{task.key}/").content.decode()
 
@@ -127,12 +97,12 @@ def test_the_task_page_links_its_pull_request(
 
 
 def test_gates_passing_make_it_ready_and_their_verdicts_check_runs(
-    flow, repo, django_capture_on_commit_callbacks
+    hosted, repo, django_capture_on_commit_callbacks
 ):
-    flow.gates({"tests-pass": {}})
+    hosted.gates({"tests-pass": {}})
 
     task, _attempt, sha = submitted(
-        flow, repo, django_capture_on_commit_callbacks, junit=PASSING_JUNIT
+        hosted, repo, django_capture_on_commit_callbacks, junit=PASSING_JUNIT
     )
 
     assert task.state == "in_review"
@@ -144,12 +114,12 @@ def test_gates_passing_make_it_ready_and_their_verdicts_check_runs(
 
 
 def test_a_failing_gate_is_a_failed_check_run_annotated_at_the_test(
-    flow, repo, django_capture_on_commit_callbacks
+    hosted, repo, django_capture_on_commit_callbacks
 ):
-    flow.gates({"tests-pass": {}})
+    hosted.gates({"tests-pass": {}})
 
     task, _attempt, _sha = submitted(
-        flow, repo, django_capture_on_commit_callbacks, junit=FAILING_JUNIT
+        hosted, repo, django_capture_on_commit_callbacks, junit=FAILING_JUNIT
     )
 
     check = next(iter(repo.checks.values()))
@@ -161,18 +131,18 @@ def test_a_failing_gate_is_a_failed_check_run_annotated_at_the_test(
     assert "failed gate tests-pass" in repo.pulls[1].body
 
 
-def approved(flow, task, capture):
+def approved(hosted, task, capture):
     with capture(execute=True):
         attempt = task.current_attempt
-        review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+        review.task_approve(task=task, actor=hosted.reviewer, criteria=all_met(attempt))
 
 
 def test_an_approval_is_the_required_review_check_and_a_comment(
-    flow, repo, django_capture_on_commit_callbacks
+    hosted, repo, django_capture_on_commit_callbacks
 ):
-    task, _attempt, sha = submitted(flow, repo, django_capture_on_commit_callbacks)
+    task, _attempt, sha = submitted(hosted, repo, django_capture_on_commit_callbacks)
 
-    approved(flow, task, django_capture_on_commit_callbacks)
+    approved(hosted, task, django_capture_on_commit_callbacks)
 
     assert checks(repo) == [("factory-memory/review", sha, "success")]
     assert [c.body.splitlines()[0] for c in repo.comments] == [
@@ -182,12 +152,12 @@ def test_an_approval_is_the_required_review_check_and_a_comment(
 
 
 def test_a_rejection_fails_the_review_check_and_drafts_the_pull_request_again(
-    flow, repo, django_capture_on_commit_callbacks
+    hosted, repo, django_capture_on_commit_callbacks
 ):
-    task, _attempt, sha = submitted(flow, repo, django_capture_on_commit_callbacks)
+    task, _attempt, sha = submitted(hosted, repo, django_capture_on_commit_callbacks)
 
     with django_capture_on_commit_callbacks(execute=True):
-        review.task_reject(task=task, actor=flow.reviewer, reason="AC-2: no screenshot")
+        review.task_reject(task=task, actor=hosted.reviewer, reason="AC-2: no screenshot")
 
     assert checks(repo) == [("factory-memory/review", sha, "failure")]
     assert [c.body for c in repo.comments] == [
@@ -198,14 +168,14 @@ def test_a_rejection_fails_the_review_check_and_drafts_the_pull_request_again(
 
 
 def test_a_second_attempt_updates_the_same_pull_request(
-    flow, repo, django_capture_on_commit_callbacks
+    hosted, repo, django_capture_on_commit_callbacks
 ):
-    task, _, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+    task, _, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
-        review.task_reject(task=task, actor=flow.reviewer, reason="try again")
+        review.task_reject(task=task, actor=hosted.reviewer, reason="try again")
 
     task, _second, sha = submitted(
-        flow, repo, django_capture_on_commit_callbacks, task=task, summary="Second go."
+        hosted, repo, django_capture_on_commit_callbacks, task=task, summary="Second go."
     )
 
     assert list(repo.pulls) == [1]
@@ -214,9 +184,11 @@ def test_a_second_attempt_updates_the_same_pull_request(
     assert TaskPullRequest.objects.get(task=task).head_sha == sha
 
 
-def test_running_the_job_again_posts_nothing_twice(flow, repo, django_capture_on_commit_callbacks):
-    task, _, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
-    approved(flow, task, django_capture_on_commit_callbacks)
+def test_running_the_job_again_posts_nothing_twice(
+    hosted, repo, django_capture_on_commit_callbacks
+):
+    task, _, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    approved(hosted, task, django_capture_on_commit_callbacks)
 
     jobs.pull_request_sync_job.delay(task.pk)
     jobs.pull_request_sync_job.delay(task.pk)
@@ -227,14 +199,14 @@ def test_running_the_job_again_posts_nothing_twice(flow, repo, django_capture_on
 def test_a_project_without_a_code_host_calls_no_host_and_queues_no_job(
     github, db, django_capture_on_commit_callbacks
 ):
-    flow = Flow(ProjectFactory(slug="NON"))
-    flow.gates({})
-    _task, attempt = flow.claimed()
+    hosted = Flow(ProjectFactory(slug="NON"))
+    hosted.gates({})
+    _task, attempt = hosted.claimed()
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         attempts.attempt_submit(
             attempt=attempt,
-            actor=flow.agent,
+            actor=hosted.agent,
             summary="s",
             change={"commit": "a" * 40, "branch": "b"},
         )
@@ -244,12 +216,14 @@ def test_a_project_without_a_code_host_calls_no_host_and_queues_no_job(
     assert not TaskPullRequest.objects.exists()
 
 
-def test_an_attempt_without_a_branch_opens_nothing(flow, repo, django_capture_on_commit_callbacks):
-    _task, attempt = flow.claimed()
+def test_an_attempt_without_a_branch_opens_nothing(
+    hosted, repo, django_capture_on_commit_callbacks
+):
+    _task, attempt = hosted.claimed()
 
     with django_capture_on_commit_callbacks(execute=True):
         attempts.attempt_submit(
-            attempt=attempt, actor=flow.agent, summary="s", change={"commit": "a" * 40}
+            attempt=attempt, actor=hosted.agent, summary="s", change={"commit": "a" * 40}
         )
 
     assert repo.pulls == {}
@@ -258,13 +232,13 @@ def test_an_attempt_without_a_branch_opens_nothing(flow, repo, django_capture_on
 
 @pytest.mark.parametrize("fault", ["502", "429", "timeout"])
 def test_a_failing_host_loses_nothing_and_the_job_retries(
-    flow, repo, github, fault, django_capture_on_commit_callbacks
+    hosted, repo, github, fault, django_capture_on_commit_callbacks
 ):
     # The pull request's creation answered badly once: writes are not re-sent by the
     # provider, so the job's own retry (after re-reading) opens it.
     github.fail(fault, match="POST /repos/octo-org/widgets/pulls")
 
-    task, attempt, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
 
     assert (task.state, attempt.state) == ("in_review", "passed")
     assert list(repo.pulls) == [1]
@@ -273,12 +247,12 @@ def test_a_failing_host_loses_nothing_and_the_job_retries(
 
 
 def test_a_host_down_through_every_retry_is_repaired_by_the_sweep(
-    flow, repo, github, settings, django_capture_on_commit_callbacks
+    hosted, repo, github, settings, django_capture_on_commit_callbacks
 ):
     settings.FACTORY_CODE_HOST_RETRIES = 0
     github.fail("502", count=100, match="/pulls")
-    task, attempt, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
-    approved(flow, task, django_capture_on_commit_callbacks)
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    approved(hosted, task, django_capture_on_commit_callbacks)
     assert (repo.pulls, repo.checks, repo.comments) == ({}, {}, [])
     assert Task.objects.get(pk=task.pk).state == "done"
     github.faults.clear()
@@ -299,12 +273,12 @@ def test_a_host_down_through_every_retry_is_repaired_by_the_sweep(
 
 
 def test_the_sweep_is_bounded_per_tick(
-    flow, repo, github, settings, django_capture_on_commit_callbacks
+    hosted, repo, github, settings, django_capture_on_commit_callbacks
 ):
     github.fail("502", count=100, match="/pulls")
     settings.FACTORY_CODE_HOST_RETRIES = 0
     settings.FACTORY_CODE_HOST_JOB_RETRIES = 0
-    submitted(flow, repo, django_capture_on_commit_callbacks)
+    submitted(hosted, repo, django_capture_on_commit_callbacks)
     github.faults.clear()
 
     assert sync.hosts_reconcile(limit=0)["pull_requests_synced"] == 0
@@ -313,11 +287,11 @@ def test_the_sweep_is_bounded_per_tick(
 
 
 def test_the_events_of_a_submission_are_unchanged_by_a_host_that_fails(
-    flow, repo, github, django_capture_on_commit_callbacks
+    hosted, repo, github, django_capture_on_commit_callbacks
 ):
     github.fail("502", count=100)
 
-    task, attempt, _ = submitted(flow, repo, django_capture_on_commit_callbacks)
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
 
     assert (task.state, attempt.state) == ("in_review", "passed")
     assert repo.pulls == {}
