@@ -305,3 +305,47 @@ def test_the_events_of_a_submission_are_unchanged_by_a_host_that_fails(
         "gates_passed",
         "gates_passed",
     ]
+
+
+@pytest.mark.parametrize(
+    "fault,call",
+    [
+        ("502", "POST /repos/octo-org/widgets/check-runs"),
+        ("429", "POST /repos/octo-org/widgets/check-runs"),
+        ("502", "POST /repos/octo-org/widgets/issues/1/comments"),
+        ("timeout", "POST /repos/octo-org/widgets/issues/1/comments"),
+        ("429", "GET /repos/octo-org/widgets/pulls"),
+    ],
+)
+def test_a_host_failing_at_the_review_loses_nothing_and_posts_once(
+    hosted, repo, github, fault, call, django_capture_on_commit_callbacks
+):
+    task, _attempt, sha = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    github.fail(fault, match=call)
+
+    approved(hosted, task, django_capture_on_commit_callbacks)
+
+    task.refresh_from_db()
+    assert task.state == "done"
+    assert checks(repo) == [("factory-memory/review", sha, "success")]
+    assert len(repo.comments) == 1
+    assert sync.hosts_reconcile()["pull_requests_synced"] == 0
+
+
+def test_a_body_past_githubs_limit_is_cut_and_keeps_the_tasks_marker(
+    hosted, repo, django_capture_on_commit_callbacks
+):
+    _task, attempt = hosted.claimed(title="Long", description="word " * 20_000)
+    sha = repo.git.commit(BRANCH, {"a.py": "a\n"}, "a", start="main")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        attempts.attempt_submit(
+            attempt=attempt,
+            actor=hosted.agent,
+            summary="s",
+            change={"commit": sha, "branch": BRANCH},
+        )
+
+    body = repo.pulls[1].body
+    assert len(body) <= 65_536
+    assert body.endswith("<!-- factory-memory:task WID-1 -->")
