@@ -15,13 +15,13 @@ import re
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from codehosts.models import HostDelivery
 from codehosts.providers import HostError, NotFound, provider_for
 from codehosts.pulls import pull_request_sync
-from tasks.models import Task, TaskState
+from tasks.models import Attempt, Task, TaskState
 
 logger = logging.getLogger(__name__)
 
@@ -82,15 +82,15 @@ def hosts_reconcile(*, limit: int | None = None) -> dict:
     retry deliveries whose processing failed. One task's failure is logged and the loop
     moves on: no task or host stops the others."""
     limit = settings.FACTORY_CODE_HOST_RECONCILE_MAX if limit is None else limit
+    # Exists, not a join over attempts: one row per task, and no DISTINCT beside ORDER BY.
+    branched = Attempt.objects.filter(task=OuterRef("pk"), change__has_key="branch")
     due = (
-        Task.objects.filter(
-            project__code_host__provider="github", attempts__change__has_key="branch"
-        )
+        Task.objects.filter(project__code_host__provider="github")
+        .filter(Exists(branched))
         .exclude(state__in=[TaskState.DRAFT, TaskState.CANCELLED])
         .filter(Q(pull_request__isnull=True) | Q(updated_at__gt=F("pull_request__synced_at")))
         .order_by("updated_at", "id")
-        .values_list("pk", flat=True)
-        .distinct()[:limit]
+        .values_list("pk", flat=True)[:limit]
     )
     counts = {"pull_requests_synced": 0, "pull_requests_failed": 0, "deliveries_retried": 0}
     for task_id in list(due):

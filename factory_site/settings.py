@@ -517,7 +517,10 @@ FACTORY_COMMENT_MAX_CHARS = env_int("FACTORY_COMMENT_MAX_CHARS", 10_000)
 # Jobs of these queues run in a thread of their own when Celery is eager (the embedded
 # default), so a submit or an approval answers at once while the runner or lander works.
 FACTORY_EAGER_BACKGROUND_QUEUES = env_list(
-    "FACTORY_EAGER_BACKGROUND_QUEUES", "verify,land,events.jobs.deliver_job"
+    "FACTORY_EAGER_BACKGROUND_QUEUES",
+    "verify,land,events.jobs.deliver_job,"
+    # A code host's answer is not waited for by the request that changed the task.
+    "codehosts.jobs.pull_request_sync_job,codehosts.jobs.delivery_process_job",
 )
 
 # Webhooks (docs/api.md "Events out"). A try waits FACTORY_WEBHOOK_TIMEOUT seconds for an

@@ -10,10 +10,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from codehosts import sync
+from codehosts import jobs, sync
 from codehosts.models import HostDelivery, TaskPullRequest
 from tests.codehosts.test_pull_requests import BRANCH, submitted
 from tests.factories import ProjectFactory
+from tests.github_standin.world import Pull
 
 SECRET = "It's a Secret to Everybody"
 
@@ -100,8 +101,6 @@ def test_another_repositorys_delivery_naming_this_projects_task_acts_on_nothing(
         slug="GAD", code_host={**hosted.project.code_host, "repository": "octo-org/gadgets"}
     )
     # Someone's pull request there claims to be WID-1's.
-    from tests.github_standin.world import Pull
-
     gadgets.pulls[1] = Pull(
         1, "PR_g1", BRANCH, "main", "x", "<!-- factory-memory:task WID-1 -->", False, "mallory"
     )
@@ -160,3 +159,26 @@ def test_kept_deliveries_are_deleted_after_their_retention(db, settings):
 
     assert sync.deliveries_prune(now=now) == 1
     assert list(HostDelivery.objects.values_list("delivery_id", flat=True)) == ["kept"]
+
+
+def test_the_sweep_runs_on_the_reconcilers_beat_and_prunes_and_reconciles(db, settings):
+    settings.FACTORY_CODE_HOST_DELIVERY_KEEP_DAYS = 14
+    HostDelivery.objects.create(
+        provider="github",
+        delivery_id="old",
+        event="pull_request",
+        project=ProjectFactory(),
+        body_sha256="0" * 64,
+        received_at=timezone.now() - timedelta(days=15),
+    )
+
+    assert jobs.hosts_sweep_job.delay().get() == {
+        "deliveries_pruned": 1,
+        "pull_requests_synced": 0,
+        "pull_requests_failed": 0,
+        "deliveries_retried": 0,
+    }
+    assert settings.CELERY_BEAT_SCHEDULE["code-hosts"] == {
+        "task": "codehosts.jobs.hosts_sweep_job",
+        "schedule": settings.CELERY_BEAT_SCHEDULE["reconcile"]["schedule"],
+    }
