@@ -349,3 +349,16 @@ def test_a_body_past_githubs_limit_is_cut_and_keeps_the_tasks_marker(
     body = repo.pulls[1].body
     assert len(body) <= 65_536
     assert body.endswith("<!-- factory-memory:task WID-1 -->")
+
+
+def test_a_claim_queues_no_host_job_even_where_there_is_a_host(
+    hosted, repo, github, django_capture_on_commit_callbacks
+):
+    task = hosted.ready(title="Not yet submitted")
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        attempts.task_claim(agent=hosted.agent, project=hosted.project)
+
+    assert [c for c in callbacks if "sync_on_event" in c.__qualname__] == []
+    assert github.calls() == []
+    assert not TaskPullRequest.objects.filter(task=task).exists()
