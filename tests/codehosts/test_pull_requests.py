@@ -362,3 +362,19 @@ def test_a_claim_queues_no_host_job_even_where_there_is_a_host(
     assert [c for c in callbacks if "sync_on_event" in c.__qualname__] == []
     assert github.calls() == []
     assert not TaskPullRequest.objects.filter(task=task).exists()
+
+
+def test_an_approval_costs_four_host_calls(
+    hosted, repo, github, django_capture_on_commit_callbacks
+):
+    task, _, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    before = len(github.calls())
+
+    approved(hosted, task, django_capture_on_commit_callbacks)
+
+    assert github.calls()[before:] == [
+        "GET /repos/octo-org/widgets/pulls 200",
+        "PATCH /repos/octo-org/widgets/pulls/1 200",
+        "POST /repos/octo-org/widgets/check-runs 201",
+        "POST /repos/octo-org/widgets/issues/1/comments 201",
+    ]
