@@ -180,6 +180,16 @@ class LandingSerializer(serializers.Serializer):
 # --- Views ----------------------------------------------------------------------------------
 
 
+class ManagersWrite:
+    """A write for the project's managers: the project in the URL fixes who may, checked
+    before the body is read (``projects.access.Writers``); a task in it is looked up after."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, slug, **_):
+        return visible_project(request.user, slug)
+
+
 class LandingApi(APIView):
     """A project's landing queue in landing order, its recent batches and its pace (members)."""
 
@@ -189,17 +199,12 @@ class LandingApi(APIView):
         return Response(LandingSerializer(selectors.landing_overview(project)).data)
 
 
-class LandingDequeueApi(APIView):
+class LandingDequeueApi(ManagersWrite, APIView):
     """Take a task out of the landing queue (managers), with a reason: back to ``in_review``
     (its approval withdrawn) or to ``ready`` (a new attempt does the work again).
 
     409 ``invalid_state`` when the task is not queued, ``landing_in_progress`` while a
     batch is landing it."""
-
-    writers = Writers(MANAGER)
-
-    def write_target(self, request, slug, key):
-        return visible_project(request.user, slug)
 
     # What the call takes. It is read leniently (ReadSerializer) so that a refusal for
     # state comes before what the body says (the service checks in that order).
@@ -228,7 +233,7 @@ class LandingDequeueApi(APIView):
         return Response(TaskSerializer(task).data)
 
 
-class LandingFastApi(APIView):
+class LandingFastApi(ManagersWrite, APIView):
     """Put a queued change at the head of the queue (managers), with a reason kept in the
     trail (an Event, ``fast_lane``; type ``landing.fast_lane``), alone in its batch if
     ``alone``. It is verified on the target as it is, like every change: the fast lane
@@ -236,11 +241,6 @@ class LandingFastApi(APIView):
 
     409 ``invalid_state`` when the task has no change queued, ``landing_in_progress`` while a
     batch lands it, ``already_fast`` when it is in the fast lane already."""
-
-    writers = Writers(MANAGER)
-
-    def write_target(self, request, slug, key):
-        return visible_project(request.user, slug)
 
     class InputSerializer(JSONInputSerializer):
         reason = serializers.CharField(
@@ -262,15 +262,11 @@ class LandingFastApi(APIView):
         return Response(LandingSerializer(selectors.landing_overview(project)).data)
 
 
-class LanderActApi(APIView):
+class LanderActApi(ManagersWrite, APIView):
     """A manager's act on the project's lander with an optional reason (``act``); answers
     the landing picture."""
 
-    writers = Writers(MANAGER)
     act = None  # the service, e.g. landing_retry
-
-    def write_target(self, request, slug):
-        return visible_project(request.user, slug)
 
     @extend_schema(
         request=ReasonSerializer, responses={200: LandingSerializer, **errors(400, 403, 404, 409)}
@@ -292,17 +288,12 @@ class LandingRetryApi(LanderActApi):
     act = staticmethod(landing_retry)
 
 
-class LandingPauseApi(APIView):
+class LandingPauseApi(ManagersWrite, APIView):
     """Pause the project's landing (managers), with a reason and, if given, when the pause
     ends by itself: approvals keep queueing, the lander starts no batch (one already
     pushing finishes). An Event, ``pause``.
 
     409 ``already_paused`` when landing is paused already."""
-
-    writers = Writers(MANAGER)
-
-    def write_target(self, request, slug):
-        return visible_project(request.user, slug)
 
     class InputSerializer(JSONInputSerializer):
         reason = serializers.CharField(
@@ -335,17 +326,12 @@ class LandingResumeApi(LanderActApi):
     act = staticmethod(landing_resume)
 
 
-class LandingFlakyApi(APIView):
+class LandingFlakyApi(ManagersWrite, APIView):
     """A project's flaky tests, its quarantine and its flake rate (members); a manager puts a
     test in quarantine with a reason, or releases it (``landing_quarantine``): a quarantined
     test's failures neither block a landing nor blame a change. An Event each.
 
     409 ``already_quarantined`` and ``not_quarantined``."""
-
-    writers = Writers(MANAGER)
-
-    def write_target(self, request, slug):
-        return visible_project(request.user, slug)
 
     class InputSerializer(JSONInputSerializer):
         test = serializers.CharField(
