@@ -170,20 +170,27 @@ def _node(node: dict, at: tuple, critical: bool) -> str:
     title = node["title"]
     short = title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1].rstrip() + "…"
     hours = "" if node["weight_hours"] is None else f" · {node['weight_hours']} h"
-    hover = f"{node['key']} {title} — {node['state']}{hours}"
+    # The link's name is its <title>, the hover text too: it starts with the node's visible
+    # text in reading order (WCAG 2.5.3, Label in Name: a speech user says what they see),
+    # then the full title and what only the colours and lines show.
+    state = node["state"].replace("_", " ")
+    hover = f"{node['key']} {state}{hours} {short}"
+    if short != title:
+        hover += f" ({title})"
+    if critical:
+        hover += "; on the critical path"
     if node["blocked_by"]:
         hover += f"; waits for {', '.join(node['blocked_by'])}"
     if node["in_cycle"]:
         hover += "; in a cycle: cannot be claimed"
-    label = f"{node['key']}: {title} ({node['state'].replace('_', ' ')})"
     return (
-        f'<a href="{escape(node["url"])}" class="{" ".join(classes)}" aria-label="{escape(label)}"'
+        f'<a href="{escape(node["url"])}" class="{" ".join(classes)}"'
         f' data-key="{escape(node["key"])}">'
         f"<title>{escape(hover)}</title>"
         f'<rect x="{_num(x)}" y="{_num(y)}" width="{NODE_W}" height="{NODE_H}" rx="6"/>'
         f'<text x="{_num(x + 10)}" y="{_num(y + 18)}" class="key">{escape(node["key"])}</text>'
         f'<text x="{_num(x + NODE_W - 10)}" y="{_num(y + 18)}" class="state"'
-        f' text-anchor="end">{escape(node["state"].replace("_", " "))}{escape(hours)}</text>'
+        f' text-anchor="end">{escape(state)}{escape(hours)}</text>'
         f'<text x="{_num(x + 10)}" y="{_num(y + 37)}" class="title">{escape(short)}</text>'
         "</a>"
     )

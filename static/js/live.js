@@ -51,19 +51,53 @@
       return;
     }
     if (editing()) notice(payload);
-    else window.location.reload();
+    else reloadKeepingFocus();
   }
+
+  // Focus is never lost to a live update: a swap puts it back on the same link or field, or
+  // on the swapped region when that is gone; a reload puts it back on the same field.
+  function focusKey(el) {
+    if (!el || el === document.body || !el.closest("#main")) return null;
+    if (el.id) return "#" + CSS.escape(el.id);
+    if (el.getAttribute("href")) return el.tagName.toLowerCase() + '[href="' + CSS.escape(el.getAttribute("href")) + '"]';
+    if (el.name) return el.tagName.toLowerCase() + '[name="' + CSS.escape(el.name) + '"]';
+    return null;
+  }
+  function swapKeepingFocus(target) {
+    var region = document.querySelector(target);
+    var had = document.activeElement;
+    var inside = region && had && region.contains(had);
+    var again = inside ? focusKey(had) : null;
+    window.htmx.ajax("GET", window.location.href, { target: target, select: target, swap: "outerHTML" })
+      .then(function () {
+        if (!inside) return;
+        var found = again && document.querySelector(again);
+        if (!found) { found = document.querySelector(target); if (found) found.tabIndex = -1; }
+        if (found) found.focus();
+      });
+  }
+  function reloadKeepingFocus() {
+    var again = focusKey(document.activeElement);
+    try { if (again) window.sessionStorage.setItem("factory:focus", again); } catch (e) { /* private mode */ }
+    window.location.reload();
+  }
+  try {
+    var back = window.sessionStorage.getItem("factory:focus");
+    window.sessionStorage.removeItem("factory:focus");
+    var el = back && document.querySelector(back);
+    if (el) el.focus();
+  } catch (e) { /* private mode */ }
 
   function onQueue() {
     if (!window.htmx) return;
-    window.htmx.ajax("GET", window.location.href, { target: "#queue", select: "#queue", swap: "outerHTML" });
+    swapKeepingFocus("#queue");
   }
 
   // The landing page swaps its queue and batches in place, unless a manager is typing a reason.
   function onLanding(event) {
     if (editing()) { notice(JSON.parse(event.data)); return; }
     if (!window.htmx) return;
-    window.htmx.ajax("GET", window.location.href, { target: "#landing", select: "#landing", swap: "outerHTML" });
+    swapKeepingFocus("#landing");
   }
 
   if (kind === "task") {

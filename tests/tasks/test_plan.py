@@ -516,7 +516,10 @@ def test_the_page_draws_each_task_as_a_link_and_lists_them_for_screen_readers(fl
     assert f'<a href="/tasks/{blocked.key}/" class="node state-blocked"' in html
     assert "stuck &lt;b&gt;here&lt;/b&gt;" in html and "<b>here</b>" not in html
     assert 'class="edge critical" marker-end="url(#plan-arrow-critical)"' in html
-    assert '<a href="/plan/" class="active">Plan</a>' in html
+    # A node's name is its <title>, which starts with its visible text (WCAG 2.5.3).
+    assert f'data-key="{blocked.key}"><title>{blocked.key} blocked' in html
+    assert 'aria-label="FM-' not in html
+    assert '<a href="/plan/" class="active" aria-current="page">Plan</a>' in html
 
 
 @pytest.mark.django_db

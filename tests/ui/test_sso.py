@@ -71,9 +71,9 @@ def test_a_mapped_group_signs_in_as_manager_and_an_unmapped_one_with_no_role(
     expect(page.locator("#id_password")).to_be_visible()
     shoot(page, "login-with-sso")
     sign_in(page, live_server, "nora")
-    expect(page.locator(".who span")).to_have_text("nora-2 · manager")
+    expect(page.locator(".topbar-wide .who span")).to_have_text("nora-2 · manager")
     sign_in(page, live_server, "gus")
-    expect(page.locator(".who span")).to_have_text("gus")
+    expect(page.locator(".topbar-wide .who span")).to_have_text("gus")
 
     nora, gus = (Identity.objects.get(user__username=name).user for name in ("nora-2", "gus"))
     assert (roles(nora), roles(gus)) == ([("FM", "manager")], [])
@@ -91,6 +91,6 @@ def test_with_passwords_off_the_login_page_is_the_provider_button_alone(
     expect(page.locator("#id_password")).to_have_count(0)
     expect(page.locator("#sso")).to_have_text("Sign in with Test IdP")
     sign_in(page, live_server, "nora")
-    expect(page.locator(".who span")).to_have_text("nora · manager")
+    expect(page.locator(".topbar-wide .who span")).to_have_text("nora · manager")
 
     assert roles(Identity.objects.get().user) == [("FM", "manager")]
