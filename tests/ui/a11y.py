@@ -68,3 +68,75 @@ def describe(violations: list[dict]) -> str:
         for v in violations
         for n in v["nodes"]
     )
+
+
+# The widths every page is laid out at: a phone, a tablet, the tests' own desktop window.
+WIDTHS = (360, 768, 1400)
+
+
+def route_name(url: str) -> str | None:
+    """The URLconf name of the page at ``url``, None for anything the site did not route."""
+    from urllib.parse import urlparse
+
+    from django.urls import Resolver404, resolve
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https"):
+        return None
+    try:
+        return resolve(parsed.path).url_name
+    except Resolver404:
+        return None
+
+
+class PageChecker:
+    """Checks each page a browser test loads, once, before the test next acts on it.
+
+    A load only marks the page as due: the check runs before the test's next action (or at
+    its end), so it sees the page the test saw, after the test waited for what it needed.
+    It runs axe at 1,400 and 360 pixels and looks for anything past the right edge at each of
+    WIDTHS, then puts the window back as it was. A violation fails the test at once, naming
+    the page, the rule and the element.
+    """
+
+    def __init__(self, page, skip=frozenset()):
+        self.page = page
+        self.skip = skip  # routes that are no page of ours (tests/ui/routes.py, NOT_PAGES)
+        self.due = False
+        self.checked: list[str] = []  # route names, one per checked load
+        page.on("load", self._loaded)
+
+    def _loaded(self, _page):
+        self.due = True
+
+    def check(self):
+        if not self.due or self.page.is_closed():
+            return
+        self.due = False
+        route = route_name(self.page.url)
+        if (
+            route is None
+            or route in self.skip
+            or self.page.evaluate("document.contentType") != "text/html"
+        ):
+            return
+        window = self.page.viewport_size
+        problems = []
+        try:
+            for width in sorted(WIDTHS, reverse=True):
+                self.page.set_viewport_size({"width": width, "height": window["height"]})
+                if width in (max(WIDTHS), min(WIDTHS)):
+                    found = axe_violations(self.page)
+                    if found:
+                        problems.append(f"axe at {width} px:\n{describe(found)}")
+                wide = overflow(self.page)
+                if wide["past"]:
+                    problems.append(
+                        f"at {width} px the page is {wide['page_width']} px wide;"
+                        f" past the right edge: {', '.join(wide['past'][:12])}"
+                    )
+        finally:
+            self.page.set_viewport_size(window)
+        self.checked.append(route)
+        if problems:
+            raise AssertionError(f"{route} ({self.page.url}):\n" + "\n".join(problems))
