@@ -45,7 +45,10 @@ OVERFLOW = """() => {
       past.push(el.tagName.toLowerCase() + id + cls);
     }
   }
-  return {page_width: document.documentElement.scrollWidth, viewport: width, past: past};
+  // Text runs past the edge without its element doing so: the page itself is then wider.
+  const page = document.documentElement.scrollWidth;
+  if (page > width && past.length === 0) past.push(`text (the page is ${page} px wide)`);
+  return {page_width: page, viewport: width, past: past};
 }"""
 
 
