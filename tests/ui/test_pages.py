@@ -3,10 +3,12 @@ role that sees it, passes axe-core and fits 360 pixels (the checks run on every 
 tests/ui/conftest.py), and a reviewer does the whole review with the keyboard alone."""
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from events import services as events
-from landing.services import landing_pause
+from landing.models import FlakyTest
+from landing.services import landing_fast, landing_pause, landing_quarantine
 from projects.models import Project
 from projects.roles import Role
 from tasks import attempts, review
@@ -68,6 +70,22 @@ def a_bad_day(flow):
     Project.objects.filter(pk=flow.project.pk).update(landing=LANDING)
     flow.project.refresh_from_db()
     flow.gates({})
+    # A change in the fast lane, another behind it; a flaky test and a quarantined one.
+    flow.done(title="Queued behind")
+    fast, _ = flow.done(title="The outage fix")
+    landing_fast(task=fast, actor=flow.manager, reason="the outage fix", alone=True)
+    seen = timezone.now()
+    FlakyTest.objects.create(
+        project=flow.project, test="tests/test_claim.py::ClaimTest::test_order", flakes=2,
+        trees=["a" * 40], first_seen=seen, last_seen=seen,
+    )  # fmt: skip
+    landing_quarantine(
+        project=flow.project,
+        actor=flow.manager,
+        test="tests/test_clock.py::ClockTest::test_leap_day",
+        quarantined=True,
+        reason="fails on leap days; FM-99 fixes it",
+    )
     spec = flow.spec()
     returned, attempt = flow.done(title="Returned from landing", spec=spec)
     attempt.refresh_from_db()
