@@ -173,6 +173,11 @@ class ProjectSerializer(serializers.Serializer):
         help_text="What its attempts may cost per calendar month (UTC), by self-reported "
         "usage; null: no limit.",
     )
+    prices = serializers.JSONField(
+        read_only=True,
+        help_text="Model → US dollars per million input, output, cache_read, cache_write "
+        "tokens and set_on (YYYY-MM-DD): prices usage reported without a cost.",
+    )
     my_roles = serializers.SerializerMethodField()
 
     def get_my_roles(self, project) -> list[str]:
@@ -280,6 +285,12 @@ class ProjectDetailApi(APIView):
             required=False,
             help_text="What its attempts may cost per calendar month (UTC), by their agents' "
             "self-reported usage; past it a claim is 409 budget_exhausted. Null: no limit.",
+        )
+        prices = serializers.JSONField(
+            required=False,
+            help_text='The whole price table: {"model": {"input": "3.00", "output": "15.00", '
+            '"cache_read": "0.30", "cache_write": "3.75", "set_on": "2026-12-01"}}, US dollars '
+            "per million tokens; usage an agent reports without a cost is priced with it.",
         )
 
     @extend_schema(responses={200: ProjectSerializer, **errors(404)})

@@ -127,6 +127,13 @@ class Project(models.Model):
         help_text="What its attempts may cost per calendar month (UTC), by their agents' "
         "self-reported usage; past it a claim is refused. Empty: no limit.",
     )
+    prices = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What its agents' models cost, for usage reported without a cost: model → "
+        "US dollars per million input, output, cache_read and cache_write tokens, and the "
+        "date set_on (projects.prices).",
+    )
     max_attempts = models.PositiveSmallIntegerField(
         default=3, help_text="Default for new tasks: failed attempts allowed before a task fails."
     )

@@ -24,6 +24,7 @@ from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Identity, Membership, Project
 from projects.numbers import clean_budget
 from projects.policy import clean_policy, declaring
+from projects.prices import clean_prices
 from projects.roles import Role, forget_roles, has_role
 from projects.verify import (
     clean_branch,
@@ -87,6 +88,7 @@ PROJECT_EDITABLE_FIELDS = {
     "code_host",
     "claim_avoid_overlap",
     "budget_usd",
+    "prices",
 }
 # What Project.budget_usd holds: 12 digits, 2 of them cents.
 PROJECT_BUDGET_DIGITS = 10
@@ -99,6 +101,7 @@ CLEANERS = {
     "code_host": hosts.clean_code_host,
     "claim_avoid_overlap": lambda value: _clean_switch(value, "claim_avoid_overlap"),
     "budget_usd": lambda value: clean_budget(value, "budget_usd", digits=PROJECT_BUDGET_DIGITS),
+    "prices": clean_prices,
 }
 
 
@@ -269,7 +272,7 @@ def project_update(*, project: Project, actor, **changes) -> Project:
                     "fields": sorted(changes),
                     **{
                         name: changes[name]
-                        for name in ("gate_policy", "verify", "landing", "code_host")
+                        for name in ("gate_policy", "verify", "landing", "code_host", "prices")
                         if name in changes
                     },
                     **(

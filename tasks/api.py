@@ -493,7 +493,14 @@ def amount_field(help_text: str = "", **kwargs):
 
 class UsageSerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
-    cost_usd = amount_field()
+    cost_usd = amount_field("reported_cost_usd + priced_cost_usd, US dollars, six places.")
+    reported_cost_usd = amount_field("What the agents reported as their cost.")
+    priced_cost_usd = amount_field(
+        "What the project's price table priced, for tokens reported without a cost."
+    )
+    cost_source = serializers.CharField(
+        help_text='"reported", "priced", "reported + priced" or "none": where cost_usd came from.'
+    )
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     wall_seconds = amount_field("Seconds, six places.")

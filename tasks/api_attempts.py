@@ -43,7 +43,14 @@ from tasks.api import TaskSerializer, reason_schema
 from tasks.landing import LANDING_STATES
 from tasks.models import AGENT, AttemptState
 from tasks.review import applied_text
-from tasks.usage import COST_DIGITS, MAX_MODEL, MAX_SECONDS, MAX_TOKENS, shown_with_void
+from tasks.usage import (
+    COST_DIGITS,
+    MAX_MODEL,
+    MAX_MODELS,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    shown_with_void,
+)
 
 # --- Output -------------------------------------------------------------------------------
 
@@ -81,8 +88,24 @@ USAGE_FIGURES = {
     "models": {"type": "array", "items": {"type": "string"}},
     "input_tokens": {"type": "integer", "minimum": 0},
     "output_tokens": {"type": "integer", "minimum": 0},
-    "cost_usd": {"type": "string", "description": 'US dollars, a decimal string ("0.42").'},
+    "cache_read_tokens": {"type": "integer", "minimum": 0},
+    "cache_write_tokens": {"type": "integer", "minimum": 0},
+    "cost_usd": {
+        "type": "string",
+        "description": 'What the agent reported, US dollars, a decimal string ("0.42").',
+    },
+    "priced_cost_usd": {
+        "type": "string",
+        "description": "What the project's price table priced for the models whose cost the "
+        "agent did not report; the budgets count both.",
+    },
     "wall_seconds": {"type": "number", "minimum": 0},
+    "by_model": {
+        "type": "object",
+        "description": "Per model: the token counts, cost_usd (reported, or null) and "
+        "priced_cost_usd (priced while none was reported, or null).",
+        "additionalProperties": {"type": "object"},
+    },
     "self_reported": {"type": "boolean", "enum": [True]},
 }
 USAGE_SHOWN = {"type": "object", "properties": USAGE_FIGURES, "required": list(USAGE_FIGURES)}
@@ -132,12 +155,38 @@ USAGE_REPORT = {
         "model": {"type": "string", "maxLength": MAX_MODEL, "pattern": NON_BLANK_TEXT},
         "input_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
         "output_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+        "cache_read_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+        "cache_write_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
         "cost_usd": {
             **usd_schema(COST_DIGITS, at_most=settings.FACTORY_USAGE_MAX_REPORT_USD),
             "description": f"US dollars, at most {settings.FACTORY_USAGE_MAX_REPORT_USD} in "
             "one report (FACTORY_USAGE_MAX_REPORT_USD; decimals past the sixth are cut).",
         },
         "wall_seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
+        "by_model": {
+            "type": "object",
+            "maxProperties": MAX_MODELS,
+            "description": "The report broken down per model (each with any of the token "
+            "counts and cost_usd); the sums above, when given, hold at least it, and what "
+            "they hold beyond it is `model`'s.",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "input_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+                    "output_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+                    "cache_read_tokens": {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS},
+                    "cache_write_tokens": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": MAX_TOKENS,
+                    },
+                    "cost_usd": usd_schema(
+                        COST_DIGITS, at_most=settings.FACTORY_USAGE_MAX_REPORT_USD
+                    ),
+                },
+            },
+        },
     },
 }
 

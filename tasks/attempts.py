@@ -300,13 +300,16 @@ def attempt_heartbeat(*, attempt: Attempt, actor, lease_seconds=None, usage=None
         attempt.heartbeat_at = now
         attempt.lease_expires_at = now + lease
         fields = ["heartbeat_at", "lease_expires_at"]
+        grown = Decimal(0)
         if increment:
             attempt.task = task
-            attempt.usage = add_usage(attempt.usage, increment)
+            before = cost_of(attempt.usage)
+            attempt.usage = add_usage(attempt.usage, increment, task.project.prices)
+            grown = cost_of(attempt.usage) - before
             fields.append("usage")
         attempt.save(update_fields=fields)
-        if increment.get("cost_usd"):
-            _note_project_spend(task, attempt, increment["cost_usd"], now)
+        if grown > 0:
+            _note_project_spend(task, attempt, grown, now)
             exhausted = _end_past_task_budget(task, attempt)
     if exhausted is not None:
         raise exhausted
@@ -517,10 +520,12 @@ def attempt_submit(
         )
         fire(task, "submit", actor=actor)
         if increment:
-            attempt.usage = add_usage(attempt.usage, increment)
+            before = cost_of(attempt.usage)
+            attempt.usage = add_usage(attempt.usage, increment, task.project.prices)
             attempt.save(update_fields=["usage"])
-            if increment.get("cost_usd"):
-                _note_project_spend(task, attempt, increment["cost_usd"], timezone.now())
+            grown = cost_of(attempt.usage) - before
+            if grown > 0:
+                _note_project_spend(task, attempt, grown, timezone.now())
         comments_resolve_changed(attempt)
         # The runs are written with the submission, so a lost job message is found
         # later by the reconciler; their jobs start once this commits.

@@ -1,9 +1,12 @@
 """What the work costs and what works: the agents' self-reported usage, summed.
 
 Reads only. Every figure comes from ``Attempt.usage`` (``{model, input_tokens,
-output_tokens, cost_usd, wall_seconds}``), which each attempt's agent reports on heartbeat
+output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, priced_cost_usd,
+wall_seconds, by_model}``, ``tasks.usage``), which each attempt's agent reports on heartbeat
 and submit: nothing here is measured by the site, so every page and answer that shows
-these figures labels them *self-reported*. A key that is missing, or whose value is not
+these figures labels them *self-reported*. A cost is what the agents reported
+(``reported_cost_usd``) plus what the project's price table priced for tokens reported
+without one (``priced_cost_usd``); every row gives both parts. A key that is missing, or whose value is not
 a plain non-negative number (``"0.35"``, ``12``), counts as 0; a missing model is
 ``unknown model``. Amounts are summed in the database as decimals with six places
 (``Cast(KeyTextTransform(...), DecimalField)``, valid on PostgreSQL and SQLite) and
@@ -11,9 +14,12 @@ answered as ``Decimal`` with exactly six places.
 
 The scope is the attempts of ``project_ids`` started from ``start`` up to ``end`` (the
 dashboard's window). The cost is five queries whatever the size of the history: the
-totals, and one grouped aggregate each per agent, per model, per spec and per task.
+totals, and one grouped aggregate each per agent, per spec and per task; the per-model
+rows read the scope's ``by_model`` breakdowns once and add them up here (one attempt may
+use several models).
 """
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -75,7 +81,9 @@ def _sums() -> dict:
     tokens = BigIntegerField()
     return {
         "attempts": Count("pk"),
-        "cost": usage_sum("cost_usd"),
+        "cost": usage_sum("cost_usd") + usage_sum("priced_cost_usd"),
+        "reported_cost": usage_sum("cost_usd"),
+        "priced_cost": usage_sum("priced_cost_usd"),
         "input_tokens": usage_sum("input_tokens", WHOLE_TEXT, tokens),
         "output_tokens": usage_sum("output_tokens", WHOLE_TEXT, tokens),
         "wall_seconds": usage_sum("wall_seconds"),
@@ -131,6 +139,8 @@ class Group:
     input_tokens: int
     output_tokens: int
     wall_seconds: Decimal
+    reported_cost_usd: Decimal = Decimal(0)
+    priced_cost_usd: Decimal = Decimal(0)
 
     @classmethod
     def from_row(cls, name: str, row: dict, **more):
@@ -141,8 +151,23 @@ class Group:
             input_tokens=int(row["input_tokens"] or 0),
             output_tokens=int(row["output_tokens"] or 0),
             wall_seconds=amount(row["wall_seconds"]),
+            reported_cost_usd=amount(row.get("reported_cost")),
+            priced_cost_usd=amount(row.get("priced_cost")),
             **more,
         )
+
+    @property
+    def cost_source(self) -> str:
+        """Where the cost came from: "reported", "priced", "reported + priced" or "none"."""
+        parts = [
+            name
+            for name, value in (
+                ("reported", self.reported_cost_usd),
+                ("priced", self.priced_cost_usd),
+            )
+            if value
+        ]
+        return " + ".join(parts) or "none"
 
 
 @dataclass
@@ -177,6 +202,75 @@ class TaskRow(Group):
 
 def _by_cost(row: Group):
     return (-row.cost_usd, row.name)
+
+
+def _number(value, whole=False):
+    """A stored figure that is a plain non-negative number, else 0 (as ``_reported``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return 0 if whole else Decimal(0)
+    text = repr(value) if isinstance(value, float) else str(value)
+    if whole:
+        return int(text) if re.fullmatch(WHOLE_TEXT, text) else 0
+    return Decimal(text) if re.fullmatch(DECIMAL_TEXT, text) else Decimal(0)
+
+
+def _per_model(scope) -> list[Worker]:
+    """One row per model of the scope's ``by_model`` breakdowns (an attempt without one
+    counts under its ``model``): its attempts, tokens and cost (reported where its agent
+    reported one, else priced), the wall time of the attempts it was last in, and the
+    first-pass rate of its attempts. One query."""
+    rows = scope.annotate(
+        is_reviewed=Case(When(REVIEWED, then=Value(1)), default=Value(0)),
+        is_first=Case(When(FIRST_PASS, then=Value(1)), default=Value(0)),
+    ).values_list("usage", "is_reviewed", "is_first")
+    found: dict[str, dict] = {}
+    for usage, reviewed, first in rows:
+        usage = usage if isinstance(usage, dict) else {}
+        parts = usage.get("by_model")
+        if not isinstance(parts, dict) or not parts:
+            parts = {
+                usage.get("model") or "": {
+                    "input_tokens": usage.get("input_tokens"),
+                    "output_tokens": usage.get("output_tokens"),
+                    "cost_usd": usage.get("cost_usd"),
+                }
+            }
+        last = usage.get("model") or ""
+        for name, part in parts.items():
+            part = part if isinstance(part, dict) else {}
+            row = found.setdefault(
+                name,
+                {
+                    "attempts": 0,
+                    "reported_cost": Decimal(0),
+                    "priced_cost": Decimal(0),
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "wall_seconds": Decimal(0),
+                    "reviewed": 0,
+                    "first_pass": 0,
+                },
+            )
+            row["attempts"] += 1
+            row["reviewed"] += reviewed
+            row["first_pass"] += first
+            row["input_tokens"] += _number(part.get("input_tokens"), whole=True)
+            row["output_tokens"] += _number(part.get("output_tokens"), whole=True)
+            if part.get("cost_usd") is not None:
+                row["reported_cost"] += _number(part.get("cost_usd"))
+            else:
+                row["priced_cost"] += _number(part.get("priced_cost_usd"))
+            if name == last or len(parts) == 1:
+                row["wall_seconds"] += _number(usage.get("wall_seconds"))
+    return [
+        Worker.from_row(
+            name or UNKNOWN_MODEL,
+            {**row, "cost": row["reported_cost"] + row["priced_cost"]},
+            reviewed=row["reviewed"],
+            first_pass=row["first_pass"],
+        )
+        for name, row in found.items()
+    ]
 
 
 def cost_figures(*, project_ids: list[int], start: datetime, end: datetime) -> dict:
@@ -214,15 +308,7 @@ def cost_figures(*, project_ids: list[int], start: datetime, end: datetime) -> d
         )
         for row in scope.values("agent__username").annotate(**_sums(), **_verdicts())
     ]
-    models = [
-        Worker.from_row(
-            row["model_name"] or UNKNOWN_MODEL,
-            row,
-            reviewed=row["reviewed"],
-            first_pass=row["first_pass"],
-        )
-        for row in scope.values(model_name=MODEL).annotate(**_sums(), **_verdicts())
-    ]
+    models = _per_model(scope)
     specs = [
         SpecRow.from_row(
             row["task__spec__title"] or NO_SPEC,

@@ -169,12 +169,12 @@ def metric_figures(*, now: datetime) -> dict:
 
 def month_spend(*, project_ids: Iterable[int], now: datetime) -> dict[int, Decimal]:
     """What the attempts started in ``now``'s month (UTC) cost, by project, as their
-    agents reported it (what is not a number counts 0); a project with no attempt this
+    agents reported it or the price table priced it (what is not a number counts 0); a project with no attempt this
     month is absent. One query."""
     rows = (
         Attempt.objects.filter(task__project_id__in=project_ids, started_at__gte=month_start(now))
         .values("task__project_id")
-        .annotate(spent=usage_sum("cost_usd"))
+        .annotate(spent=usage_sum("cost_usd") + usage_sum("priced_cost_usd"))
         .values_list("task__project_id", "spent")
     )
     return dict(rows)

@@ -616,7 +616,23 @@ def test_the_agents_usage_and_the_wall_time_reach_the_attempt(live_server, proje
     assert run.returncode == 0, run.stdout + run.stderr
     attempt = Attempt.objects.get(task=task)
     wall = attempt.usage.pop("wall_seconds")
-    assert attempt.usage == {**usage, "models": ["m-1"]}
+    assert attempt.usage == {
+        **usage,
+        "models": ["m-1"],
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "priced_cost_usd": "0.00",
+        "by_model": {
+            "m-1": {
+                "input_tokens": 1200,
+                "output_tokens": 300,
+                "cache_read_tokens": 0,
+                "cache_write_tokens": 0,
+                "cost_usd": "0.42",
+                "priced_cost_usd": None,
+            }
+        },
+    }
     assert wall > 0
 
 

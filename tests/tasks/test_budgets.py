@@ -30,6 +30,9 @@ def submit(api, attempt, key="k-1", **body):
     )
 
 
+NO_CACHE = {"cache_read_tokens": 0, "cache_write_tokens": 0, "priced_cost_usd": None}
+
+
 def snapshot():
     """Everything a refusal must leave as it was."""
     return (
@@ -63,8 +66,15 @@ def test_usage_is_summed_over_two_heartbeats_and_the_submit(flow, api):
         "models": ["m-large", "m-small"],
         "input_tokens": 1050,
         "output_tokens": 205,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
         "cost_usd": "0.35",
+        "priced_cost_usd": "0.00",
         "wall_seconds": 32.5,
+        "by_model": {
+            "m-large": {**NO_CACHE, "input_tokens": 1000, "output_tokens": 200, "cost_usd": "0.25"},
+            "m-small": {**NO_CACHE, "input_tokens": 50, "output_tokens": 5, "cost_usd": "0.10"},
+        },
     }
     shown = api(flow.reviewer).get(f"/api/v1/attempts/{attempt.pk}/").json()["usage"]
     assert shown == {**attempt.usage, "self_reported": True, "voided": None}
@@ -81,8 +91,12 @@ def test_an_attempt_without_reports_shows_empty_self_reported_usage(flow, api):
         "models": [],
         "input_tokens": 0,
         "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
         "cost_usd": "0.00",
+        "priced_cost_usd": "0.00",
         "wall_seconds": 0.0,
+        "by_model": {},
         "self_reported": True,
         "voided": None,
     }

@@ -310,6 +310,9 @@ def test_the_api_answers_a_manager_the_figures_as_decimal_strings(flow, api):
     assert body["total"] == {
         "attempts": 5,
         "cost_usd": "1.850000",
+        "reported_cost_usd": "1.850000",
+        "priced_cost_usd": "0.000000",
+        "cost_source": "reported",
         "input_tokens": 4500,
         "output_tokens": 1000,
         "wall_seconds": "120.500000",
