@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path, PurePath
 
 import factory_client
-from factory_client import completion, files, work
+from factory_client import completion, files, instructions, presets, work
 from factory_client.client import TASK_STATES, FactoryClient, FactoryError, WaitTimeout
 
 EXIT_TIMEOUT = 6  # after work.py's 4 and 5
@@ -334,6 +334,42 @@ def task_states(value: str) -> list[str]:
     return states
 
 
+def cmd_agents(client, args):
+    """The presets of ``factory work --agent``, whether each CLI is found (outside
+    ``--repo``) and its version."""
+    rows = presets.describe(outside=[args.repo.resolve()])
+    if args.json:
+        return _print_json(rows)
+    for row in rows:
+        where = row["found"] or "not found on the PATH"
+        said = f" ({row['version']})" if row["version"] else ""
+        print(
+            f"{row['name']:<9} {row['title']:<12} {where}{said}; "
+            f"written against {row['written_against']}"
+            + ("; resumes its session" if row["resumes"] else "")
+        )
+    return None
+
+
+def cmd_init(client, args):
+    """Write (or with --check, check) the Factory Memory section of the agent files."""
+    repo = args.repo.resolve()
+    try:
+        if args.check:
+            stale = instructions.check(repo, args.file or [])
+            for name, why in stale:
+                print(f"{name}: {why}; run `factory init`", file=sys.stderr)
+            if not stale:
+                print("factory init: up to date")
+            return 1 if stale else 0
+        for name, what in instructions.write(repo, args.file or []):
+            print(f"{name}: {what}")
+    except (instructions.Unreadable, files.UnsafePath) as exc:
+        print(f"factory init: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_completion(client, args):
     print(completion.script(args.shell, build_parser()), end="")
 
@@ -565,6 +601,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("shell", choices=["bash", "zsh"])
     p.set_defaults(run=cmd_completion, local=True)
+
+    p = sub.add_parser(
+        "agents", help="the coding-agent presets of `factory work --agent`: found, version"
+    )
+    p.add_argument("--repo", type=Path, default=Path.cwd(), help="never look inside it")
+    p.set_defaults(run=cmd_agents, local=True)
+
+    p = sub.add_parser(
+        "init",
+        help="write the Factory Memory section of AGENTS.md, CLAUDE.md, GEMINI.md",
+        description=instructions.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--repo", type=Path, default=Path.cwd(), help="the repository (default: .)")
+    p.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if any section is stale"
+    )
+    p.add_argument(
+        "--file",
+        action="append",
+        choices=instructions.NAMES,
+        help="also write this file when it does not exist yet (repeatable)",
+    )
+    p.set_defaults(run=cmd_init, local=True)
 
     work.add_parser(sub)
     return parser

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
 
-from factory_client import files
+from factory_client import files, instructions
 from factory_client.client import FactoryClient, FactoryError
 
 INSTRUCTIONS = """\
@@ -91,6 +91,12 @@ class AgentServer(MCPServer):
             mime_type="application/json",
             description="A decision record.",
         )(decision_resource)
+        self.prompt(
+            name="work_through_factory_memory",
+            title="Work through Factory Memory",
+            description="How work is done in a repository that uses Factory Memory: the "
+            "section `factory init` writes into AGENTS.md, CLAUDE.md and GEMINI.md.",
+        )(work_through_factory_memory)
 
 
 def refusing(fn):
@@ -342,6 +348,10 @@ TOOLS = [
         'Search decision records (words, "phrases", -exclusions); best match first, else newest.',
     ),
 ]
+
+
+def work_through_factory_memory() -> str:
+    return instructions.SECTION
 
 
 def task_context_resource(key: str, ctx: Context) -> str:

@@ -109,3 +109,81 @@ def _dollars(value) -> Decimal | None:
     else:
         return None
     return amount if amount.is_finite() and amount >= 0 else None
+
+
+class StreamMeter:
+    """What the attempt used, read from the agent CLI's own output (``streams.Parser``), as
+    increments for the server: per model (``by_model``) what grew since the last report
+    (input, output, cache-read and cache-write tokens, and the cost where the agent
+    reported one), the sums at the top, the wall time since the claim, and ``model`` when
+    the model changed. Usage the output gave no model for goes only into the sums (the
+    server counts it for ``model``). What the server took is counted by ``sent``; a beat
+    it refused is sent again with the next."""
+
+    FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+    def __init__(self, parser, clock=time.monotonic):
+        self.parser, self.clock = parser, clock
+        self.started = clock()
+        self.reported: dict[str, dict] = {}
+        self.wall = 0.0
+        self.model = None
+        self.lock = threading.Lock()
+
+    def _reported(self, model: str) -> dict:
+        return self.reported.setdefault(
+            model, {**dict.fromkeys(self.FIELDS, 0), "cost_usd": Decimal(0)}
+        )
+
+    def pending(self) -> dict | None:
+        with self.lock:
+            totals = self.parser.snapshot()
+            increment, by_model, sums = {}, {}, dict.fromkeys(self.FIELDS, 0)
+            cost = Decimal(0)
+            for model, used in totals.models.items():
+                before, grown = self._reported(model), {}
+                for name in self.FIELDS:
+                    delta = getattr(used, name) - before[name]
+                    if delta > 0:
+                        grown[name] = delta
+                        sums[name] += delta
+                if used.cost_usd is not None:
+                    delta = used.cost_usd.quantize(UsageMeter.PLACES, rounding=ROUND_DOWN)
+                    delta -= before["cost_usd"]
+                    if delta > 0:
+                        grown["cost_usd"] = format(delta.normalize(), "f")
+                        cost += delta
+                if grown and model:
+                    by_model[model] = grown
+            if totals.model and totals.model != self.model:
+                increment["model"] = totals.model
+            increment.update({name: value for name, value in sums.items() if value})
+            if cost > 0:
+                increment["cost_usd"] = format(cost.normalize(), "f")
+            if by_model:
+                increment["by_model"] = by_model
+            wall = round(self.clock() - self.started - self.wall, 3)
+            if wall > 0:
+                increment["wall_seconds"] = wall
+            return increment or None
+
+    def sent(self, increment: dict) -> None:
+        """The server took ``increment``: count it as reported."""
+        with self.lock:
+            self.model = increment.get("model", self.model)
+            named = increment.get("by_model", {})
+            for model, grown in named.items():
+                before = self._reported(model)
+                for name in self.FIELDS:
+                    before[name] += grown.get(name, 0)
+                before["cost_usd"] += Decimal(grown.get("cost_usd", 0))
+            rest = self._reported("")
+            for name in self.FIELDS:
+                rest[name] += increment.get(name, 0) - sum(g.get(name, 0) for g in named.values())
+            rest["cost_usd"] += Decimal(increment.get("cost_usd", 0)) - sum(
+                (Decimal(g.get("cost_usd", 0)) for g in named.values()), Decimal(0)
+            )
+            self.wall += increment.get("wall_seconds", 0.0)
+
+    def session_id(self) -> str | None:
+        return self.parser.snapshot().session_id

@@ -32,13 +32,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from factory_client import files
+from factory_client import files, presets, sessions, streams
 from factory_client.client import FactoryClient, FactoryError
-from factory_client.usage import UsageMeter
+from factory_client.usage import StreamMeter, UsageMeter
 
 EXIT_SUBMITTED, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 EXIT_RELEASED, EXIT_LEASE_LOST, EXIT_INTERRUPTED, EXIT_TERMINATED = 4, 5, 130, 143
 FACTORY_DIR = ".factory"
+MAX_USAGE_FILE = 64 << 10  # bytes of .factory/usage.json read; a larger one is not read
+SITE_SECRETS = ("FACTORY_TOKEN",)  # never in a preset's environment unless it needs them
 
 
 class Interrupted(Exception):
@@ -72,6 +74,10 @@ class Options:
     remote: str | None = None
     stdin: bool = True
     json: bool = False
+    preset: presets.Preset | None = None
+    executable: Path | None = None
+    agent_args: str = ""
+    resume_session: bool = False
 
 
 class Steps:
@@ -186,16 +192,22 @@ class Agent:
     """The agent's process, in a session of its own so that it and its children can be
     stopped together (SIGTERM, then SIGKILL after the grace period)."""
 
-    def __init__(self, argv, *, cwd: Path, env: dict, stdin_text: str | None, log):
+    def __init__(self, argv, *, cwd: Path, env: dict, stdin_text: str | None, log, parser=None):
         self.log = log  # an open binary file, closed in finish
         self.process = subprocess.Popen(
             argv,
             cwd=cwd,
             env=env,
             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE if parser is not None else self.log,
+            stderr=self.log if parser is not None else subprocess.STDOUT,
             start_new_session=True,
+        )
+        # A preset's output is read as it streams, for its usage (streams.StreamReader).
+        self.reader = (
+            streams.StreamReader(self.process.stdout, self.log, parser)
+            if parser is not None
+            else None
         )
         if stdin_text is not None:
             try:
@@ -220,9 +232,17 @@ class Agent:
                 continue
         return self.process.wait()
 
+    def drained(self) -> None:
+        """Wait until the reader has read all the agent printed (its last usage)."""
+        if self.reader is not None:
+            self.reader.join(timeout=30)
+
     def finish(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)  # anything it left running
+        if self.reader is not None:
+            self.reader.join(timeout=30)
+            self.process.stdout.close()
         self.log.close()
 
 
@@ -244,7 +264,15 @@ class TaskRun:
         self.project = patiently(client.project, self.task["project"])
         self.revision = 0
         self.checkpoint_digest = None
-        self.usage = UsageMeter(self._read_usage)
+        self.checkpoint_data = None
+        self.resume = None  # the agent session to resume, when --resume-session may
+        preset = options.preset
+        self.parser = (
+            streams.PARSERS[preset.parser](preset.model_hint(options.agent_args))
+            if preset is not None
+            else None
+        )
+        self.usage = StreamMeter(self.parser) if self.parser else UsageMeter(self._read_usage)
 
     # --- the workspace ------------------------------------------------------------
 
@@ -267,8 +295,10 @@ class TaskRun:
         )
         # git follows links on the way to a worktree: there must be none.
         files.make_dirs(repo, f"{FACTORY_DIR}/work")
-        files.refuse_link(repo, f"{FACTORY_DIR}/work/{self.name}")
-        workspace = repo / FACTORY_DIR / "work" / self.name
+        # One path per task, whatever the attempt: agents keep their sessions by directory,
+        # so a retry can resume the session only where it ran.
+        files.refuse_link(repo, f"{FACTORY_DIR}/work/{self.key}")
+        workspace = repo / FACTORY_DIR / "work" / self.key
         if workspace.exists():
             git(repo, "worktree", "remove", "--force", str(workspace))
         git(repo, "worktree", "add", "--quiet", "-B", self.branch, str(workspace), self.base)
@@ -292,6 +322,7 @@ class TaskRun:
         checkpoint = context.get("checkpoint")
         if checkpoint and checkpoint.get("data") is not None:
             self._write("checkpoint.json", json.dumps(checkpoint["data"], indent=2))
+            self.checkpoint_data = checkpoint["data"]
             self.steps(
                 "resume",
                 f"resuming from the checkpoint of attempt #{checkpoint.get('attempt')}",
@@ -339,9 +370,62 @@ class TaskRun:
             raise Stop(EXIT_RELEASED, said) from None
 
     def _read_usage(self) -> bytes | None:
+        """``.factory/usage.json`` if it is a regular file of at most ``MAX_USAGE_FILE``
+        bytes (a link or a FIFO is refused by ``files``; a larger file is not read)."""
         if not hasattr(self, "workspace"):
             return None
-        return files.read_file(self.workspace, f"{FACTORY_DIR}/usage.json")
+        try:
+            with files.open_read(self.workspace, f"{FACTORY_DIR}/usage.json") as handle:
+                content = handle.read(MAX_USAGE_FILE + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return None if len(content) > MAX_USAGE_FILE else content
+
+    def choose_resume(self) -> None:
+        """With ``--resume-session``: the session this machine's factory work saw the
+        preset's agent open for this task, in this worktree (``sessions``), if the
+        attempt's checkpoint names the same one."""
+        preset = self.options.preset
+        if not (self.options.resume_session and preset and preset.resumes):
+            return
+        mine = sessions.recorded(self.options.repo, self.key, preset.name, self.workspace)
+        said = (self.checkpoint_data or {}) if isinstance(self.checkpoint_data, dict) else {}
+        theirs = (said.get("agent_session") or {}) if isinstance(said, dict) else {}
+        if mine is None or not isinstance(theirs, dict) or theirs.get("id") != mine:
+            self.steps("resume", "no session of this task to resume here; starting afresh")
+            return
+        self.resume = mine
+        self.steps("resume", f"resuming {preset.name} session {mine}", session=mine)
+
+    def record_session(self) -> None:
+        """Keep the agent's session id: on this machine for a retry (``sessions``) and
+        in the attempt's checkpoint, where the next attempt's brief shows it."""
+        if self.parser is None or not self.options.preset.resumes:
+            return
+        session = self.parser.snapshot().session_id
+        if session is None:
+            return
+        if not sessions.record(
+            self.options.repo, self.key, self.options.preset.name, self.workspace, session
+        ):
+            self.steps("session", f"session {session} is another task's: not kept")
+            return
+        data = self.checkpoint_data if isinstance(self.checkpoint_data, dict) else {}
+        current = self._read("checkpoint.json")
+        try:
+            loaded = json.loads(current) if current is not None else {}
+        except ValueError:
+            loaded = {}
+        data = loaded if isinstance(loaded, dict) else {"agent_checkpoint": loaded}
+        data["agent_session"] = {
+            "preset": self.options.preset.name,
+            "id": session,
+            "worktree": str(self.workspace),
+        }
+        with contextlib.suppress(FactoryError):
+            saved = self.client.save_checkpoint(self.attempt_id, data, self.revision)
+            self.revision = saved["revision"]
+            self.steps("checkpoint", f"session {session} saved in the checkpoint", session=session)
 
     def report_usage(self) -> FactoryError | None:
         """Send what was used since the last heartbeat (a release carries none); the
@@ -379,9 +463,20 @@ class TaskRun:
 
     def run_agent(self, brief: str) -> Outcome:
         brief_path = str(self.factory / "brief.md")
-        argv = [part.replace("{brief}", brief_path) for part in self.options.command]
+        preset = self.options.preset
+        if preset is not None:
+            argv = preset.argv(
+                str(self.options.executable), resume=self.resume, extra=self.options.agent_args
+            )
+            inherited = {
+                k: v for k, v in os.environ.items() if preset.needs_token or k not in SITE_SECRETS
+            }
+        else:
+            argv = [part.replace("{brief}", brief_path) for part in self.options.command]
+            inherited = dict(os.environ)
+        stdin = self.options.stdin if preset is None else preset.stdin
         env = {
-            **os.environ,
+            **inherited,
             "FACTORY_TASK": self.key,
             "FACTORY_ATTEMPT": str(self.attempt_id),
             "FACTORY_ALLOWED_PATHS": json.dumps(self.task.get("allowed_paths", [])),
@@ -394,8 +489,9 @@ class TaskRun:
             argv,
             cwd=self.workspace,
             env=env,
-            stdin_text=brief if self.options.stdin else None,
+            stdin_text=brief if stdin else None,
             log=files.open_write(self.options.repo, log),
+            parser=self.parser,
         )
         self.steps(
             "agent",
@@ -426,8 +522,17 @@ class TaskRun:
                             f"stopped (exit {stopped})",
                         )
                 self.save_checkpoint_if_changed()
+                agent.drained()
+                self.record_session()
             seconds = time.monotonic() - started
             self.steps("agent", f"agent exited {code} after {seconds:.1f} s", exit_code=code)
+            refused = self.parser.snapshot().refused if self.parser else []
+            if refused:
+                self.steps(
+                    "usage",
+                    f"{len(refused)} usage report(s) in the agent's output refused: {refused[0]}",
+                    refused=refused[:10],
+                )
             if code != 0:
                 return Outcome(EXIT_RELEASED, f"the agent exited {code}")
             return Outcome(EXIT_SUBMITTED, "")
@@ -606,6 +711,7 @@ def _one(run: TaskRun) -> int:
     try:
         run.prepare()
         brief = run.write_brief()
+        run.choose_resume()
         outcome = run.run_agent(brief)
         if outcome.code != EXIT_SUBMITTED:
             run.release(outcome.message)
@@ -671,6 +777,20 @@ def add_parser(sub) -> None:
     p.add_argument("--remote", help="push here instead of the project's repository")
     p.add_argument("--no-stdin", action="store_true", help="do not give the brief on stdin")
     p.add_argument(
+        "--agent",
+        dest="preset",
+        choices=sorted(presets.PRESETS),
+        help="run this coding agent's CLI headless (see `factory agents`), instead of -- CMD",
+    )
+    p.add_argument(
+        "--agent-args", default="", help='flags added to the preset\'s command ("-m MODEL")'
+    )
+    p.add_argument(
+        "--resume-session",
+        action="store_true",
+        help="on a retry, resume the agent's own session of the task's last attempt here",
+    )
+    p.add_argument(
         "agent", nargs=argparse.REMAINDER, help="-- AGENT_CMD… ({brief}: the brief's path)"
     )
     p.set_defaults(run=command)
@@ -678,12 +798,36 @@ def add_parser(sub) -> None:
 
 def command(client: FactoryClient, args) -> int:
     agent = args.agent[1:] if args.agent[:1] == ["--"] else args.agent
-    if not agent:
-        print("factory work: give the agent's command after --", file=sys.stderr)
+    preset = presets.PRESETS[args.preset] if args.preset else None
+    if preset is not None and agent:
+        print("factory work: give --agent NAME or -- CMD, not both", file=sys.stderr)
         return EXIT_USAGE
+    if preset is None and (args.agent_args or args.resume_session):
+        print("factory work: --agent-args and --resume-session go with --agent", file=sys.stderr)
+        return EXIT_USAGE
+    if preset is None and not agent:
+        print("factory work: give --agent NAME or the agent's command after --", file=sys.stderr)
+        return EXIT_USAGE
+    repo = args.repo.resolve()
+    executable = None
+    if preset is not None:
+        try:
+            shlex.split(args.agent_args)
+            # Before any claim: a missing agent must not take a task from the queue.
+            executable = presets.require(preset, outside=[repo])
+        except ValueError as exc:
+            print(f"factory work: --agent-args: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except presets.MissingExecutable as exc:
+            print(f"factory work: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     options = Options(
         command=agent,
-        repo=args.repo.resolve(),
+        preset=preset,
+        executable=executable,
+        agent_args=args.agent_args,
+        resume_session=args.resume_session,
+        repo=repo,
         project=args.project,
         labels=[label for label in args.labels.split(",") if label],
         loop=args.loop,
