@@ -120,6 +120,7 @@ PRESETS: dict[str, Preset] = {
             resumes=True,
             written_against="2.1.197",
             notes="edits auto-accepted in the worktree; other tools as its settings allow",
+            model_flags=("--model",),
         ),
         Preset(
             "codex",
@@ -153,6 +154,7 @@ PRESETS: dict[str, Preset] = {
             resumes=False,
             written_against="0.86.2",
             notes="reads the brief with --message-file; prints tokens and cost as text",
+            model_flags=("--model",),  # its -m is --message
         ),
         Preset(
             "opencode",

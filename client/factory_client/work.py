@@ -572,9 +572,15 @@ class TaskRun:
             return EXIT_RELEASED
         summary = (self._read("summary.md") or b"").decode(errors="replace").strip()
         git(self.workspace, "add", "-A")
-        if not git(self.workspace, "status", "--porcelain"):
+        uncommitted = bool(git(self.workspace, "status", "--porcelain"))
+        # Some agents commit their own work (Claude Code and Codex may, when asked to):
+        # what they committed on the attempt's branch is the change too.
+        committed = git(self.workspace, "rev-parse", "HEAD") != self.base
+        if not uncommitted and not committed:
             self.release("the agent changed nothing")
             return EXIT_RELEASED
+        if not uncommitted:
+            return self.submit_head(summary)
         title = summary.splitlines()[0] if summary else f"{self.key}: {self.task['title']}"
         message = "\n\n".join(
             part
@@ -586,8 +592,16 @@ class TaskRun:
             if part
         )
         git_commit(self.workspace, message)
+        return self.submit_head(summary or title, committed_here=True)
+
+    def submit_head(self, summary: str, *, committed_here: bool = False) -> int:
+        """Push, verify, attach and submit the attempt branch's head."""
         commit = git(self.workspace, "rev-parse", "HEAD")
-        self.steps("commit", f"committed {commit[:12]} on {self.branch}", commit=commit)
+        if not summary:
+            summary = git(self.workspace, "log", "-1", "--format=%B", commit).strip()
+        title = summary.splitlines()[0] if summary else f"{self.key}: {self.task['title']}"
+        said = "committed" if committed_here else "the agent committed"
+        self.steps("commit", f"{said} {commit[:12]} on {self.branch}", commit=commit)
         remote = self.options.remote or self.project.get("repository_url")
         if remote:
             pushed = subprocess.run(
