@@ -19,48 +19,17 @@ import pytest
 from knox.models import AuthToken
 
 from evidence.models import GateRun
-from projects import services as project_services
 from projects.models import Project
 from tasks import attempts, review
-from tasks.demo.repository import VERIFY, build
+from tasks.demo.repository import VERIFY
 from tasks.models import Attempt, Task
+from tests.client.conftest import sh
 from tests.factories import expire_lease
 
 FACTORY = str(Path(sys.executable).parent / "factory")
 AGENT = [sys.executable, str(Path(__file__).with_name("agent.py"))]
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def sh(cwd, *args):
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=True).stdout
-
-
-@pytest.fixture
-def origin(tmp_path):
-    """A bare repository whose main holds the demo's false claim (one test fails)."""
-    demo = build(tmp_path / "demo")
-    sh(tmp_path, "git", "init", "-q", "--bare", "origin.git")
-    sh(demo.path, "git", "push", "-q", str(tmp_path / "origin.git"), "false-claim:main")
-    return tmp_path / "origin.git"
-
-
-@pytest.fixture
-def clone(tmp_path, origin):
-    sh(tmp_path, "git", "clone", "-q", str(origin), "clone")
-    return tmp_path / "clone"
-
-
-@pytest.fixture
-def project(flow, origin):
-    project_services.project_update(
-        project=flow.project,
-        actor=flow.manager,
-        repository_url=f"file://{origin}",
-        verify=VERIFY,
-        gate_policy={"runner": {"required": True}, "tests-pass": {}, "diff-scope": {}},
-    )
-    return flow
 
 
 def factory_work(live_server, flow, clone, *args, env=None, timeout=120):
@@ -452,13 +421,6 @@ def secret(tmp_path):
     path.parent.mkdir()
     path.write_text('{"token": "ssh-ed25519 SECRET"}\n')
     return path
-
-
-@pytest.fixture
-def upstream(tmp_path, origin):
-    """A second clone that pushes to the project's repository after the agent cloned it."""
-    sh(tmp_path, "git", "clone", "-q", "-b", "main", str(origin), "upstream")
-    return tmp_path / "upstream"
 
 
 def test_brief_is_not_written_through_a_committed_link(
