@@ -34,6 +34,7 @@ from pathlib import Path
 
 from factory_client import files, presets, sessions, streams
 from factory_client.client import FactoryClient, FactoryError
+from factory_client.process import Agent
 from factory_client.usage import StreamMeter, UsageMeter
 
 EXIT_SUBMITTED, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -188,64 +189,6 @@ def _exclude_factory_dir(repo: Path) -> None:
         )
 
 
-class Agent:
-    """The agent's process, in a session of its own so that it and its children can be
-    stopped together (SIGTERM, then SIGKILL after the grace period)."""
-
-    def __init__(self, argv, *, cwd: Path, env: dict, stdin_text: str | None, log, parser=None):
-        self.log = log  # an open binary file, closed in finish
-        self.process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if parser is not None else self.log,
-            stderr=self.log if parser is not None else subprocess.STDOUT,
-            start_new_session=True,
-        )
-        # A preset's output is read as it streams, for its usage (streams.StreamReader).
-        self.reader = (
-            streams.StreamReader(self.process.stdout, self.log, parser)
-            if parser is not None
-            else None
-        )
-        if stdin_text is not None:
-            try:
-                self.process.stdin.write(stdin_text.encode())
-                self.process.stdin.close()
-            except BrokenPipeError:
-                pass
-
-    def poll(self) -> int | None:
-        return self.process.poll()
-
-    def stop(self, grace: float) -> int:
-        """SIGTERM the agent's group, then SIGKILL after ``grace`` seconds; its exit code."""
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                return self.process.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-        return self.process.wait()
-
-    def drained(self) -> None:
-        """Wait until the reader has read all the agent printed (its last usage)."""
-        if self.reader is not None:
-            self.reader.join(timeout=30)
-
-    def finish(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # anything it left running
-        if self.reader is not None:
-            self.reader.join(timeout=30)
-            self.process.stdout.close()
-        self.log.close()
-
-
 @dataclass
 class Outcome:
     code: int
@@ -382,50 +325,10 @@ class TaskRun:
         return None if len(content) > MAX_USAGE_FILE else content
 
     def choose_resume(self) -> None:
-        """With ``--resume-session``: the session this machine's factory work saw the
-        preset's agent open for this task, in this worktree (``sessions``), if the
-        attempt's checkpoint names the same one."""
-        preset = self.options.preset
-        if not (self.options.resume_session and preset and preset.resumes):
-            return
-        mine = sessions.recorded(self.options.repo, self.key, preset.name, self.workspace)
-        said = (self.checkpoint_data or {}) if isinstance(self.checkpoint_data, dict) else {}
-        theirs = (said.get("agent_session") or {}) if isinstance(said, dict) else {}
-        if mine is None or not isinstance(theirs, dict) or theirs.get("id") != mine:
-            self.steps("resume", "no session of this task to resume here; starting afresh")
-            return
-        self.resume = mine
-        self.steps("resume", f"resuming {preset.name} session {mine}", session=mine)
+        sessions.choose_resume(self)
 
     def record_session(self) -> None:
-        """Keep the agent's session id: on this machine for a retry (``sessions``) and
-        in the attempt's checkpoint, where the next attempt's brief shows it."""
-        if self.parser is None or not self.options.preset.resumes:
-            return
-        session = self.parser.snapshot().session_id
-        if session is None:
-            return
-        if not sessions.record(
-            self.options.repo, self.key, self.options.preset.name, self.workspace, session
-        ):
-            self.steps("session", f"session {session} is another task's: not kept")
-            return
-        data = self.checkpoint_data if isinstance(self.checkpoint_data, dict) else {}
-        current = self._read("checkpoint.json")
-        try:
-            loaded = json.loads(current) if current is not None else {}
-        except ValueError:
-            loaded = {}
-        data = loaded if isinstance(loaded, dict) else {"agent_checkpoint": loaded}
-        data["agent_session"] = {
-            "preset": self.options.preset.name,
-            "id": session,
-            "worktree": str(self.workspace),
-        }
-        with contextlib.suppress(FactoryError):
-            saved = self.client.save_checkpoint(self.attempt_id, data, self.revision)
-            self.revision = saved["revision"]
-            self.steps("checkpoint", f"session {session} saved in the checkpoint", session=session)
+        sessions.record_session(self)
 
     def report_usage(self) -> FactoryError | None:
         """Send what was used since the last heartbeat (a release carries none); the

@@ -416,6 +416,20 @@ def test_a_task_context_and_a_decision_are_resources(flow):
     assert (record["key"], record["state"]) == ("FM-D1", "proposed")
 
 
+def test_the_server_offers_factory_inits_section_as_a_prompt(flow):
+    from factory_client import instructions
+
+    async def steps(client):
+        listed = await client.list_prompts()
+        got = await client.get_prompt("work_through_factory_memory")
+        return [p.name for p in listed.prompts], got.messages[0].content.text
+
+    names, text = run(flow.agent, steps)
+
+    assert names == ["work_through_factory_memory"]
+    assert text == instructions.SECTION
+
+
 def test_the_stdio_server_needs_only_a_url_and_a_token(live_server, flow, tmp_path):
     flow.gates({"tests-pass": {}})
     task = flow.ready(spec=flow.spec(), title="over stdio")
