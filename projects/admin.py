@@ -62,6 +62,7 @@ class ProjectAdminForm(forms.ModelForm):
             "claim_avoid_overlap",
             "max_attempts",
             "budget_usd",
+            "prices",
         ]
 
 

@@ -108,3 +108,38 @@ def test_the_admin_sets_the_monthly_budget_through_the_service(admin_client, flo
     assert Project.objects.get(pk=project.pk).budget_usd == stored
     edits = Event.objects.filter(object_key="FM", transition="edit")
     assert [e.extra.get("budget_usd") for e in edits] == ([str(stored)] if stored else [])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [
+        (
+            '{"m": {"input": "3", "set_on": "2026-12-01"}}',
+            {"m": {"input": "3", "set_on": "2026-12-01"}},
+        ),
+        ('{"m": {"input": "3"}}', {}),
+    ],
+)
+def test_the_admin_sets_the_price_table_through_the_service(admin_client, flow, sent, stored):
+    project = flow.project
+    url = reverse("admin:projects_project_change", args=[project.pk])
+    form = {
+        "name": project.name,
+        "repository_url": "",
+        "gate_policy": "{}",
+        "landing": "{}",
+        "max_attempts": 3,
+        "prices": sent,
+        "memberships-TOTAL_FORMS": 0,
+        "memberships-INITIAL_FORMS": 0,
+        "memberships-MIN_NUM_FORMS": 0,
+        "memberships-MAX_NUM_FORMS": 1000,
+    }
+
+    response = admin_client.post(url, form)
+
+    assert response.status_code == (302 if stored else 200)
+    assert Project.objects.get(pk=project.pk).prices == stored
+    edits = Event.objects.filter(object_key="FM", transition="edit")
+    assert [e.extra.get("prices") for e in edits] == ([stored] if stored else [])
