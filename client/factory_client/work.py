@@ -6,8 +6,9 @@ run the agent command there while keeping the lease and saving
 ``.factory/checkpoint.json`` whenever the agent changes it; then either commit, push,
 verify locally (self-reported evidence), attach and submit, or release the task with
 the reason. Usage goes with the heartbeats and the submit: the wall time factory work
-measures from the claim, and the running totals the agent may keep in
-``.factory/usage.json`` (``UsageMeter``). Every step prints one line (``--json``: one JSON object per line). Nothing
+measures from the claim, and, with ``--agent NAME`` (``presets``), what the agent CLI's
+own output says as it streams (``streams``, ``StreamMeter``), or, with ``-- CMD``, the
+running totals the agent may keep in ``.factory/usage.json`` (``UsageMeter``). Every step prints one line (``--json``: one JSON object per line). Nothing
 is hidden: a change outside the allowed paths is submitted and the gates say no.
 
 Exit codes: 0 submitted, or nothing to claim; 1 the API refused; 2 usage, or the
