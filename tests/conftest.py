@@ -1,4 +1,6 @@
 import logging
+import shutil
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -43,6 +45,23 @@ KINDS = {
     ),
 }
 GROUPS = {"sandbox": "machine", "workers": "machine"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """A base folder of this session's own, unless one was given: pytest makes its shared
+    one (/tmp/pytest-of-USER) private again at every session's start, which would shut the
+    sandbox's user out of the folders of another session running at the same time
+    (``open_to_the_sandbox``). xdist's workers get theirs inside it."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="factory-tests-")
+        config._factory_basetemp = config.option.basetemp
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_factory_basetemp", None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def pytest_itemcollected(item):
