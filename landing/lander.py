@@ -45,9 +45,10 @@ from evidence.models import GateRun, GateRunState
 from evidence.services import evidence_measured
 from landing import backoff, flaky, git, pause
 from landing.locks import LockLost, ensure_held, lander_lock
-from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
+from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
 from projects import metrics
 from projects.errors import Conflict
+from projects.fsm import fire
 from projects.models import Project
 from projects.policy import measuring_gate_name
 from runner import mirror
@@ -319,6 +320,13 @@ def _look(project: Project) -> tuple[object, str | None]:
         return None, None
 
 
+def move(batch: Batch, name: str, **kwargs) -> None:
+    """Fire the batch's transition ``name`` as the system: its fields and its Event in one
+    transaction (``projects.fsm.fire``). The only way a batch's state changes."""
+    with transaction.atomic():
+        fire(batch, name, actor=None, reason=kwargs.get("why", ""), **kwargs)
+
+
 def _said(exc: BaseException) -> str:
     """An error in words: a refusal's own text, else its kind and message."""
     detail = getattr(exc, "detail", None)
@@ -367,14 +375,17 @@ def settle_dead_batches(project: Project) -> int:
                 errors = {"errors": _errors(attempt) + 1} if first else {}
                 still = attempt_landing_note(attempt=attempt, state="queued", batch=None, **errors)
                 change["outcome"] = "queued" if still else "dequeued"
-        batch.state = BatchState.LANDED if pushed else BatchState.ABANDONED
-        batch.reason = (
-            "its lander stopped after pushing; settled from the target"
+        pushing = batch.state == BatchState.PUSHING
+        move(
+            batch,
+            "settle" if pushing else "abandon",
+            **({"pushed": pushed} if pushing else {}),
+            why="its lander stopped after pushing; settled from the target"
             if pushed
-            else "its lander stopped before pushing; its changes stay queued"
+            else "its lander stopped before pushing; its changes stay queued",
         )
         batch.ended_at = timezone.now()
-        batch.save()
+        batch.save(update_fields=["changes", "ended_at"])
         metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
     return len(dead)
 
@@ -422,12 +433,8 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
     batch.changes = [_record(change) for change in changes]
     batch.seconds = round(time.monotonic() - started, 3)
     batch.ended_at = timezone.now()
-    if batch.state not in (BatchState.ERROR, BatchState.LANDED):
-        batch.state = (
-            BatchState.RETURNED
-            if any(c.outcome != "queued" for c in changes)
-            else (BatchState.ABANDONED)
-        )
+    if batch.state in BEFORE_PUSH:
+        move(batch, "end", returned=any(c.outcome != "queued" for c in changes))
     batch.save()
     metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
     return batch
@@ -436,7 +443,7 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
 def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -> None:
     """Nothing can be decided about the changes: the batch ends ``error`` with the reason,
     and every change not yet decided stays queued, saying it."""
-    batch.state, batch.reason = BatchState.ERROR, f"nothing landed: {reason}"[:4000]
+    move(batch, "err", why=f"nothing landed: {reason}"[:4000])
     for index, change in enumerate(changes):
         if change.outcome in ("queued", "landing"):
             # The first change counts the batches in a row that ended without a verdict.
@@ -512,15 +519,16 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
         base = git.tip(path, batch.target)
         if base is None:
             raise LandingError(f"the repository has no branch {batch.target!r} to land on")
-        batch.base, batch.state = base, BatchState.BUILDING
-        batch.save(update_fields=["base", "state"])
+        if batch.state != BatchState.BUILDING:
+            move(batch, "rebuild")
+        batch.base = base
+        batch.save(update_fields=["base"])
         pending = [c for c in changes if c.outcome in ("queued", "landing")]
         chain, clashes = _build(path, batch, base, pending)
         if not chain:
             _return_conflicts(batch, clashes, landed=0, tip=base)
             return
-        batch.state = BatchState.VERIFYING
-        batch.save(update_fields=["state"])
+        move(batch, "verify", base=base)
         runs = Runs(project=project, path=path, batch=batch)
         good, culprit = _verified_prefix(runs, base, chain)
         held = _held(runs, path, chain, culprit)
@@ -538,12 +546,13 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             _return_conflicts(batch, clashes, landed=0, tip=base)
             return
         head = landing[-1].built
-        with transaction.atomic():
-            batch.state, batch.result = BatchState.PUSHING, head
-            batch.tree = git.tree_of(path, head)
-            batch.plan = [{"attempt": c.attempt.pk, "built": c.built} for c in landing]
-            batch.pushes += 1
-            batch.save()
+        move(
+            batch,
+            "push",
+            result=head,
+            tree=git.tree_of(path, head),
+            plan=[{"attempt": c.attempt.pk, "built": c.built} for c in landing],
+        )
         ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
         try:
             git.push(path, project.repository_url, head, branch=batch.target, expected=base)
@@ -557,14 +566,13 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
                     f"the target moved under every one of {pushes_refused} pushes"
                 ) from exc
             # Someone else moved the target: build again on their tip, keeping their work.
-            batch.state, batch.result, batch.plan = BatchState.BUILDING, "", []
-            batch.save(update_fields=["state", "result", "plan"])
+            move(batch, "rebuild")
             continue
         seconds = time.monotonic() - started
         for change in landing:
             task_land(attempt=change.attempt, commit=change.built, batch=batch.pk, seconds=seconds)
             change.outcome = "landed"
-        batch.state = BatchState.LANDED
+        move(batch, "reach")
         _store_runs(runs, chain, good, culprit)
         _return_conflicts(batch, clashes, landed=good, tip=head)
         return
@@ -584,8 +592,7 @@ def _heal(project: Project, batch: Batch, path, head: Change) -> None:
     base = git.tip(path, batch.target)
     if base is None:
         raise LandingError(f"the repository has no branch {batch.target!r} to land on")
-    batch.base, batch.state = base, BatchState.VERIFYING
-    batch.save(update_fields=["base", "state"])
+    move(batch, "verify", base=base)
     verdict = Runs(project=project, path=path, batch=batch).verify(0, base)
     if not verdict.passed:
         raise LandingError(

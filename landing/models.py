@@ -4,7 +4,7 @@ and a project's lander: what it must remember between wake-ups (its back-off).""
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
-from django_fsm import FSMField, transition
+from django_fsm import RETURN_VALUE, FSMField, transition
 
 from projects.models import Project
 from projects.roles import MANAGER, SYSTEM
@@ -21,6 +21,7 @@ class BatchState(models.TextChoices):
 
 
 ACTIVE_BATCH_STATES = [BatchState.BUILDING, BatchState.VERIFYING, BatchState.PUSHING]
+BEFORE_PUSH = [BatchState.BUILDING, BatchState.VERIFYING]
 
 
 class Batch(models.Model):
@@ -35,7 +36,9 @@ class Batch(models.Model):
     """
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
-    state = models.CharField(max_length=16, choices=BatchState.choices, default=BatchState.BUILDING)
+    # Moved only by its transitions below, through ``landing.lander.move`` (``fire``: an
+    # Event each); not protected, so a batch may be read again from the database.
+    state = FSMField(max_length=16, choices=BatchState.choices, default=BatchState.BUILDING)
     target = models.CharField(max_length=200)
     method = models.CharField(max_length=16)
     base = models.CharField(max_length=64, blank=True, help_text="The target's tip built on.")
@@ -76,6 +79,68 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.state})"
+
+    def audit_scope(self) -> tuple[int, None]:
+        return self.project_id, None
+
+    @property
+    def fsm_project_id(self) -> int:
+        return self.project_id
+
+    # --- Its transitions: what the lander does, in the order it does it ---------------------
+
+    @transition(field=state, source=BatchState.BUILDING, target=BatchState.VERIFYING,
+                permission=SYSTEM)  # fmt: skip
+    def verify(self, *, base: str):
+        """The chain is built on ``base`` (or the target alone is checked): verify it."""
+        self.base = base
+
+    @transition(field=state, source=[BatchState.VERIFYING, BatchState.PUSHING],
+                target=BatchState.BUILDING, permission=SYSTEM)  # fmt: skip
+    def rebuild(self):
+        """Build again: the target moved under the push, or a change went back."""
+        self.result, self.plan = "", []
+
+    @transition(field=state, source=BatchState.VERIFYING, target=BatchState.PUSHING,
+                permission=SYSTEM)  # fmt: skip
+    def push(self, *, result: str, tree: str, plan: list):
+        """The commit point: ``plan`` and ``result`` are written before the push is sent."""
+        self.result, self.tree, self.plan = result, tree, plan
+        self.pushes += 1
+
+    @transition(field=state, source=BatchState.PUSHING, target=BatchState.LANDED,
+                permission=SYSTEM)  # fmt: skip
+    def reach(self):
+        """The push reached the target (its changes' tasks each have their own ``land``)."""
+
+    @transition(field=state, source=[*ACTIVE_BATCH_STATES, BatchState.ABANDONED],
+                target=BatchState.ERROR, permission=SYSTEM)  # fmt: skip
+    def err(self, *, why: str):
+        """Nothing can be decided about its changes: they stay queued (from ``pushing``
+        only when the push was refused with the target still at the batch's base)."""
+        self.reason = why
+
+    @transition(field=state, source=BEFORE_PUSH,
+                target=RETURN_VALUE(BatchState.RETURNED, BatchState.ABANDONED),
+                permission=SYSTEM)  # fmt: skip
+    def end(self, *, returned: bool):
+        """It lands nothing: some changes went back (returned), or none did (abandoned)."""
+        return BatchState.RETURNED if returned else BatchState.ABANDONED
+
+    @transition(field=state, source=BEFORE_PUSH, target=BatchState.ABANDONED,
+                permission=SYSTEM)  # fmt: skip
+    def abandon(self, *, why: str):
+        """Its lander died before pushing: its changes stay queued."""
+        self.reason = why
+
+    @transition(field=state, source=BatchState.PUSHING,
+                target=RETURN_VALUE(BatchState.LANDED, BatchState.ABANDONED),
+                permission=SYSTEM)  # fmt: skip
+    def settle(self, *, pushed: bool, why: str):
+        """Its lander died while pushing: landed if its commit is on the target (only git
+        can tell), else abandoned."""
+        self.reason = why
+        return BatchState.LANDED if pushed else BatchState.ABANDONED
 
 
 class LanderState(models.TextChoices):

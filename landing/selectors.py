@@ -50,7 +50,9 @@ def recent_batches(project: Project, *, limit: int = BATCHES_SHOWN) -> list[Batc
 def landed_in_last_hour(project: Project, *, now=None) -> int:
     """How many changes reached the target in the last hour (their ``land`` events)."""
     since = (now or timezone.now()) - timedelta(hours=1)
-    return Event.objects.filter(project=project, transition="land", created_at__gte=since).count()
+    return Event.objects.filter(
+        project=project, task__isnull=False, transition="land", created_at__gte=since
+    ).count()
 
 
 def flaky_block(project: Project, *, limit: int = FLAKY_SHOWN) -> dict:
