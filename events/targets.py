@@ -30,7 +30,10 @@ _PORT = (
     r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}"
     r"|[1-9][0-9]{0,3}))?"
 )
-URL_PATTERN = rf"^https?://{_HOST}{_PORT}(?:[/?#][^\s\u0000]*)?$"
+# Whitespace written out: Python's \s (the check) also takes \x1c-\x1f, \x85 and Unicode's
+# spaces, which a schema's ECMA \s leaves out.
+_NOT_SPACE = r"[^\u0000-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+URL_PATTERN = rf"^https?://{_HOST}{_PORT}(?:[/?#]{_NOT_SPACE}*)?$"
 MAX_URL = 2000
 
 

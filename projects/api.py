@@ -5,7 +5,7 @@ from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from projects import hosts, services, verify
+from projects import hosts, prices, services, verify
 from projects.access import Writers
 from projects.models import Project
 from projects.policy import registry
@@ -91,6 +91,11 @@ def _landing_schema() -> dict:
     }
 
 
+@extend_schema_field(prices.schema())
+class PricesField(serializers.JSONField):
+    """``projects.prices.clean_prices`` checks it against the same schema."""
+
+
 @extend_schema_field(_landing_schema())
 class LandingField(serializers.JSONField):
     """``projects.verify.clean_landing`` checks it and fills in the defaults."""
@@ -173,7 +178,7 @@ class ProjectSerializer(serializers.Serializer):
         help_text="What its attempts may cost per calendar month (UTC), by self-reported "
         "usage; null: no limit.",
     )
-    prices = serializers.JSONField(
+    prices = PricesField(
         read_only=True,
         help_text="Model → US dollars per million input, output, cache_read, cache_write "
         "tokens and set_on (YYYY-MM-DD): prices usage reported without a cost.",
@@ -286,7 +291,7 @@ class ProjectDetailApi(APIView):
             help_text="What its attempts may cost per calendar month (UTC), by their agents' "
             "self-reported usage; past it a claim is 409 budget_exhausted. Null: no limit.",
         )
-        prices = serializers.JSONField(
+        prices = PricesField(
             required=False,
             help_text='The whole price table: {"model": {"input": "3.00", "output": "15.00", '
             '"cache_read": "0.30", "cache_write": "3.75", "set_on": "2026-12-01"}}, US dollars '

@@ -8,17 +8,43 @@ as the price at the time. ``tasks.usage`` prices with it; ``clean_prices`` check
 whole table (400 naming ``prices.<model>.<field>``), at most ``MAX_MODELS`` models.
 """
 
+import re
 from datetime import date
 
 from django.core.exceptions import ValidationError
 
-from projects.numbers import usd
+from projects.numbers import usd, usd_pattern
 
 KINDS = ("input", "output", "cache_read", "cache_write")
 MAX_MODELS = 200
 MAX_MODEL = 100
 PRICE_DIGITS = 5
 PRICE_PLACES = 6
+# What Python's str.strip() takes away, written out (a schema's \s is ECMA's, not Python's).
+SPACE = r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# A model's name: no NUL (a database's JSON refuses it), no space at either end.
+MODEL_PATTERN = rf"^[^{SPACE}\u0000](?:[^\u0000]*[^{SPACE}\u0000])?$"
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+def schema() -> dict:
+    """The table as ``clean_prices`` takes it, for the API's schema."""
+    price = {"type": "string", "pattern": usd_pattern(PRICE_DIGITS)}
+    return {
+        "type": "object",
+        "maxProperties": MAX_MODELS,
+        "propertyNames": {"maxLength": MAX_MODEL, "pattern": MODEL_PATTERN},
+        "additionalProperties": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["set_on"],
+            "minProperties": 2,
+            "properties": {
+                **{kind: price for kind in KINDS},
+                "set_on": {"type": "string", "format": "date"},
+            },
+        },
+    }
 
 
 def clean_prices(value) -> dict:
@@ -31,15 +57,19 @@ def clean_prices(value) -> dict:
     clean = {}
     for model, entry in value.items():
         where = f"prices.{str(model)[:50]}"
-        if not model.strip() or len(model) > MAX_MODEL or model != model.strip():
-            raise ValidationError({where: f"a model's name, 1 to {MAX_MODEL} characters"})
+        if len(model) > MAX_MODEL or not re.fullmatch(MODEL_PATTERN, model):
+            raise ValidationError(
+                {where: f"a model's name, 1 to {MAX_MODEL} characters, no space at either end"}
+            )
         if not isinstance(entry, dict):
             raise ValidationError({where: f"an object with set_on and any of {', '.join(KINDS)}"})
         unknown = set(entry) - {*KINDS, "set_on"}
         if unknown:
             raise ValidationError({f"{where}.{sorted(unknown)[0][:50]}": "unknown field"})
         try:
-            set_on = date.fromisoformat(entry.get("set_on"))
+            if not re.fullmatch(DATE_PATTERN, entry.get("set_on")):
+                raise ValueError("not YYYY-MM-DD")  # fromisoformat takes 20261201 too
+            set_on = date.fromisoformat(entry["set_on"])
         except (TypeError, ValueError):
             raise ValidationError(
                 {f"{where}.set_on": "the date the price was set, YYYY-MM-DD"}
