@@ -1,11 +1,10 @@
 """The codehosts app listens to the kernel's one seam upward (ADR 0013): a change the
 host should show starts a job once its transaction commits (ADR 0038)."""
 
-from django.db import transaction
 
 from evidence.models import FINISHED_GATE_STATES
 from projects.models import Project
-from projects.queue import enqueue
+from projects.queue import enqueue_on_commit
 
 SYNC_JOB = "codehosts.jobs.pull_request_sync_job"
 # What a task's pull request shows: its attempt, draft or ready, and the review.
@@ -40,5 +39,4 @@ def sync_on_event(sender, *, event, subject, **kwargs) -> None:
     if not Project.objects.filter(pk=event.project_id, code_host__provider="github").exists():
         return
     task_id = event.task_id
-    # robust: a job that fails (eagerly, in a request) never turns a committed change into an error
-    transaction.on_commit(lambda: enqueue(SYNC_JOB, task_id), robust=True)
+    enqueue_on_commit(SYNC_JOB, task_id, robust=True)

@@ -28,7 +28,7 @@ from codehosts.signatures import signed_by
 from projects import hosts
 from projects.errors import Conflict, ServiceError
 from projects.models import Project
-from projects.queue import enqueue
+from projects.queue import enqueue_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def delivery_receive(*, event: str, delivery_id: str, signature: str, body: byte
                 body_sha256=hashlib.sha256(body).hexdigest(),
             )
             # Acted on by a job once kept: the answer does not wait for the host (ADR 0038).
-            transaction.on_commit(lambda: enqueue(PROCESS_JOB, delivery.pk), robust=True)
+            enqueue_on_commit(PROCESS_JOB, delivery.pk, robust=True)
     except IntegrityError:
         return Received(HostDelivery.objects.get(provider=GITHUB, delivery_id=delivery_id), False)
     return Received(delivery, True)

@@ -70,12 +70,16 @@ def _in_background(job, args, request_id) -> None:
         connections.close_all()  # this thread's own connections
 
 
-def enqueue_on_commit(name: str, *args, noting: Callable[[], None] | None = None) -> None:
+def enqueue_on_commit(
+    name: str, *args, noting: Callable[[], None] | None = None, robust: bool = False
+) -> None:
     """Send the job once the current transaction commits (never, if it rolls back).
 
     ``noting`` runs after the commit, just before the job is sent: for recording that it
     was sent (a gate run's ``dispatched_at``), which must stay unrecorded if it never is.
     The job carries the request id of the code that asked for it, wherever the commit runs.
+    ``robust``: a job that fails where it is sent (run eagerly, in the request) is logged,
+    and never turns the committed change into an error (a code host's sync: ADR 0038).
     """
     started_by = logs.request_id()
 
@@ -85,4 +89,4 @@ def enqueue_on_commit(name: str, *args, noting: Callable[[], None] | None = None
                 noting()
             enqueue(name, *args)
 
-    transaction.on_commit(send)
+    transaction.on_commit(send, robust=robust)
