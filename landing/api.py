@@ -55,6 +55,13 @@ class QueueRowSerializer(serializers.Serializer):
     fast = FastSerializer(allow_null=True, help_text="Who put it in the fast lane and why.")
 
 
+# A test's id as ``landing.services.landing_quarantine`` takes it (after the trim): one line,
+# no control character, something that is not whitespace.
+TEST_ID = (
+    r"^[^\u0000-\u001f\u007f]*"
+    r"[^\u0000-\u0020\u007f\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    r"[^\u0000-\u001f\u007f]*$"
+)
 CHANGE_DEFAULTS = {"built": "", "outcome": "queued", "reason": ""}
 
 
@@ -334,16 +341,14 @@ class LandingFlakyApi(ManagersWrite, APIView):
     409 ``already_quarantined`` and ``not_quarantined``."""
 
     class InputSerializer(JSONInputSerializer):
-        test = serializers.CharField(
-            max_length=500, help_text="The test's id, as its JUnit names it."
+        test = serializers.RegexField(
+            regex=TEST_ID,
+            max_length=500,
+            help_text="The test's id, as its JUnit names it: one line, no control characters.",
         )
         quarantined = serializers.BooleanField(help_text="true: quarantine it; false: release it.")
         reason = serializers.CharField(
-            max_length=10_000,
-            required=False,
-            allow_blank=True,
-            default="",
-            help_text="Why (required to quarantine): the page shows it.",
+            max_length=10_000, help_text="Why it is quarantined or released: the page shows it."
         )
 
     @extend_schema(responses={200: FlakySerializer, **errors(404)})

@@ -157,7 +157,9 @@ def test_a_manager_of_another_project_finds_no_quarantine_here(api, lands, other
         ({"test": TEST, "quarantined": True}, 400, "invalid"),
         ({"test": TEST, "quarantined": "maybe", "reason": "x"}, 400, "invalid"),
         ({"test": "", "quarantined": True, "reason": "x"}, 400, "invalid"),
-        ({"test": TEST, "quarantined": False}, 409, "not_quarantined"),
+        ({"test": TEST, "quarantined": False}, 400, "invalid"),
+        ({"test": "a\u0001b", "quarantined": True, "reason": "x"}, 400, "invalid"),
+        ({"test": TEST, "quarantined": False, "reason": "fixed"}, 409, "not_quarantined"),
     ],
 )
 def test_a_bad_quarantine_through_the_api_says_why_and_changes_nothing(
