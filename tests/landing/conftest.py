@@ -366,5 +366,5 @@ class Script:
 def script(origin, monkeypatch):
     """The lander verifies with a ``Script`` instead of the sandbox."""
     script = Script(origin)
-    monkeypatch.setattr("landing.lander.verify_tree", script)
+    monkeypatch.setattr("landing.verifying.verify_tree", script)
     return script

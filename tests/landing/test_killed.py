@@ -116,10 +116,10 @@ def start_workers(database, broker, settings, tmp_path):
         "FACTORY_RUNNER_UID": str(SANDBOX_UID),
     }
 
-    def start(count: int = 1) -> list[Worker]:
+    def start(count: int = 1, **extra: str) -> list[Worker]:
         started = []
         for _ in range(count):
-            started.append(Worker(env, tmp_path / f"lander{len(workers)}.log"))
+            started.append(Worker({**env, **extra}, tmp_path / f"lander{len(workers)}.log"))
             workers.append(started[-1])
         wait_for(lambda: all(w.ready() for w in started), 60, "the workers to start")
         return started
@@ -178,17 +178,23 @@ def slow_verify(flow, seconds: int) -> None:
     )
 
 
-def sandbox_running(runner_root: Path) -> bool:
-    """Whether a process of the sandbox's user runs with this test's runner root mounted."""
+def sandboxes_running(runner_root: Path) -> int:
+    """How many sandboxes (mount namespaces) run processes of the sandbox's user with this
+    test's runner root mounted."""
+    found = set()
     for entry in Path("/proc").iterdir():
         try:
             status = (entry / "status").read_text()
             uids = next(line.split()[1:] for line in status.splitlines() if line[:4] == "Uid:")
             if str(SANDBOX_UID) in uids and str(runner_root) in (entry / "mountinfo").read_text():
-                return True
+                found.add(os.readlink(entry / "ns" / "mnt"))
         except (OSError, StopIteration):  # not a process, gone, or a zombie
             continue
-    return False
+    return len(found)
+
+
+def sandbox_running(runner_root: Path) -> bool:
+    return sandboxes_running(runner_root) > 0
 
 
 def batch_state() -> str:
@@ -240,6 +246,31 @@ def test_a_lander_killed_mid_verify_leaves_its_changes_queued_and_the_next_lands
     assert (second.state, second.base) == ("landed", origin.base)
     assert_landed_once(origin, queued)
     assert len(origin.reflog_moves()) == 1
+
+
+def test_a_lander_killed_during_its_runs_ahead_leaves_no_sandbox_and_the_next_lands_each_once(
+    queued, flow, origin, start_workers, settings
+):
+    """With room for parallel verification, the lander verifies the chain and, beside it,
+    the trees a bisection would need next; killed then, none of its sandboxes outlives it."""
+    slow_verify(flow, 25)
+    (first,) = start_workers(FACTORY_LANDING_VERIFY_PARALLEL="4")
+    land_job.delay(flow.project.pk)
+    root = settings.FACTORY_RUNNER_ROOT
+    wait_for(lambda: sandboxes_running(root) == 3, 30, "the chain's run and the two ahead")
+
+    first.kill()
+    wait_for(lambda: not sandbox_running(root), 10, "every sandbox to die")
+    project_services.project_update(project=flow.project, actor=flow.manager, verify=VERIFY)
+    wake_and_finish(start_workers)
+
+    dead, second = Batch.objects.order_by("pk")
+    assert (dead.state, dead.reason, dead.pushes) == ("abandoned", STOPPED_BEFORE, 0)
+    # The chain's run and, ahead, its first change alone and the target alone: each counted
+    # as it started.
+    assert dead.verify_runs == 3
+    assert second.state == "landed"
+    assert_landed_once(origin, queued)
 
 
 def test_a_lander_killed_before_its_push_reached_the_origin_lands_on_the_next_run(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.db import connection, connections
 
-from landing import lander
+from landing import verifying
 from landing.lander import land
 from landing.locks import LOCK_SPACE, LockLost, ensure_held, lander_alive, lander_lock
 from landing.models import Batch
@@ -161,7 +161,7 @@ def test_a_held_lock_holds_no_transaction_id_and_no_snapshot(db):
 def lock_lost_while_verifying(flow, monkeypatch):
     """The lander's lock connection is cut right after each verify run, as a pooler's
     restart, a failover or an administrator would; calling the fixture stops that."""
-    verify = lander.verify_tree
+    verify = verifying.verify_tree
 
     def verify_then_lose_the_lock(**kwargs):
         result = verify(**kwargs)
@@ -169,8 +169,8 @@ def lock_lost_while_verifying(flow, monkeypatch):
             cursor.execute("SELECT pg_terminate_backend(%s, 10000)", lock_holders(flow.project.pk))
         return result
 
-    monkeypatch.setattr(lander, "verify_tree", verify_then_lose_the_lock)
-    return lambda: monkeypatch.setattr(lander, "verify_tree", verify)
+    monkeypatch.setattr(verifying, "verify_tree", verify_then_lose_the_lock)
+    return lambda: monkeypatch.setattr(verifying, "verify_tree", verify)
 
 
 @postgres_only

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from evidence.models import GateRun
-from landing.lander import bisection_points, land
+from landing.lander import land
 from landing.models import Batch
+from landing.verifying import bisection_points
 from tests.landing.conftest import broken, feature
 
 
@@ -43,7 +44,7 @@ class Overlap:
 @pytest.fixture
 def overlap(script, monkeypatch):
     watched = Overlap(script)
-    monkeypatch.setattr("landing.lander.verify_tree", watched)
+    monkeypatch.setattr("landing.verifying.verify_tree", watched)
     return watched
 
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from landing import lander as lander_module
+from landing import verifying
 from landing.lander import land, land_batch
 from landing.locks import lander_lock
 from landing.models import Batch, BatchState, Lander
@@ -88,7 +89,7 @@ def test_an_error_nobody_foresaw_ends_the_batch_as_error_and_a_manager_can_deque
     def full_disk(**kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(lander_module, "verify_tree", full_disk)
+    monkeypatch.setattr(verifying, "verify_tree", full_disk)
 
     counts = land(flow.project)
 
