@@ -1,7 +1,6 @@
 """The codehosts app listens to the kernel's one seam upward (ADR 0013): a change the
 host should show starts a job once its transaction commits (ADR 0038)."""
 
-
 from evidence.models import FINISHED_GATE_STATES
 from projects.models import Project
 from projects.queue import enqueue_on_commit
