@@ -52,12 +52,12 @@ JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
 
 # The API refuses NUL anywhere in stored text and JSON (PostgreSQL cannot hold it), and the
 # schema says so of every text field. OpenAPI 3.0 cannot say it of the names in a free-form
-# JSON object (propertyNames is 3.1's), so NUL is not generated for the two operations that
-# take one: a checkpoint's data and an import's mapping.
+# JSON object (propertyNames is 3.1's), so NUL is not generated for the three operations that
+# take one: a checkpoint's data, an import's mapping and a project's price table.
 FREE_FORM_JSON = {
     "operations": [
         {"include-path-regex": path, "generation": {"allow-x00": False}}
-        for path in ("/checkpoint/$", "/imports/$")
+        for path in ("/checkpoint/$", "/imports/$", r"/projects/\{slug\}/$")
     ]
 }
 schema = schemathesis.openapi.from_wsgi(

@@ -172,7 +172,8 @@ def test_the_submit_prices_its_usage_too(flow, api):
         ({"m": {"set_on": "2026-12-01"}}, "prices.m"),
         ({"m": {"input": "3", "set_on": "yesterday"}}, "prices.m.set_on"),
         ({"m": {"inputs": "3", "set_on": "2026-12-01"}}, "prices.m.inputs"),
-        ({" m": {"input": "3", "set_on": "2026-12-01"}}, "prices. m"),
+        ({"m\x00": {"input": "3", "set_on": "2026-12-01"}}, "prices.m\\0"),
+        ({"m": {"input": "3", "set_on": "20261201"}}, "prices.m.set_on"),
         (["m"], "prices"),
     ],
 )
