@@ -84,16 +84,7 @@ def clean_usage(usage) -> dict:
     clean.update(_amounts(usage, ""))
     if "by_model" in usage:
         clean["by_model"] = _by_model(usage["by_model"], clean)
-    limit = settings.FACTORY_USAGE_MAX_REPORT_USD
-    sent = _exact(usage["cost_usd"]) if "cost_usd" in usage else clean.get("cost_usd", 0)
-    # The amount as sent, not as cut to six places: "100.0000001" is above 100.
-    if sent > limit:
-        _refuse(
-            "cost_usd",
-            f"one report may cost at most {limit} USD (FACTORY_USAGE_MAX_REPORT_USD, set by"
-            f" the site's operator), not {usd_text(sent)}: report what was used since the"
-            " last report",
-        )
+    _within_the_limit(usage.get("cost_usd"), "cost_usd")
     if "wall_seconds" in usage:
         seconds = usage["wall_seconds"]
         if (
@@ -135,30 +126,55 @@ def _amounts(usage: dict, prefix: str) -> dict:
     return clean
 
 
+UNNAMED = "(unnamed)"
+
+
+def _model_key(name: str) -> str:
+    """A model's name as a key of ``by_model``: trimmed and cut to ``MAX_MODEL``, or
+    ``UNNAMED`` when blank; NUL refused. Any other name is taken, as the schema says:
+    OpenAPI 3.0 cannot bound an object's keys, so the API must not refuse what it lets pass."""
+    check_storable(name, "usage.by_model")
+    return name.strip()[:MAX_MODEL] or UNNAMED
+
+
 def _by_model(by_model, clean: dict) -> dict:
-    """``by_model`` checked, and the report's sums filled in (or checked) from it: a sum
-    given must hold at least its breakdown."""
+    """``by_model`` checked, and the report's sums filled in from it: a sum not given, or
+    given below its breakdown, is the breakdown's."""
     if not isinstance(by_model, dict) or len(by_model) > MAX_MODELS:
         raise ValidationError(
             {"usage.by_model": f"an object of at most {MAX_MODELS} models, each with its usage"}
         )
     parts = {}
     for name, part in by_model.items():
-        model = _model(name, "by_model")
+        model = _model_key(name)
         if not isinstance(part, dict):
             _refuse(f"by_model.{model[:50]}", "an object with any of the token counts and cost_usd")
         for key in part:
             if key not in (*TOKEN_FIELDS, "cost_usd"):
                 _refuse(f"by_model.{model[:50]}.{str(key)[:50]}", "unknown field")
         parts[model] = _amounts(part, f"by_model.{model[:50]}.")
+        _within_the_limit(part.get("cost_usd"), f"by_model.{model[:50]}.cost_usd")
     for name in (*TOKEN_FIELDS, "cost_usd"):
         total = sum((part.get(name, 0) for part in parts.values()), 0)
-        if name not in clean:
-            if total:
-                clean[name] = total
-        elif clean[name] < total:
-            _refuse(name, f"at least the sum of by_model's {name} ({total})")
+        # A sum below its breakdown is raised to it: the parts are the finer report, and a
+        # schema cannot say that one figure bounds others, so the API does not refuse it.
+        if total and (name not in clean or clean[name] < total):
+            clean[name] = total
     return parts
+
+
+def _within_the_limit(amount, name: str) -> None:
+    """One figure of cost as sent, at most ``FACTORY_USAGE_MAX_REPORT_USD``."""
+    limit = settings.FACTORY_USAGE_MAX_REPORT_USD
+    # The amount as sent, not as cut to six places: "100.0000001" is above 100.
+    sent = _exact(amount) if amount is not None else 0
+    if sent > limit:
+        _refuse(
+            name,
+            f"one report may cost at most {limit} USD (FACTORY_USAGE_MAX_REPORT_USD, set by"
+            f" the site's operator), not {usd_text(sent)}: report what was used since the"
+            " last report",
+        )
 
 
 def _exact(amount) -> Decimal:

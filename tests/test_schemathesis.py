@@ -52,12 +52,18 @@ JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
 
 # The API refuses NUL anywhere in stored text and JSON (PostgreSQL cannot hold it), and the
 # schema says so of every text field. OpenAPI 3.0 cannot say it of the names in a free-form
-# JSON object (propertyNames is 3.1's), so NUL is not generated for the three operations that
-# take one: a checkpoint's data, an import's mapping and a project's price table.
+# JSON object (propertyNames is 3.1's), so NUL is not generated for the operations that take
+# one: a checkpoint's data, an import's mapping, a project's price table, and a usage
+# report's breakdown by model (submit, heartbeat).
 FREE_FORM_JSON = {
     "operations": [
         {"include-path-regex": path, "generation": {"allow-x00": False}}
-        for path in ("/checkpoint/$", "/imports/$", r"/projects/\{slug\}/$")
+        for path in (
+            "/checkpoint/$",
+            "/imports/$",
+            r"/projects/\{slug\}/$",
+            r"/attempts/\{attempt_id\}/(submit|heartbeat)/$",
+        )
     ]
 }
 schema = schemathesis.openapi.from_wsgi(
