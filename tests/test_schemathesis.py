@@ -66,6 +66,42 @@ FREE_FORM_JSON = {
         )
     ]
 }
+
+
+def keep_long_bounds_beside_their_patterns(longest: int = 1000) -> None:
+    """Above ``longest`` characters, leave a string's ``maxLength`` beside its ``pattern``.
+
+    schemathesis folds a bound into the pattern as a counted repetition: the API's text rule
+    ``^[^\\x00]*[^\\s…][^\\x00]*$`` with maxLength 50,000 becomes ``…{0,49999}…{0,49999}$``,
+    and building a generator from such a regex costs about a second each time (jsonschema-rs's
+    ``canonicalize``, upstream schemathesis #4475 and #4593). With the long text fields (a
+    decision's context, a spec's body) that made one decision operation 16 s of fuzzing per
+    role and the coverage cases 30 s of every worker's collection. Left beside the pattern,
+    the bound admits the same values; the generator draws from the pattern and keeps to the
+    length, and the coverage phase still sends one character past every bound (measured: its
+    longest bodies reach 50,001 and 200,001 characters, which the folded form never sent).
+    """
+    from schemathesis.specs.openapi import converter
+    from schemathesis.specs.openapi.coverage import _operation as coverage
+
+    # Fail loudly if an upgrade moves them, rather than quietly going slow again.
+    fold_in_schema = converter.update_pattern_in_schema
+    fold_pattern = coverage.update_quantifier
+
+    def in_schema(schema: dict) -> None:
+        if not (isinstance(schema.get("maxLength"), int) and schema["maxLength"] > longest):
+            fold_in_schema(schema)
+
+    def pattern(regex: str, min_length: int | None, max_length: int | None) -> str:
+        if isinstance(max_length, int) and max_length > longest:
+            return regex
+        return fold_pattern(regex, min_length, max_length)
+
+    converter.update_pattern_in_schema = in_schema
+    coverage.update_quantifier = pattern
+
+
+keep_long_bounds_beside_their_patterns()
 schema = schemathesis.openapi.from_wsgi(
     "/api/schema/?format=json", application, config=schemathesis.Config.from_dict(FREE_FORM_JSON)
 )
