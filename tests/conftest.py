@@ -64,6 +64,31 @@ def pytest_unconfigure(config):
         shutil.rmtree(made, ignore_errors=True)
 
 
+# What lets a test reach the test database: pytest-django blocks it for every other test.
+# (Not ``django_db_blocker``: pytest-django's own autouse fixtures ask for it in every test;
+# a module-scoped fixture that unblocks with it serves tests that ask for ``db``.)
+DATABASE_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_setup",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+    "live_server",
+    "client",
+    "admin_client",
+    "admin_user",
+    "django_user_model",
+}
+
+
+def reaches_the_database(item) -> bool:
+    """Whether the test can reach the test database: it is marked ``django_db`` or asks for
+    a fixture that opens it (``fixturenames`` is the whole closure of what it asks for)."""
+    return item.get_closest_marker("django_db") is not None or bool(
+        DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    )
+
+
 def pytest_itemcollected(item):
     # Here, not in pytest_collection_modifyitems: pytest-xdist reads the groups there.
     where = item.path.relative_to(TESTS).as_posix()
@@ -72,6 +97,10 @@ def pytest_itemcollected(item):
             item.add_marker(kind)
             if kind in GROUPS:
                 item.add_marker(pytest.mark.xdist_group(GROUPS[kind]))
+    if reaches_the_database(item):
+        # The second database's run takes only these (ADR 0015): a test that cannot reach
+        # the database answers the same whichever one the settings name.
+        item.add_marker("database")
 
 
 def pytest_ignore_collect(collection_path, config):
