@@ -641,8 +641,9 @@ class GitHubHost:
         )
 
     def close_issue(self, number: int, comment: str) -> Issue:
-        """Say why, then close it as completed."""
-        self.comment(number, comment)
+        """Say why (unless ``comment`` is empty: said already), then close it as completed."""
+        if comment:
+            self.comment(number, comment)
         return self._issue(
             self._call(
                 lambda g: g.rest.issues.update(
