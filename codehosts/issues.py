@@ -145,7 +145,7 @@ def voucher(project: Project):
 
 
 def _wanted(issue: Issue | None, label: str | None) -> bool:
-    if issue is None or label is None or issue.state != "open":
+    if issue is None or label is None or issue.state != "open" or issue.pull_request:
         return False
     return label.lower() in (name.lower() for name in issue.labels)
 

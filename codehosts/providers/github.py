@@ -612,6 +612,7 @@ class GitHubHost:
             ),
             author=(data.get("user") or {}).get("login", ""),
             url=data["html_url"],
+            pull_request="pull_request" in data,
         )
 
     def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]:

@@ -22,7 +22,7 @@ from tasks.brief import render
 from tasks.landing import task_land
 from tasks.models import Task, TaskState
 from tests.factories import all_met
-from tests.github_standin.world import Issue
+from tests.github_standin.world import Issue, Pull
 
 SECRET = "It's a Secret to Everybody"
 ORIGIN = "github:octo-org/widgets#7"
@@ -164,6 +164,61 @@ def test_an_edit_is_a_new_version_and_a_claimed_attempt_keeps_the_one_it_pinned(
     # In an agent's hands the task keeps its title; the spec carries the new one.
     assert task.title == "Exclusive claims"
     assert "> Exclusive claims, really" in task.spec.current_version().body
+
+
+def test_an_edit_of_an_issue_whose_task_is_ready_retitles_and_relabels_it(following, repo):
+    issue = opened(repo)
+    issues.issue_sync(project=following.project, number=7)
+
+    issue.title, issue.labels = "Claims, exclusive", ["factory", "Backend"]
+    result = issues.issue_sync(project=following.project, number=7)
+
+    task = Task.objects.get(origin=ORIGIN)
+    assert result == "#7: WID-1 updated (WID-S1 v2; labels, title)"
+    assert task.title == "Claims, exclusive"
+    assert sorted(label.name for label in task.labels.all()) == ["backend", "factory"]
+
+
+def test_an_issue_gone_from_the_host_cancels_its_task_not_yet_claimed(following, repo):
+    opened(repo)
+    issues.issue_sync(project=following.project, number=7)
+
+    del repo.issues[7]
+    result = issues.issue_sync(project=following.project, number=7)
+
+    assert result == "#7: WID-1 cancelled (the issue is no longer on the host)"
+    assert TaskIssue.objects.get(task__origin=ORIGIN).state == "gone"
+
+
+def test_a_labelled_pull_request_read_as_an_issue_is_no_task(
+    following, repo, github, client, django_capture_on_commit_callbacks
+):
+    repo.pulls[9] = Pull(9, "PR_9", "x", "main", "Do it", "- [ ] a", False, "ann")
+    repo.pulls[9].labels = ["factory"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, github, delivery="p-9", number=9)
+
+    assert HostDelivery.objects.get(delivery_id="p-9").result == (
+        "#9 is not followed (closed, gone or without the label)"
+    )
+    assert (Task.objects.count(), Spec.objects.count()) == (0, 0)
+
+
+def test_an_issues_delivery_for_a_project_that_follows_no_label_changes_nothing(
+    hosted, repo, github, client, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
+    opened(repo)
+    events = Event.objects.count()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = deliver(client, github, delivery="i-1")
+
+    assert response.status_code == 202
+    assert HostDelivery.objects.get(delivery_id="i-1").result == "the project follows no issues"
+    assert (Task.objects.count(), Spec.objects.count(), Event.objects.count()) == (0, 0, events)
+    assert [c for c in github.calls() if "/issues" in c] == []
 
 
 def test_closing_the_issue_cancels_a_task_not_yet_claimed(following, repo):
