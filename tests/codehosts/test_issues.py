@@ -8,11 +8,14 @@ host, and the sweep asks the host for what deliveries missed."""
 import hashlib
 import hmac
 import json
+import threading
 
 import pytest
+from django.db import connection
 
 from codehosts import issues, jobs, sync
 from codehosts.models import HostDelivery, TaskIssue
+from codehosts.providers import Issue as HostIssue
 from codehosts.providers import Unavailable, provider_for
 from decisions.models import Spec, SpecVersionState
 from projects import services as project_services
@@ -21,6 +24,7 @@ from tasks import attempts, review, services
 from tasks.brief import render
 from tasks.landing import task_land
 from tasks.models import Task, TaskState
+from tests.conftest import postgres_only
 from tests.factories import all_met
 from tests.github_standin.world import Issue, Pull
 
@@ -411,3 +415,26 @@ def test_closing_after_a_lost_answer_comments_once(following, repo, github):
 
     assert result == "#7 closed by WID-1 at dddddddddddd"
     assert ([c.issue for c in repo.comments], repo.issues[7].state) == ([7], "closed")
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_two_jobs_applying_one_new_issue_at_once_make_one_task(following):
+    issue = HostIssue(7, "Exclusive claims", STEERING, "open", ("factory",), "ann", "https://x/7")
+    start, results = threading.Barrier(2), []
+
+    def apply():
+        start.wait()
+        try:
+            results.append(issues.issue_apply(project=following.project, number=7, issue=issue))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=apply) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert sorted(results) == ["#7: WID-1 created", "#7: WID-1 was made meanwhile"]
+    assert (Task.objects.count(), Spec.objects.count(), TaskIssue.objects.count()) == (1, 1, 1)
