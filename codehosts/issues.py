@@ -228,10 +228,15 @@ def _description(origin: str, issue: Issue) -> str:
 def _update(project: Project, task: Task, issue: Issue, actor) -> str:
     done = []
     body, criteria = spec_body(project, issue), criteria_of(issue.body)
-    spec = task.spec
-    latest = spec.versions.order_by("-number").prefetch_related("criteria").first()
-    now = [{"key": c.key, "text": c.text, "proof": c.proof} for c in latest.criteria.all()]
-    if latest.body != body or now != criteria:
+    # A manager may have given the task another spec: the issue then reaches it no more.
+    spec = task.spec if task.spec is not None and task.spec.origin == task.origin else None
+    latest = spec.versions.order_by("-number").first() if spec is not None else None
+    now = (
+        [{"key": c.key, "text": c.text, "proof": c.proof} for c in latest.criteria.all()]
+        if latest is not None
+        else criteria
+    )
+    if latest is not None and (latest.body != body or now != criteria):
         with transaction.atomic():
             version = decision_services.spec_version_create(
                 spec=spec, actor=actor, body=body, criteria=criteria

@@ -438,3 +438,22 @@ def test_two_jobs_applying_one_new_issue_at_once_make_one_task(following):
 
     assert sorted(results) == ["#7: WID-1 created", "#7: WID-1 was made meanwhile"]
     assert (Task.objects.count(), Spec.objects.count(), TaskIssue.objects.count()) == (1, 1, 1)
+
+
+def test_a_task_a_manager_gave_another_spec_keeps_it_through_edits(following, repo):
+    issue = opened(repo)
+    issues.issue_sync(project=following.project, number=7)
+    task = Task.objects.get(origin=ORIGIN)
+    own = following.spec()
+    services.task_update(task=task, actor=following.manager, spec=own)
+
+    issue.body = "- [ ] something else\n"
+    result = issues.issue_sync(project=following.project, number=7)
+
+    task.refresh_from_db()
+    assert result == "#7: WID-1 unchanged"
+    assert (task.spec, own.versions.count(), Spec.objects.get(origin=ORIGIN).versions.count()) == (
+        own,
+        1,
+        1,
+    )
