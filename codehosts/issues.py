@@ -173,9 +173,13 @@ def issue_apply(*, project: Project, number: int, issue: Issue | None) -> str:
         return f"#{number}: no manager vouches for the followed label; save the code host again"
     if task is None:
         return _create(project, issue, origin, actor)
+    was_followed = TaskIssue.objects.filter(task=task, followed=True).exists()
     link = _link(task, issue, number, label)
     if task.state in (TaskState.DONE, TaskState.CANCELLED):
         return f"#{number}: {task.key} is {task.state}; left as it is"
+    if not wanted and not was_followed:
+        # Let go while in hand: what becomes of it is the project's, until the label is back.
+        return f"#{number}: {task.key} is not followed; left as it is"
     if not wanted:
         why = "was closed" if issue is not None and issue.state != "open" else "lost its label"
         if issue is None:

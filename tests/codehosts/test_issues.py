@@ -246,15 +246,19 @@ def test_closing_the_issue_cancels_a_task_not_yet_claimed(following, repo):
 def test_a_claimed_task_stays_when_its_label_is_removed_and_is_no_longer_followed(following, repo):
     issue = opened(repo)
     issues.issue_sync(project=following.project, number=7)
-    attempts.task_claim(agent=following.agent, project=following.project)
+    attempt = attempts.task_claim(agent=following.agent, project=following.project)
 
     issue.labels = ["Good first issue"]
     issue.body = "Now do something else entirely."
     result = issues.issue_sync(project=following.project, number=7)
 
+    attempts.attempt_release(attempt=attempt, actor=following.agent, reason="later")
+    later = issues.issue_sync(project=following.project, number=7)
+
     task = Task.objects.get(origin=ORIGIN)
     assert result == "#7: WID-1 is claimed; it stays, no longer followed"
-    assert (task.state, task.spec.versions.count()) == (TaskState.CLAIMED, 1)
+    assert later == "#7: WID-1 is not followed; left as it is"
+    assert (task.state, task.spec.versions.count()) == (TaskState.READY, 1)
     assert TaskIssue.objects.get(task=task).followed is False
 
 
