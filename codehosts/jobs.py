@@ -10,7 +10,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from codehosts import pulls, sync
+from codehosts import issues, pulls, sync
 from codehosts.providers import HostError, RateLimited, Unavailable
 from evidence.jobs import JOB_OPTIONS
 
@@ -57,6 +57,11 @@ def delivery_process_job(self, delivery_id: int) -> str:
         return delivery.result if delivery is not None else "gone"
 
     return _with_retries(self, f"delivery {delivery_id}", act)
+
+
+@shared_task(bind=True, **JOB_OPTIONS)
+def issue_close_job(self, task_id: int) -> str:
+    return _with_retries(self, f"task {task_id}", lambda: issues.issue_close(task_id=task_id))
 
 
 @shared_task(**JOB_OPTIONS)

@@ -79,3 +79,37 @@ class TaskPullRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task.key} → #{self.number}"
+
+
+class TaskIssue(models.Model):
+    """A task made from an issue the project follows by label (``codehosts.issues``).
+
+    The task itself carries the issue's origin (``github:owner/name#12``), by which a
+    re-sync finds it; this row keeps what the host last said of the issue and what the
+    site posted there, so closing it after the task landed comments once however often
+    the job runs. Written only by ``codehosts.issues``, from jobs.
+    """
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="issue")
+    number = models.PositiveIntegerField()
+    url = models.URLField(max_length=500)
+    author = models.CharField(max_length=100, blank=True, help_text="The issue's author's login.")
+    state = models.CharField(max_length=20, help_text="open or closed, as the host last said.")
+    labelled = models.BooleanField(
+        default=True, help_text="Whether it carried the project's label when last read."
+    )
+    followed = models.BooleanField(
+        default=True,
+        help_text="Whether edits on the host still reach the task (no longer once the label "
+        "is removed or the issue closed while the task was in hand).",
+    )
+    close_comment = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="The comment naming the landed commit, once posted."
+    )
+    closed_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the site closed it after the task landed."
+    )
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.task.key} ← #{self.number}"

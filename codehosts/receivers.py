@@ -6,6 +6,7 @@ from projects.models import Project
 from projects.queue import enqueue_on_commit
 
 SYNC_JOB = "codehosts.jobs.pull_request_sync_job"
+CLOSE_JOB = "codehosts.jobs.issue_close_job"
 # What a task's pull request shows: its attempt, draft or ready, and the review.
 TASK_TRANSITIONS = {
     "submit",
@@ -39,3 +40,10 @@ def sync_on_event(sender, *, event, subject, **kwargs) -> None:
         return
     task_id = event.task_id
     enqueue_on_commit(SYNC_JOB, task_id, robust=True)
+    if (
+        label == "tasks.Task"
+        and event.transition == "land"
+        and subject.origin.startswith("github:")
+    ):
+        # A task made from an issue closes it once its change is on the target.
+        enqueue_on_commit(CLOSE_JOB, task_id, robust=True)

@@ -4,8 +4,10 @@ for what webhooks missed.
 ``delivery_process`` acts on one kept delivery by reading the object it names again from
 the host (the payload's state is never trusted: it is unsigned news of a change, possibly
 old, duplicated or reordered) and then bringing the host up to the database's truth
-(``codehosts.pulls.pull_request_sync``). ``hosts_reconcile`` does the same for the tasks
-whose state changed since the host last showed it, a bounded number per tick.
+(``codehosts.pulls.pull_request_sync``); an issue's delivery re-reads the issue and
+brings its task in step (``codehosts.issues``). ``hosts_reconcile`` does the same for the
+tasks whose state changed since the host last showed it, a bounded number per tick, and
+asks the host for the labelled issues deliveries missed.
 ``deliveries_prune`` deletes kept deliveries past their retention.
 """
 
@@ -18,9 +20,11 @@ from django.conf import settings
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from codehosts import issues
 from codehosts.models import HostDelivery
 from codehosts.providers import HostError, NotFound, provider_for
 from codehosts.pulls import pull_request_sync
+from projects.models import Project
 from tasks.models import Attempt, Task, TaskState
 
 logger = logging.getLogger(__name__)
@@ -54,6 +58,9 @@ def _act(delivery: HostDelivery, host) -> str:
     project = delivery.project
     if (project.code_host or {}).get("provider", "none") == "none":
         return "the project no longer has a code host"
+    if delivery.event == "issues" and isinstance(delivery.subject.get("issue"), int):
+        # The issue as the host has it now: the payload's labels and text are not taken.
+        return issues.issue_sync(project=project, number=delivery.subject["issue"], host=host)
     number = delivery.subject.get("pull_request")
     if delivery.event != "pull_request" or not isinstance(number, int):
         return f"nothing to do for {delivery.event}"
@@ -102,6 +109,20 @@ def hosts_reconcile(*, limit: int | None = None) -> dict:
                 "task %s: the host could not be brought up to date: %s", task_id, exc.detail
             )
             counts["pull_requests_failed"] += 1
+    counts |= {"issues_created": 0, "issues_read": 0, "issues_left": 0, "issues_failed": 0}
+    # Issues followed by label: what deliveries missed, read from the host (pages followed).
+    following = Project.objects.filter(code_host__provider="github").exclude(code_host__issues=None)
+    for project in following.order_by("pk"):
+        if issues.label_of(project) is None:
+            continue
+        try:
+            found = issues.issues_reconcile(project=project, limit=limit)
+        except HostError as exc:
+            logger.warning("%s: the host's issues could not be read: %s", project.slug, exc.detail)
+            counts["issues_failed"] += 1
+            continue
+        for name, count in found.items():
+            counts[name] += count
     stale = HostDelivery.objects.filter(processed_at__isnull=True).order_by("received_at")
     for delivery_id in list(stale.values_list("pk", flat=True)[:limit]):
         # A failure is recorded on the delivery; the next tick tries again.

@@ -101,8 +101,14 @@ def _create_version(*, spec: Spec, author, body: str, criteria: list[dict], sour
     return version
 
 
-def spec_create(*, project: Project, actor, title: str, body: str, criteria) -> Spec:
-    """Create spec ``FM-S<n>`` with version 1 as a draft. Managers."""
+def spec_create(
+    *, project: Project, actor, title: str, body: str, criteria, origin: str = ""
+) -> Spec:
+    """Create spec ``FM-S<n>`` with version 1 as a draft. Managers.
+
+    ``origin`` names where it came from outside (``github:owner/name#12``), unique in the
+    project (a database constraint).
+    """
     require_role(actor, project.pk, Role.MANAGER)
     criteria = clean_criteria(criteria)
     body = _clean_body(body)
@@ -118,6 +124,7 @@ def spec_create(*, project: Project, actor, title: str, body: str, criteria) -> 
             key=key,
             title=title.strip(),
             created_by=actor,
+            origin=origin,
         )
         _create_version(spec=spec, author=actor, body=body, criteria=criteria)
     return spec

@@ -83,11 +83,14 @@ def task_create(
     allowed_paths: Iterable[str] = (),
     max_attempts: int | None = None,
     budget_usd=None,
+    origin: str = "",
 ) -> Task:
     """Create a draft task with the next key of the project (a manager's action).
 
     ``budget_usd`` is what one attempt at it may cost (null: no limit); an attempt whose
     self-reported cost reaches it is ended (``tasks.attempts.attempt_heartbeat``).
+    ``origin`` names where the task came from outside (``github:owner/name#12``), unique
+    in the project: a second task of the same origin is refused by the database.
     """
     require_role(actor, project.pk, Role.MANAGER)
     budget_usd = clean_budget(budget_usd, "budget_usd", digits=TASK_BUDGET_DIGITS)
@@ -107,6 +110,7 @@ def task_create(
         created_by=actor,
         number=0,
         key="-",
+        origin=origin,
     )
     task.full_clean(exclude=["number", "key", "state"], validate_unique=False)
     with transaction.atomic():

@@ -135,6 +135,8 @@ class Issue:
     labels: tuple[str, ...]
     author: str
     url: str
+    # GitHub's issues API answers a pull request's number too; such an issue is no task's.
+    pull_request: bool = False
 
 
 @dataclass(frozen=True)

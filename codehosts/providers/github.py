@@ -612,6 +612,7 @@ class GitHubHost:
             ),
             author=(data.get("user") or {}).get("login", ""),
             url=data["html_url"],
+            pull_request="pull_request" in data,
         )
 
     def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]:
@@ -641,8 +642,9 @@ class GitHubHost:
         )
 
     def close_issue(self, number: int, comment: str) -> Issue:
-        """Say why, then close it as completed."""
-        self.comment(number, comment)
+        """Say why (unless ``comment`` is empty: said already), then close it as completed."""
+        if comment:
+            self.comment(number, comment)
         return self._issue(
             self._call(
                 lambda g: g.rest.issues.update(

@@ -13,6 +13,8 @@ from tasks import attempts, review
 from tasks.models import Task
 from tests.factories import Flow, ProjectFactory, all_met
 
+NO_ISSUES = {"issues_created": 0, "issues_read": 0, "issues_left": 0, "issues_failed": 0}
+
 BRANCH = "fm/WID-1"
 FAILING_JUNIT = (
     b"<testsuite tests='2'>"
@@ -263,6 +265,7 @@ def test_a_host_down_through_every_retry_is_repaired_by_the_sweep(
         "pull_requests_synced": 1,
         "pull_requests_failed": 0,
         "deliveries_retried": 0,
+        **NO_ISSUES,
     }
     assert (repo.pulls[1].draft, checks(repo), len(repo.comments)) == (
         False,

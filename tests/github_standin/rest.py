@@ -124,6 +124,17 @@ class Rest:
                 ],
                 "url": f"{self.url}/repos/{repo.full_name}/issues/{issue.number}",
                 "html_url": f"https://standin.invalid/{repo.full_name}/issues/{issue.number}",
+                # GitHub's issues API answers a pull request's number too, saying so.
+                **(
+                    {
+                        "pull_request": {
+                            k: f"https://standin.invalid/{repo.full_name}/pull/{issue.number}"
+                            for k in ("url", "html_url", "diff_url", "patch_url")
+                        }
+                    }
+                    if issue.number in repo.pulls
+                    else {}
+                ),
             },
         )
 
@@ -172,7 +183,8 @@ class Rest:
 
     def find_issue(self, repo: Repo, number: str) -> Issue:
         if int(number) in repo.pulls:
-            return Issue(int(number), repo.pulls[int(number)].node_id, "", None, [], "")
+            pull = repo.pulls[int(number)]
+            return Issue(int(number), pull.node_id, pull.title, pull.body, pull.labels, pull.user)
         issue = repo.issues.get(int(number))
         if issue is None:
             raise Answer(404, "Not Found")

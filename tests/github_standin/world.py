@@ -65,6 +65,7 @@ class Pull:
     merge_commit_sha: str | None = None
     queued: bool = False
     reviews: list[Review] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
 
 @dataclass
