@@ -29,6 +29,10 @@ verifies nothing again until the target's tip or the queue's head changes, or a 
 asks. A change is taken into a batch under the lock a dequeue takes; one dequeued after
 the queue was read is dropped. While a manager has paused landing (``landing.pause``), it
 starts no batch.
+
+A manager's revert of a landed change (``landing.services.revert_request``) is landed by
+``land_revert`` in a batch of its own (method ``revert``), in its turn or the fast lane:
+built, verified and pushed as above, or sent back with the reason.
 """
 
 import logging
@@ -54,9 +58,14 @@ from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, RunnerUnavailable
 from tasks.landing import (
     attempt_landing_note,
+    attempt_revert_note,
+    attempt_revert_return,
     landing_queue,
+    revert_goes_first,
+    revert_queue,
     task_land,
     task_landing_return,
+    task_revert_land,
 )
 from tasks.models import Attempt
 
@@ -85,7 +94,8 @@ def land(project: Project) -> dict:
     Returns counts of what happened; ``{"busy": True}`` when another lander holds the
     project (it works the same queue, and looks again before it lets go);
     ``{"backing_off": True}`` when it stopped because nothing changed since a batch erred;
-    ``{"paused": True}`` when a manager paused landing (``landing.pause``).
+    ``{"paused": True}`` when a manager paused landing (``landing.pause``); ``reverted``
+    counts the reverts it landed, once it tried one.
     """
     counts = {"batches": 0, "landed": 0, "returned": 0, "settled": 0}
     while True:
@@ -107,7 +117,10 @@ def land(project: Project) -> dict:
         # An approval that came while this lander was letting go found the lock held:
         # look once more after letting go, so no change waits for the reconciler.
         project = Project.objects.get(pk=project.pk)
-        if not (project.lands and landing_queue(project.pk).exists()):
+        if not (
+            project.lands
+            and (landing_queue(project.pk).exists() or revert_queue(project.pk).exists())
+        ):
             return counts
 
 
@@ -130,23 +143,33 @@ def _work_queue(project: Project, counts: dict) -> bool:
         if pause.paused(project):
             return True  # paused meanwhile: the batches so far stand; land() says paused
         queue = batch_of(list(landing_queue(project.pk)[: project.landing_settings["batch_max"]]))
-        if not queue:
+        # A manager's revert lands in its turn (or the fast lane), always alone.
+        revert = revert_queue(project.pk).first()
+        if revert is not None and not revert_goes_first(revert, queue[0] if queue else None):
+            revert = None
+        if not queue and revert is None:
             backoff.forget(project, reason="nothing is queued")
             return True
+        head = revert or queue[0]
         path, tip = _look(project)
         if pause.paused(project):
             return True  # paused while the mirror was fetched: asked again just before a batch
-        if backoff.holds(project, tip=tip, head=queue[0]):
+        if backoff.holds(project, tip=tip, head=head):
             counts["backing_off"] = True
             return False
-        batch = land_batch(project, queue, path=path)
+        if revert is not None:
+            batch = land_revert(project, revert, path=path)
+        else:
+            batch = land_batch(project, queue, path=path)
         counts["batches"] += 1
         counts["landed"] += sum(c["outcome"] == "landed" for c in batch.changes)
+        if revert is not None:
+            counts["reverted"] = counts.get("reverted", 0) + (batch.state == BatchState.LANDED)
         counts["returned"] += sum(c["outcome"] in ("conflict", "failed") for c in batch.changes)
         if batch.state == BatchState.ERROR:
             backoff.record(
                 project,
-                head=queue[0],
+                head=head,
                 tip=batch.base,
                 reason=batch.reason,
                 verified=batch.verify_runs > 0,
@@ -219,7 +242,10 @@ def settle_dead_batches(project: Project) -> int:
         planned = {item["attempt"]: item["built"] for item in batch.plan} if pushed else {}
         for change in batch.changes:
             attempt = attempts[change["attempt"]]
-            if change["attempt"] in planned:
+            if change["attempt"] in planned and batch.method == REVERT:
+                task_revert_land(attempt=attempt, commit=planned[change["attempt"]], batch=batch.pk)
+                change["outcome"] = "reverted"
+            elif change["attempt"] in planned:
                 task_land(
                     attempt=attempt,
                     commit=planned[change["attempt"]],
@@ -232,7 +258,7 @@ def settle_dead_batches(project: Project) -> int:
                 # that kills every lander that verifies it must not hold the queue forever).
                 first = change is batch.changes[0] and not pushed
                 errors = {"errors": _errors(attempt) + 1} if first else {}
-                still = attempt_landing_note(attempt=attempt, state="queued", batch=None, **errors)
+                still = _note(batch, attempt, state="queued", batch=None, **errors)
                 change["outcome"] = "queued" if still else "dequeued"
         pushing = batch.state == BatchState.PUSHING
         move(
@@ -307,9 +333,7 @@ def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -
         if change.outcome in ("queued", "landing"):
             # The first change counts the batches in a row that ended without a verdict.
             errors = {"errors": _errors(change.attempt) + 1} if index == 0 else {}
-            attempt_landing_note(
-                attempt=change.attempt, state="error", reason=batch.reason, **errors
-            )
+            _note(batch, change.attempt, state="error", reason=batch.reason, **errors)
     logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
 
 
@@ -435,6 +459,175 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
         _store_runs(runs, chain, good, culprit)
         _return_conflicts(batch, clashes, landed=good, tip=head)
         return
+
+
+def _note(of: Batch, attempt: Attempt, **fields) -> bool:
+    """Record where a change of batch ``of`` is without moving it: a queued change's
+    landing record, or a queued revert's (``revert``), whose ``reason`` is the manager's."""
+    if of.method != REVERT:
+        return attempt_landing_note(attempt=attempt, **fields)
+    fields.pop("errors", None)  # the head's errors in a row count queued changes only
+    if "reason" in fields:
+        fields["why"] = fields.pop("reason")
+    return attempt_revert_note(attempt=attempt, **fields)
+
+
+# --- Undo: a manager's revert, landed as a batch of its own ---------------------------------
+
+REVERT = "revert"  # the method of a batch that lands a revert
+
+
+def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
+    """Land the queued revert of ``attempt``'s landed change in a batch of its own: built
+    with ``git revert`` of the landed commit onto the target's tip, verified there like any
+    change (a failure seen twice; a target that fails on its own lands nothing), pushed
+    with a lease on that tip (built again if someone moved it). A revert that does not apply
+    or whose tests fail comes back with the reason (``attempt_revert_return``: the task
+    stays done); one that lands reopens the task (``task_revert_land``). Whatever else goes
+    wrong ends the batch ``error`` with the revert still queued, as for any batch."""
+    started = time.monotonic()
+    change = Change(attempt=attempt, commit=attempt.task.landed_commit)
+    batch = Batch.objects.create(
+        project=project,
+        target=project.landing_target,
+        method=REVERT,
+        changes=[_record(change)],
+    )
+    changes = [change] if _note(batch, attempt, state="landing", batch=batch.pk) else []
+    if not changes:
+        batch.reason = "the revert had left the queue before it was taken"
+    try:
+        if changes:
+            _work_revert(project, batch, change, path)
+    except (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError, Conflict) as exc:
+        _error(project, batch, changes, _said(exc))
+    except LockLost:
+        raise
+    except Exception as exc:  # No input stops the lander: this batch ends, saying why.
+        logger.exception("revert batch %s of %s", batch.pk, project.slug)
+        _unforeseen(project, batch, changes, _said(exc))
+        if batch.state == BatchState.PUSHING:
+            return batch
+    batch.changes = [_record(c) for c in changes]
+    batch.seconds = round(time.monotonic() - started, 3)
+    batch.ended_at = timezone.now()
+    if batch.state in BEFORE_PUSH:
+        move(batch, "end", returned=any(c.outcome != "queued" for c in changes))
+    batch.save()
+    metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
+    return batch
+
+
+def _work_revert(project: Project, batch: Batch, change: Change, path) -> None:
+    if not project.repository_url:
+        raise LandingError("the project has no repository to land on (repository_url)")
+    if path is None:
+        path, _ = mirror.mirror(project)
+    task = change.attempt.task
+    revert = change.attempt.landing.get("revert") or {}
+    landed = git.resolve(path, change.commit)
+    pushes_refused = 0
+    while True:
+        base = git.tip(path, batch.target)
+        if base is None:
+            raise LandingError(f"the repository has no branch {batch.target!r} to land on")
+        if batch.state != BatchState.BUILDING:
+            move(batch, "rebuild")
+        batch.base = base
+        batch.save(update_fields=["base"])
+        why = _unrevertable(path, batch, task, landed, base)
+        if why:
+            _return_revert(change, "failed", f"not reverted: {why}", {"base": base})
+            return
+        built = git.revert(
+            path,
+            base,
+            landed,
+            message=git.revert_message(
+                task, landed, by=revert.get("by") or "", reason=revert.get("reason", "")
+            ),
+        )
+        if isinstance(built, git.Conflicted):
+            _return_revert(
+                change,
+                "conflict",
+                f"not reverted: the revert does not apply on {batch.target} at {base[:12]}: "
+                f"{built.text()}; revert it by hand, or ask again once the target allows",
+                {"paths": built.paths, "against": built.against, "base": base},
+            )
+            return
+        if built.empty:
+            _return_revert(
+                change,
+                "failed",
+                f"not reverted: {batch.target} at {base[:12]} no longer holds what "
+                f"{landed[:12]} brought; reverting it changes nothing",
+                {"base": base},
+            )
+            return
+        change.parent, change.built = base, built.commit
+        move(batch, "verify", base=base)
+        runs = Runs(project=project, path=path, batch=batch)
+        good, _ = verified_prefix(runs, base, [change])
+        if not good:
+            result, failing = runs.at[1], runs.failing[1]
+            _return_revert(
+                change,
+                "failed",
+                f"not reverted: the revert fails on {batch.target} at {base[:12]}: "
+                f"{'; '.join(result.problems)}"
+                + (f"; failing: {', '.join(failing)}" if failing else ""),
+                {"failing": failing, "base": base},
+            )
+            return
+        move(
+            batch,
+            "push",
+            result=change.built,
+            tree=built.tree,
+            plan=[{"attempt": change.attempt.pk, "built": change.built}],
+        )
+        ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
+        try:
+            git.push(path, project.repository_url, change.built, branch=batch.target, expected=base)
+        except mirror.GitError as exc:
+            path, _ = mirror.mirror(project)
+            if git.tip(path, batch.target) == base:
+                raise LandingError(f"the push was refused: {exc}") from exc
+            pushes_refused += 1
+            if pushes_refused >= settings.FACTORY_LANDING_PUSH_TRIES:
+                raise LandingError(
+                    f"the target moved under every one of {pushes_refused} pushes"
+                ) from exc
+            move(batch, "rebuild")
+            continue
+        task_revert_land(attempt=change.attempt, commit=change.built, batch=batch.pk)
+        change.outcome = "reverted"
+        move(batch, "reach")
+        return
+
+
+def _unrevertable(path, batch: Batch, task, landed: str | None, base: str) -> str:
+    """Why the landed commit cannot be reverted on ``base`` (empty: it can): it must be on
+    the target and carry this task (a change already on the target when it landed landed
+    as someone else's commit, which a revert must not take out)."""
+    if landed is None:
+        return f"its landed commit {task.landed_commit[:12]} is not in the repository"
+    if not git.is_ancestor(path, landed, base):
+        return f"its landed commit {landed[:12]} is not on {batch.target} at {base[:12]}"
+    if not git.carries(path, landed, task.key):
+        return (
+            f"the commit it landed at, {landed[:12]}, does not carry {task.key} (its change "
+            "was already on the target when it landed); revert it by hand"
+        )
+    if git.first_parent(path, landed) is None:
+        return f"{landed[:12]} is the repository's first commit"
+    return ""
+
+
+def _return_revert(change: Change, state: str, reason: str, details: dict) -> None:
+    change.outcome, change.reason = state, reason
+    attempt_revert_return(attempt=change.attempt, reason=reason, details=details)
 
 
 def _errors(attempt: Attempt) -> int:
