@@ -40,18 +40,18 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from evidence.services import evidence_measured
-from landing import backoff, flaky, git, pause
+from landing import backoff, flaky, git, pause, reverting
 from landing.errors import LandingError
 from landing.locks import LockLost, ensure_held, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
+from landing.reverting import REVERT
+from landing.states import move
 from landing.verifying import Runs, verified_prefix
 from projects import metrics
 from projects.errors import Conflict
-from projects.fsm import fire
 from projects.models import Project
 from runner import mirror
 from runner.gates import FAILED_NAMED
@@ -59,7 +59,6 @@ from runner.verify import CommitRefused, Result, RunnerUnavailable
 from tasks.landing import (
     attempt_landing_note,
     attempt_revert_note,
-    attempt_revert_return,
     landing_queue,
     revert_goes_first,
     revert_queue,
@@ -200,13 +199,6 @@ def _look(project: Project) -> tuple[object, str | None]:
         return path, git.tip(path, project.landing_target)
     except Exception:  # said by the batch that meets it again
         return None, None
-
-
-def move(batch: Batch, name: str, **kwargs) -> None:
-    """Fire the batch's transition ``name`` as the system: its fields and its Event in one
-    transaction (``projects.fsm.fire``). The only way a batch's state changes."""
-    with transaction.atomic():
-        fire(batch, name, actor=None, reason=kwargs.get("why", ""), **kwargs)
 
 
 def _said(exc: BaseException) -> str:
@@ -474,8 +466,6 @@ def _note(of: Batch, attempt: Attempt, **fields) -> bool:
 
 # --- Undo: a manager's revert, landed as a batch of its own ---------------------------------
 
-REVERT = "revert"  # the method of a batch that lands a revert
-
 
 def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
     """Land the queued revert of ``attempt``'s landed change in a batch of its own: built
@@ -498,7 +488,7 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
         batch.reason = "the revert had left the queue before it was taken"
     try:
         if changes:
-            _work_revert(project, batch, change, path)
+            reverting.revert(project, batch, change, path)
     except (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError, Conflict) as exc:
         _error(project, batch, changes, _said(exc))
     except LockLost:
@@ -516,118 +506,6 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
     batch.save()
     metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
     return batch
-
-
-def _work_revert(project: Project, batch: Batch, change: Change, path) -> None:
-    if not project.repository_url:
-        raise LandingError("the project has no repository to land on (repository_url)")
-    if path is None:
-        path, _ = mirror.mirror(project)
-    task = change.attempt.task
-    revert = change.attempt.landing.get("revert") or {}
-    landed = git.resolve(path, change.commit)
-    pushes_refused = 0
-    while True:
-        base = git.tip(path, batch.target)
-        if base is None:
-            raise LandingError(f"the repository has no branch {batch.target!r} to land on")
-        if batch.state != BatchState.BUILDING:
-            move(batch, "rebuild")
-        batch.base = base
-        batch.save(update_fields=["base"])
-        why = _unrevertable(path, batch, task, landed, base)
-        if why:
-            _return_revert(change, "failed", f"not reverted: {why}", {"base": base})
-            return
-        built = git.revert(
-            path,
-            base,
-            landed,
-            message=git.revert_message(
-                task, landed, by=revert.get("by") or "", reason=revert.get("reason", "")
-            ),
-        )
-        if isinstance(built, git.Conflicted):
-            _return_revert(
-                change,
-                "conflict",
-                f"not reverted: the revert does not apply on {batch.target} at {base[:12]}: "
-                f"{built.text()}; revert it by hand, or ask again once the target allows",
-                {"paths": built.paths, "against": built.against, "base": base},
-            )
-            return
-        if built.empty:
-            _return_revert(
-                change,
-                "failed",
-                f"not reverted: {batch.target} at {base[:12]} no longer holds what "
-                f"{landed[:12]} brought; reverting it changes nothing",
-                {"base": base},
-            )
-            return
-        change.parent, change.built = base, built.commit
-        move(batch, "verify", base=base)
-        runs = Runs(project=project, path=path, batch=batch)
-        good, _ = verified_prefix(runs, base, [change])
-        if not good:
-            result, failing = runs.at[1], runs.failing[1]
-            _return_revert(
-                change,
-                "failed",
-                f"not reverted: the revert fails on {batch.target} at {base[:12]}: "
-                f"{'; '.join(result.problems)}"
-                + (f"; failing: {', '.join(failing)}" if failing else ""),
-                {"failing": failing, "base": base},
-            )
-            return
-        move(
-            batch,
-            "push",
-            result=change.built,
-            tree=built.tree,
-            plan=[{"attempt": change.attempt.pk, "built": change.built}],
-        )
-        ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
-        try:
-            git.push(path, project.repository_url, change.built, branch=batch.target, expected=base)
-        except mirror.GitError as exc:
-            path, _ = mirror.mirror(project)
-            if git.tip(path, batch.target) == base:
-                raise LandingError(f"the push was refused: {exc}") from exc
-            pushes_refused += 1
-            if pushes_refused >= settings.FACTORY_LANDING_PUSH_TRIES:
-                raise LandingError(
-                    f"the target moved under every one of {pushes_refused} pushes"
-                ) from exc
-            move(batch, "rebuild")
-            continue
-        task_revert_land(attempt=change.attempt, commit=change.built, batch=batch.pk)
-        change.outcome = "reverted"
-        move(batch, "reach")
-        return
-
-
-def _unrevertable(path, batch: Batch, task, landed: str | None, base: str) -> str:
-    """Why the landed commit cannot be reverted on ``base`` (empty: it can): it must be on
-    the target and carry this task (a change already on the target when it landed landed
-    as someone else's commit, which a revert must not take out)."""
-    if landed is None:
-        return f"its landed commit {task.landed_commit[:12]} is not in the repository"
-    if not git.is_ancestor(path, landed, base):
-        return f"its landed commit {landed[:12]} is not on {batch.target} at {base[:12]}"
-    if not git.carries(path, landed, task.key):
-        return (
-            f"the commit it landed at, {landed[:12]}, does not carry {task.key} (its change "
-            "was already on the target when it landed); revert it by hand"
-        )
-    if git.first_parent(path, landed) is None:
-        return f"{landed[:12]} is the repository's first commit"
-    return ""
-
-
-def _return_revert(change: Change, state: str, reason: str, details: dict) -> None:
-    change.outcome, change.reason = state, reason
-    attempt_revert_return(attempt=change.attempt, reason=reason, details=details)
 
 
 def _errors(attempt: Attempt) -> int:
