@@ -11,12 +11,14 @@ import pytest
 from events.payloads import envelope
 from events.types import type_of
 from landing.lander import land
+from landing.locks import LockLost
 from landing.models import Batch, BatchState
 from landing.services import landing_fast, revert_request
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Project
+from tasks import attempts
 from tasks.context import build
-from tasks.landing import revert_queue, task_land, task_revert_land
+from tasks.landing import approval_to_carry, revert_queue, task_land, task_revert_land
 from tasks.models import Attempt, Task
 from tests.landing.conftest import LANDING, feature, queued
 
@@ -215,6 +217,45 @@ def test_the_fast_lane_puts_a_revert_first(queue, origin, flow, script):
     assert subjects[1:] == [f"Revert {alpha.key}: Add alpha", f"{beta.key}: Add beta"]
     event = Event.objects.get(task=alpha, transition="fast_lane")
     assert (event.reason, event.extra["revert"]) == ("the incident", True)
+
+
+def test_a_lander_stopped_after_a_reverts_push_is_settled_from_git(
+    queue, origin, flow, script, monkeypatch
+):
+    task, attempt = queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
+    land(flow.project)
+    task.refresh_from_db()
+    revert_request(task=task, actor=flow.manager, reason="alpha goes")
+
+    def stop(**_):
+        raise LockLost("the lock was taken over")  # as a lander that loses its lock stops
+
+    with monkeypatch.context() as patched:
+        patched.setattr("landing.reverting.task_revert_land", stop)
+        assert land(flow.project)["lock_lost"] is True
+    task.refresh_from_db()
+    assert (task.state, Batch.objects.get(method="revert").state) == ("done", "pushing")
+    counts = land(flow.project)
+
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+    assert counts["settled"] == 1
+    assert (task.state, attempt.landing["revert"]["commit"]) == ("ready", origin.tip())
+    assert Batch.objects.get(method="revert").state == BatchState.LANDED
+    assert origin.first_parents(origin.base)[-1] == origin.tip()
+    assert len(origin.first_parents(origin.base)) == 2  # the change and its revert, once
+
+
+def test_the_approval_of_a_reverted_change_never_carries_over(lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    task_revert_land(attempt=attempt, commit="c" * 40, batch=None)
+
+    second = attempts.task_claim(agent=lands.agent, project=lands.project)
+    carry = approval_to_carry(second)
+
+    assert (carry.earlier, carry.carries) == (attempt, False)
+    assert "did not come back from landing (reverted)" in carry.why
 
 
 # --- Who may, and what is refused -------------------------------------------------------------
