@@ -58,6 +58,23 @@ class QueueRowSerializer(serializers.Serializer):
     fast = FastSerializer(allow_null=True, help_text="Who put it in the fast lane and why.")
 
 
+class RevertRowSerializer(serializers.Serializer):
+    task = serializers.CharField(source="task.key")
+    title = serializers.CharField(source="task.title")
+    reverts = serializers.CharField(help_text="The landed commit the revert takes out.")
+    by = serializers.CharField(allow_null=True, help_text="The manager who asked for it.")
+    reason = serializers.CharField()
+    asked_at = serializers.DateTimeField()
+    state = serializers.ChoiceField(
+        choices=["queued", "landing", "error"],
+        help_text="queued, landing (in a batch now) or error (the machine's trouble: it waits).",
+    )
+    why = serializers.CharField(help_text="Why it is still waiting, after an error.")
+    lane = serializers.ChoiceField(
+        choices=["fast", "normal"], help_text="fast: a manager put it first (landing_fast)."
+    )
+
+
 # A test's id as ``landing.services.landing_quarantine`` takes it (after the trim): one line,
 # no control character, something that is not whitespace.
 TEST_ID = (
@@ -180,6 +197,11 @@ class LandingSerializer(serializers.Serializer):
         many=True, help_text=f"In landing order; the first {selectors.QUEUE_SHOWN}."
     )
     queued = serializers.IntegerField(help_text="How many changes are queued in all.")
+    reverts = RevertRowSerializer(
+        many=True,
+        help_text=f"Reverts of landed changes queued, in the order they land (each alone); "
+        f"the first {selectors.REVERTS_SHOWN}.",
+    )
     batches = BatchSerializer(
         many=True, help_text=f"The last {selectors.BATCHES_SHOWN}, newest first."
     )

@@ -61,9 +61,12 @@ def landing(request, slug):
     for row in overview["queue"]:
         row["may_dequeue"] = may(row["task"], "dequeue", request.user)
         row["may_fast"] = row["may_dequeue"] and row["lane"] == "normal"
+    manager = has_role(request.user, project.pk, Role.MANAGER)
+    for row in overview["reverts"]:
+        row["may_fast"] = manager and row["lane"] == "normal" and row["state"] != "landing"
     lander = overview["lander"]
     lander["may_retry"] = lander["backing_off"] and may(lander["object"], "retry", request.user)
-    lander["may_pause"] = has_role(request.user, project.pk, Role.MANAGER)
+    lander["may_pause"] = manager
     context = {
         **overview,
         "project": project,

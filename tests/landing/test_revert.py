@@ -447,3 +447,44 @@ def test_subscribers_hear_a_landed_revert_with_both_commits(lands):
         "reason": "wrong fix",
     }
     assert (body["data"]["to_state"], body["type"]) == ("ready", "landing.reverted")
+
+
+def test_the_landing_picture_lists_the_queued_reverts_with_their_lane(api, lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    landing_fast(task=task, actor=lands.manager, reason="the incident")
+    attempt.refresh_from_db()
+
+    body = api(lands.agent).get("/api/v1/projects/FM/landing/").json()
+
+    assert body["reverts"] == [
+        {
+            "task": task.key,
+            "title": "A change",
+            "reverts": LANDED,
+            "by": lands.manager.get_username(),
+            "reason": "wrong fix",
+            "asked_at": body["reverts"][0]["asked_at"],
+            "state": "queued",
+            "why": "",
+            "lane": "fast",
+        }
+    ]
+    assert body["queue"] == []
+
+
+def test_the_landing_page_offers_a_manager_the_fast_lane_for_a_queued_revert(client, lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    client.force_login(lands.manager)
+
+    answer = client.post(
+        f"/projects/FM/landing/{task.key}/fast/", {"reason": "the incident"}, follow=True
+    )
+
+    page = answer.content.decode()
+    assert f'data-revert-row="{task.key}"' in page
+    assert "fast lane" in page
+    assert f'action="/projects/FM/landing/{task.key}/fast/"' not in page  # in it already
+    attempt.refresh_from_db()
+    assert attempt.fast_at is not None
