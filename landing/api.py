@@ -91,7 +91,8 @@ class BatchChangeSerializer(serializers.Serializer):
     commit = serializers.CharField(help_text="The approved commit.")
     built = serializers.CharField(help_text="The commit on the chain that carries it.")
     outcome = serializers.CharField(
-        help_text="landed, conflict, failed, or queued (still waiting)."
+        help_text="landed, conflict, failed, or queued (still waiting); in a revert's batch, "
+        "reverted when the revert landed."
     )
     reason = serializers.CharField()
 
