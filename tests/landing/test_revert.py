@@ -18,8 +18,9 @@ from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Project
 from tasks import attempts
 from tasks.context import build
-from tasks.landing import approval_to_carry, revert_queue, task_land, task_revert_land
+from tasks.landing import LAND_JOB, approval_to_carry, revert_queue, task_land, task_revert_land
 from tasks.models import Attempt, Task
+from tasks.reconciler import reconcile
 from tests.landing.conftest import LANDING, feature, queued
 
 LANDED = "b" * 40
@@ -256,6 +257,17 @@ def test_the_approval_of_a_reverted_change_never_carries_over(lands):
 
     assert (carry.earlier, carry.carries) == (attempt, False)
     assert "did not come back from landing (reverted)" in carry.why
+
+
+def test_the_reconciler_wakes_the_lander_of_a_queued_revert(lands, monkeypatch):
+    task, _ = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    woken = []
+    monkeypatch.setattr("tasks.reconciler.enqueue", lambda *job: woken.append(job))
+
+    counts = reconcile()
+
+    assert (counts["landers_woken"], woken) == (1, [(LAND_JOB, lands.project.pk)])
 
 
 # --- Who may, and what is refused -------------------------------------------------------------
