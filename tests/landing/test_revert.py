@@ -117,6 +117,23 @@ def test_a_revert_takes_out_only_its_own_change(queue, origin, flow, script):
     assert beta.state == "done"
 
 
+def test_a_merge_commit_is_reverted_against_the_target_it_landed_on(queue, origin, flow, script):
+    queue.on(method="merge")
+    queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
+    beta, _ = queue.approved(feature("beta"), branch="beta", title="Add beta")
+    land(flow.project)
+    beta.refresh_from_db()
+    parents = origin._git(origin.bare, "rev-list", "--parents", "-n", "1", beta.landed_commit)
+    assert len(parents.split()) == 3  # a merge commit: the target's tip, and beta's own
+
+    revert_request(task=beta, actor=flow.manager, reason="beta goes")
+    land(flow.project)
+
+    files = origin.files(origin.tip())
+    assert "beta.py" not in files and "alpha.py" in files
+    assert origin.first_parents(beta.landed_commit) == [origin.tip()]
+
+
 def test_the_next_context_carries_the_reason_of_the_revert(queue, origin, flow, script):
     task, _ = queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
     land(flow.project)
