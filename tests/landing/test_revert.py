@@ -206,6 +206,28 @@ def test_a_revert_whose_tests_fail_on_the_target_is_never_pushed(queue, origin, 
     assert Batch.objects.get(method="revert").state == BatchState.RETURNED
 
 
+def test_a_change_that_was_on_the_target_already_is_not_reverted_at_someone_elses_commit(
+    queue, origin, flow, script
+):
+    base = origin.base
+    theirs = origin.person_pushes(feature("alpha"))  # a person landed the same change first
+    task, attempt = queue.approve(*queue.in_review(feature("alpha"), branch="alpha", on=base))
+    land(flow.project)
+    task.refresh_from_db()
+    assert task.landed_commit == theirs  # it added nothing: it landed as the commit it sat on
+
+    revert_request(task=task, actor=flow.manager, reason="alpha goes")
+    land(flow.project)
+
+    assert origin.tip() == theirs
+    attempt.refresh_from_db()
+    assert attempt.landing["revert"]["state"] == "returned"
+    assert attempt.landing["revert"]["why"] == (
+        f"not reverted: the commit it landed at, {theirs[:12]}, does not carry {task.key} (its "
+        "change was already on the target when it landed); revert it by hand"
+    )
+
+
 def test_a_revert_waits_its_turn_behind_changes_queued_before_it(queue, origin, flow, script):
     alpha, _ = queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
     land(flow.project)
