@@ -98,6 +98,7 @@ def test_the_trail_links_the_landed_commit_and_its_revert_both_ways(queue, origi
     assert done.extra["by"] == flow.manager.get_username()
     batch = Batch.objects.get(method="revert")
     assert (batch.state, batch.result, batch.base) == (BatchState.LANDED, tip, landed_at)
+    assert batch.verify_runs == 1  # verified at exactly the tree it pushed
     assert batch.changes[0]["outcome"] == "reverted"
 
 
@@ -257,6 +258,7 @@ def test_the_fast_lane_puts_a_revert_first(queue, origin, flow, script):
     assert subjects[1:] == [f"Revert {alpha.key}: Add alpha", f"{beta.key}: Add beta"]
     event = Event.objects.get(task=alpha, transition="fast_lane")
     assert (event.reason, event.extra["revert"]) == ("the incident", True)
+    assert Batch.objects.get(method="revert").verify_runs == 1  # first, never unverified
 
 
 def test_a_lander_stopped_after_a_reverts_push_is_settled_from_git(
