@@ -166,6 +166,11 @@ def _task(task: Task, event: Event, type_name: str) -> dict:
             for key in ("state", "reason", "paths", "failing", "with", "base")
             if key in landing
         }
+    elif type_name == "landing.reverted":
+        extra = event.extra or {}
+        revert = ((attempt.landing or {}).get("revert") or {}) if attempt is not None else {}
+        data["reverted"] = {key: extra.get(key) for key in ("reverts", "commit", "batch", "by")}
+        data["reverted"]["reason"] = revert.get("reason", "")
     elif type_name == "landing.fast_lane":
         data["alone"] = bool((event.extra or {}).get("alone"))
     elif type_name == "task.failed":

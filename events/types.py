@@ -22,6 +22,7 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("tasks.task", "landing_returned", None, "landing.failed"),
     ("tasks.task", "dequeue", None, "task.dequeued"),
     ("tasks.task", "fast_lane", None, "landing.fast_lane"),
+    ("tasks.task", "revert", None, "landing.reverted"),
     ("landing.lander", "pause", None, "landing.paused"),
     ("landing.lander", "unpause", None, "landing.resumed"),
     ("landing.flakytest", "quarantine", None, "landing.quarantined"),
@@ -67,6 +68,8 @@ DESCRIPTIONS = {
     "task.dequeued": "a manager took the task out of the landing queue",
     "landing.fast_lane": "a manager put the task's queued change at the head of the queue "
     "(alone in its batch if asked); it is verified like every change",
+    "landing.reverted": "a manager's revert of the task's landed change reached the target "
+    "(verified there like any change); the task is ready again, with the reason",
     "landing.paused": "a manager paused the project's landing: approvals queue, nothing lands",
     "landing.resumed": "the project's landing resumed (a manager, or the pause's end)",
     "landing.quarantined": "a test was quarantined (by a manager, or by the project's rule "

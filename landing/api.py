@@ -1,7 +1,8 @@
 """The merge queue's API: a project's landing queue, batches and lander (members), a
 manager taking a task out of the queue (``landing.services.landing_dequeue``), waking a
 lander that backs off (``landing.services.landing_retry``), and pausing and resuming the
-landing (``landing_pause``, ``landing_resume``; docs/landing.md)."""
+landing (``landing_pause``, ``landing_resume``), and reverting a landed change
+(``landing.services.revert_request``; docs/landing.md)."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -17,15 +18,17 @@ from landing.services import (
     landing_quarantine,
     landing_resume,
     landing_retry,
+    revert_request,
 )
 from projects.access import Writers
 from projects.api import LandingField
-from projects.rest import JSONInputSerializer, ReasonSerializer, errors
+from projects.rest import JSONInputSerializer, ReasonSerializer, RequiredReasonSerializer, errors
 from projects.roles import MANAGER
 from projects.selectors import visible_project
 from tasks.api import TaskSerializer
 from tasks.landing import LANDING_STATES
 from tasks.models import Task, TaskState
+from tasks.selectors import task_for
 
 # --- Output ---------------------------------------------------------------------------------
 
@@ -55,6 +58,23 @@ class QueueRowSerializer(serializers.Serializer):
     fast = FastSerializer(allow_null=True, help_text="Who put it in the fast lane and why.")
 
 
+class RevertRowSerializer(serializers.Serializer):
+    task = serializers.CharField(source="task.key")
+    title = serializers.CharField(source="task.title")
+    reverts = serializers.CharField(help_text="The landed commit the revert takes out.")
+    by = serializers.CharField(allow_null=True, help_text="The manager who asked for it.")
+    reason = serializers.CharField()
+    asked_at = serializers.DateTimeField()
+    state = serializers.ChoiceField(
+        choices=["queued", "landing", "error"],
+        help_text="queued, landing (in a batch now) or error (the machine's trouble: it waits).",
+    )
+    why = serializers.CharField(help_text="Why it is still waiting, after an error.")
+    lane = serializers.ChoiceField(
+        choices=["fast", "normal"], help_text="fast: a manager put it first (landing_fast)."
+    )
+
+
 # A test's id as ``landing.services.landing_quarantine`` takes it (after the trim): one line,
 # no control character, something that is not whitespace.
 TEST_ID = (
@@ -71,7 +91,8 @@ class BatchChangeSerializer(serializers.Serializer):
     commit = serializers.CharField(help_text="The approved commit.")
     built = serializers.CharField(help_text="The commit on the chain that carries it.")
     outcome = serializers.CharField(
-        help_text="landed, conflict, failed, or queued (still waiting)."
+        help_text="landed, conflict, failed, or queued (still waiting); in a revert's batch, "
+        "reverted when the revert landed."
     )
     reason = serializers.CharField()
 
@@ -177,6 +198,11 @@ class LandingSerializer(serializers.Serializer):
         many=True, help_text=f"In landing order; the first {selectors.QUEUE_SHOWN}."
     )
     queued = serializers.IntegerField(help_text="How many changes are queued in all.")
+    reverts = RevertRowSerializer(
+        many=True,
+        help_text=f"Reverts of landed changes queued, in the order they land (each alone); "
+        f"the first {selectors.REVERTS_SHOWN}.",
+    )
     batches = BatchSerializer(
         many=True, help_text=f"The last {selectors.BATCHES_SHOWN}, newest first."
     )
@@ -364,3 +390,34 @@ class LandingFlakyApi(ManagersWrite, APIView):
         data.is_valid(raise_exception=True)
         row = landing_quarantine(project=self.target, actor=request.user, **data.validated_data)
         return Response(FlakyTestSerializer(row).data)
+
+
+class TaskRevertApi(APIView):
+    """Revert a task's landed change (managers of its project), with a reason: the revert is
+    queued like a change (in its turn, or first through the fast lane), built with ``git
+    revert`` on the target as it is then, verified there and pushed by the lander. When it
+    lands the task reopens (ready) with the reason in its next context, and the trail links
+    the two commits (an Event ``revert``, type ``landing.reverted``); a revert that does not
+    apply or fails its tests comes back with the reason, the task still done. Answers the
+    task, still done until its revert lands.
+
+    409 ``not_landed`` when the task's change is not on the target, ``landing_off`` when the
+    project does not land through its lander, ``revert_queued`` when a revert is queued."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, key):
+        return task_for(request.user, key)
+
+    @extend_schema(
+        request=RequiredReasonSerializer,
+        responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, key):
+        data = ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        task = revert_request(
+            task=self.target, actor=request.user, reason=data.validated_data["reason"]
+        )
+        task = Task.objects.select_related("project", "spec").get(pk=task.pk)
+        return Response(TaskSerializer(task).data)

@@ -150,6 +150,45 @@ def apply(
     return Applied(commit=commit, tree=tree, empty=tree == tree_of(path, parent))
 
 
+def first_parent(path: Path, commit: str) -> str | None:
+    """The first parent of ``commit`` (the target's tip it landed on), or None for a root."""
+    line = git("rev-list", "--parents", "-n", "1", commit, "--", cwd=path).split()
+    return line[1] if len(line) > 1 else None
+
+
+def revert(path: Path, onto: str, landed: str, *, message: str) -> Applied | Conflicted:
+    """Build the revert of ``landed`` (a commit the lander put on the target) onto ``onto``:
+    what ``landed`` brought against its first parent is taken out, whatever landed after it
+    kept, as ``git revert -m 1`` would. Without a work tree (git 2.39 has no
+    ``merge-tree --merge-base``): a commit with its first parent's tree on top of ``landed``
+    is merged onto ``onto`` (their merge base is ``landed``), as ``apply`` merges a change.
+    A conflict changes nothing; ``empty``: the target no longer holds what it brought."""
+    parent = first_parent(path, landed)
+    if parent is None:
+        raise GitError(f"{landed[:12]} is a root commit: there is nothing to revert it to")
+    undo = git(
+        *_identity(), "commit-tree", tree_of(path, parent), "-p", landed, "-m", "undo", cwd=path
+    ).strip()
+    return apply(path, onto, undo, message=message, method="squash")
+
+
+def carries(path: Path, commit: str, key: str) -> bool:
+    """Whether ``commit``'s message names task ``key`` in its ``Factory-Task`` trailer."""
+    body = git("log", "-1", "--format=%B", commit, "--", cwd=path)
+    return key in TRAILER.findall(body)
+
+
+def revert_message(task, landed: str, *, by: str, reason: str) -> str:
+    """The revert's message: what it reverts, the manager's reason, and the trailers that
+    tie it to the landed commit and the task."""
+    title = " ".join(task.title.split())
+    why = " ".join(reason.split())
+    return (
+        f"Revert {task.key}: {title}\n\nThis reverts commit {landed}.\n\n{why}\n\n"
+        f"Factory-Task: {task.key}\nFactory-Reverts: {landed}\nReverted-by: {by}\n"
+    )
+
+
 def _conflict(path: Path, parent: str, change: str, tree: str, paths: list[str]) -> Conflicted:
     paths = list(dict.fromkeys(paths))
     base = git("merge-base", parent, change, cwd=path).strip()

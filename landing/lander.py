@@ -29,6 +29,10 @@ verifies nothing again until the target's tip or the queue's head changes, or a 
 asks. A change is taken into a batch under the lock a dequeue takes; one dequeued after
 the queue was read is dropped. While a manager has paused landing (``landing.pause``), it
 starts no batch.
+
+A manager's revert of a landed change (``landing.services.revert_request``) is landed by
+``land_revert`` in a batch of its own (method ``revert``), in its turn or the fast lane:
+built, verified and pushed as above, or sent back with the reason.
 """
 
 import logging
@@ -36,27 +40,31 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from evidence.services import evidence_measured
-from landing import backoff, flaky, git, pause
+from landing import backoff, flaky, git, pause, reverting
 from landing.errors import LandingError
 from landing.locks import LockLost, ensure_held, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
+from landing.reverting import REVERT
+from landing.states import move
 from landing.verifying import Runs, verified_prefix
 from projects import metrics
 from projects.errors import Conflict
-from projects.fsm import fire
 from projects.models import Project
 from runner import mirror
 from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, RunnerUnavailable
 from tasks.landing import (
     attempt_landing_note,
+    attempt_revert_note,
     landing_queue,
+    revert_goes_first,
+    revert_queue,
     task_land,
     task_landing_return,
+    task_revert_land,
 )
 from tasks.models import Attempt
 
@@ -85,7 +93,8 @@ def land(project: Project) -> dict:
     Returns counts of what happened; ``{"busy": True}`` when another lander holds the
     project (it works the same queue, and looks again before it lets go);
     ``{"backing_off": True}`` when it stopped because nothing changed since a batch erred;
-    ``{"paused": True}`` when a manager paused landing (``landing.pause``).
+    ``{"paused": True}`` when a manager paused landing (``landing.pause``); ``reverted``
+    counts the reverts it landed, once it tried one.
     """
     counts = {"batches": 0, "landed": 0, "returned": 0, "settled": 0}
     while True:
@@ -107,7 +116,10 @@ def land(project: Project) -> dict:
         # An approval that came while this lander was letting go found the lock held:
         # look once more after letting go, so no change waits for the reconciler.
         project = Project.objects.get(pk=project.pk)
-        if not (project.lands and landing_queue(project.pk).exists()):
+        if not (
+            project.lands
+            and (landing_queue(project.pk).exists() or revert_queue(project.pk).exists())
+        ):
             return counts
 
 
@@ -130,23 +142,33 @@ def _work_queue(project: Project, counts: dict) -> bool:
         if pause.paused(project):
             return True  # paused meanwhile: the batches so far stand; land() says paused
         queue = batch_of(list(landing_queue(project.pk)[: project.landing_settings["batch_max"]]))
-        if not queue:
+        # A manager's revert lands in its turn (or the fast lane), always alone.
+        revert = revert_queue(project.pk).first()
+        if revert is not None and not revert_goes_first(revert, queue[0] if queue else None):
+            revert = None
+        if not queue and revert is None:
             backoff.forget(project, reason="nothing is queued")
             return True
+        head = revert or queue[0]
         path, tip = _look(project)
         if pause.paused(project):
             return True  # paused while the mirror was fetched: asked again just before a batch
-        if backoff.holds(project, tip=tip, head=queue[0]):
+        if backoff.holds(project, tip=tip, head=head):
             counts["backing_off"] = True
             return False
-        batch = land_batch(project, queue, path=path)
+        if revert is not None:
+            batch = land_revert(project, revert, path=path)
+        else:
+            batch = land_batch(project, queue, path=path)
         counts["batches"] += 1
         counts["landed"] += sum(c["outcome"] == "landed" for c in batch.changes)
+        if revert is not None:
+            counts["reverted"] = counts.get("reverted", 0) + (batch.state == BatchState.LANDED)
         counts["returned"] += sum(c["outcome"] in ("conflict", "failed") for c in batch.changes)
         if batch.state == BatchState.ERROR:
             backoff.record(
                 project,
-                head=queue[0],
+                head=head,
                 tip=batch.base,
                 reason=batch.reason,
                 verified=batch.verify_runs > 0,
@@ -177,13 +199,6 @@ def _look(project: Project) -> tuple[object, str | None]:
         return path, git.tip(path, project.landing_target)
     except Exception:  # said by the batch that meets it again
         return None, None
-
-
-def move(batch: Batch, name: str, **kwargs) -> None:
-    """Fire the batch's transition ``name`` as the system: its fields and its Event in one
-    transaction (``projects.fsm.fire``). The only way a batch's state changes."""
-    with transaction.atomic():
-        fire(batch, name, actor=None, reason=kwargs.get("why", ""), **kwargs)
 
 
 def _said(exc: BaseException) -> str:
@@ -219,7 +234,10 @@ def settle_dead_batches(project: Project) -> int:
         planned = {item["attempt"]: item["built"] for item in batch.plan} if pushed else {}
         for change in batch.changes:
             attempt = attempts[change["attempt"]]
-            if change["attempt"] in planned:
+            if change["attempt"] in planned and batch.method == REVERT:
+                task_revert_land(attempt=attempt, commit=planned[change["attempt"]], batch=batch.pk)
+                change["outcome"] = "reverted"
+            elif change["attempt"] in planned:
                 task_land(
                     attempt=attempt,
                     commit=planned[change["attempt"]],
@@ -232,7 +250,7 @@ def settle_dead_batches(project: Project) -> int:
                 # that kills every lander that verifies it must not hold the queue forever).
                 first = change is batch.changes[0] and not pushed
                 errors = {"errors": _errors(attempt) + 1} if first else {}
-                still = attempt_landing_note(attempt=attempt, state="queued", batch=None, **errors)
+                still = _note(batch, attempt, state="queued", batch=None, **errors)
                 change["outcome"] = "queued" if still else "dequeued"
         pushing = batch.state == BatchState.PUSHING
         move(
@@ -307,9 +325,7 @@ def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -
         if change.outcome in ("queued", "landing"):
             # The first change counts the batches in a row that ended without a verdict.
             errors = {"errors": _errors(change.attempt) + 1} if index == 0 else {}
-            attempt_landing_note(
-                attempt=change.attempt, state="error", reason=batch.reason, **errors
-            )
+            _note(batch, change.attempt, state="error", reason=batch.reason, **errors)
     logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
 
 
@@ -435,6 +451,61 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
         _store_runs(runs, chain, good, culprit)
         _return_conflicts(batch, clashes, landed=good, tip=head)
         return
+
+
+def _note(of: Batch, attempt: Attempt, **fields) -> bool:
+    """Record where a change of batch ``of`` is without moving it: a queued change's
+    landing record, or a queued revert's (``revert``), whose ``reason`` is the manager's."""
+    if of.method != REVERT:
+        return attempt_landing_note(attempt=attempt, **fields)
+    fields.pop("errors", None)  # the head's errors in a row count queued changes only
+    if "reason" in fields:
+        fields["why"] = fields.pop("reason")
+    return attempt_revert_note(attempt=attempt, **fields)
+
+
+# --- Undo: a manager's revert, landed as a batch of its own ---------------------------------
+
+
+def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
+    """Land the queued revert of ``attempt``'s landed change in a batch of its own: built
+    with ``git revert`` of the landed commit onto the target's tip, verified there like any
+    change (a failure seen twice; a target that fails on its own lands nothing), pushed
+    with a lease on that tip (built again if someone moved it). A revert that does not apply
+    or whose tests fail comes back with the reason (``attempt_revert_return``: the task
+    stays done); one that lands reopens the task (``task_revert_land``). Whatever else goes
+    wrong ends the batch ``error`` with the revert still queued, as for any batch."""
+    started = time.monotonic()
+    change = Change(attempt=attempt, commit=attempt.task.landed_commit)
+    batch = Batch.objects.create(
+        project=project,
+        target=project.landing_target,
+        method=REVERT,
+        changes=[_record(change)],
+    )
+    changes = [change] if _note(batch, attempt, state="landing", batch=batch.pk) else []
+    if not changes:
+        batch.reason = "the revert had left the queue before it was taken"
+    try:
+        if changes:
+            reverting.revert(project, batch, change, path)
+    except (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError, Conflict) as exc:
+        _error(project, batch, changes, _said(exc))
+    except LockLost:
+        raise
+    except Exception as exc:  # No input stops the lander: this batch ends, saying why.
+        logger.exception("revert batch %s of %s", batch.pk, project.slug)
+        _unforeseen(project, batch, changes, _said(exc))
+        if batch.state == BatchState.PUSHING:
+            return batch
+    batch.changes = [_record(c) for c in changes]
+    batch.seconds = round(time.monotonic() - started, 3)
+    batch.ended_at = timezone.now()
+    if batch.state in BEFORE_PUSH:
+        move(batch, "end", returned=any(c.outcome != "queued" for c in changes))
+    batch.save()
+    metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
+    return batch
 
 
 def _errors(attempt: Attempt) -> int:

@@ -36,7 +36,7 @@ class Batch(models.Model):
     """
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="+")
-    # Moved only by its transitions below, through ``landing.lander.move`` (``fire``: an
+    # Moved only by its transitions below, through ``landing.states.move`` (``fire``: an
     # Event each); not protected, so a batch may be read again from the database.
     state = FSMField(max_length=16, choices=BatchState.choices, default=BatchState.BUILDING)
     target = models.CharField(max_length=200)

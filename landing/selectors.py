@@ -12,11 +12,12 @@ from django.utils import timezone
 
 from landing.models import Batch, FlakyTest, Lander, LanderState
 from projects.models import Event, Project
-from tasks.landing import landing_queue
+from tasks.landing import landing_queue, revert_queue
 from tasks.models import Attempt, AttemptState, Task, TaskState
 
 QUEUE_SHOWN = 200  # a queue longer than this is shown from its head; ``queued`` counts it all
 BATCHES_SHOWN = 20
+REVERTS_SHOWN = 50
 FLAKY_SHOWN = 100
 FLAKE_RATE_BATCHES = 100  # the flake rate is read over the project's last so many batches
 
@@ -40,6 +41,27 @@ def queue_rows(project: Project, *, limit: int = QUEUE_SHOWN) -> list[dict]:
         }
         for position, attempt in enumerate(landing_queue(project.pk)[:limit], start=1)
     ]
+
+
+def revert_rows(project: Project, *, limit: int = REVERTS_SHOWN) -> list[dict]:
+    """The project's queued reverts of landed changes, in the order they land (each alone,
+    in its turn or the fast lane; docs/landing.md, "Undo")."""
+    rows = []
+    for attempt in revert_queue(project.pk)[:limit]:
+        revert = attempt.landing.get("revert") or {}
+        rows.append(
+            {
+                "task": attempt.task,
+                "reverts": revert.get("reverts", ""),
+                "by": revert.get("by"),
+                "reason": revert.get("reason", ""),
+                "asked_at": attempt.revert_at,
+                "state": revert.get("state", "queued"),
+                "why": revert.get("why", ""),
+                "lane": "fast" if attempt.fast_at else "normal",
+            }
+        )
+    return rows
 
 
 def recent_batches(project: Project, *, limit: int = BATCHES_SHOWN) -> list[Batch]:
@@ -146,6 +168,7 @@ def landing_overview(project: Project) -> dict:
         "lander": lander_block(project),
         "queue": queue,
         "queued": queued,
+        "reverts": revert_rows(project),
         "batches": recent_batches(project),
         "landed_per_hour": landed_in_last_hour(project),
         "flaky": flaky_block(project),

@@ -4,7 +4,8 @@
 from a batch whose lander is gone; ``landing_retry`` wakes a lander that backs off;
 ``landing_pause`` and ``landing_resume`` stop and start the landing itself (``pause``);
 ``landing_quarantine`` puts a test in or out of quarantine (``flaky``); ``landing_fast``
-puts a queued change in the fast lane.
+puts a queued change (or revert) in the fast lane; ``revert_request`` queues the revert of
+a landed change.
 """
 
 import re
@@ -24,7 +25,13 @@ from projects.models import Event, Project
 from projects.queue import enqueue_on_commit
 from projects.roles import Role
 from projects.services import require_role
-from tasks.landing import LAND_JOB, attempt_fast_lane, task_dequeue
+from tasks.landing import (
+    LAND_JOB,
+    REASON_MAX,
+    attempt_fast_lane,
+    attempt_revert_queue,
+    task_dequeue,
+)
 from tasks.models import Task
 
 
@@ -204,5 +211,29 @@ def landing_fast(*, task: Task, actor, reason: str, alone: bool = False) -> Task
     with transaction.atomic():
         attempt_fast_lane(task=task, actor=actor, reason=reason, alone=bool(alone))
         enqueue_on_commit(LAND_JOB, task.project_id)
+    task.refresh_from_db()
+    return task
+
+
+def revert_request(*, task: Task, actor, reason: str) -> Task:
+    """A manager asks the lander to revert ``task``'s landed change, with a reason: the
+    revert is queued like a change (in its turn, or the fast lane by ``landing_fast``),
+    built with ``git revert`` on the target as it is then, verified there, and pushed; when
+    it lands the task reopens with the reason in its next context, and the trail links the
+    two commits (``landing.lander.land_revert``). An Event, ``revert_requested``; the lander
+    is woken. 403 for anyone but a manager of the task's project; 400 without a reason (or
+    one with NUL, or over 10,000 characters); 409 ``not_landed``, ``landing_off`` and
+    ``revert_queued`` (``tasks.landing.attempt_revert_queue``). A refusal changes nothing."""
+    require_role(actor, task.project_id, Role.MANAGER)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError(
+            {"reason": ["say why the change is reverted: the next attempt reads it"]}
+        )
+    if "\x00" in reason:
+        raise ValidationError({"reason": ["text may not contain NUL characters"]})
+    if len(reason) > REASON_MAX:
+        raise ValidationError({"reason": [f"at most {REASON_MAX} characters"]})
+    attempt_revert_queue(task=task, actor=actor, reason=reason)
     task.refresh_from_db()
     return task

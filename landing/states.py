@@ -1,9 +1,19 @@
-"""The batch's state machine drawn from its transitions (``landing.models.Batch``):
-docs/landing.md shows ``drawing()``, and tests/landing/test_states.py keeps it true."""
+"""The batch's state machine: ``move``, the one way its state changes, and the machine
+drawn from its transitions (``landing.models.Batch``): docs/landing.md shows ``drawing()``,
+and tests/landing/test_states.py keeps it true."""
 
+from django.db import transaction
 from django_fsm import RETURN_VALUE
 
 from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
+from projects.fsm import fire
+
+
+def move(batch: Batch, name: str, **kwargs) -> None:
+    """Fire the batch's transition ``name`` as the system: its fields and its Event in one
+    transaction (``projects.fsm.fire``). The only way a batch's state changes."""
+    with transaction.atomic():
+        fire(batch, name, actor=None, reason=kwargs.get("why", ""), **kwargs)
 
 
 def edges() -> list[tuple[str, str, str]]:

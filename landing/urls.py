@@ -36,6 +36,7 @@ api_patterns = [
         api.LandingDequeueApi.as_view(),
         name="api-landing-dequeue",
     ),
+    path("tasks/<key:key>/revert/", api.TaskRevertApi.as_view(), name="api-task-revert"),
 ]
 
 ui_patterns = [
@@ -50,5 +51,10 @@ ui_patterns = [
         "projects/<key:slug>/landing/<key:key>/dequeue/",
         views.landing_dequeue,
         name="landing-dequeue",
+    ),
+    path(
+        "projects/<key:slug>/landing/<key:key>/revert/",
+        views.landing_revert,
+        name="landing-revert",
     ),
 ]

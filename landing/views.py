@@ -3,7 +3,8 @@ form a manager takes a task out of the queue with (``landing.services.landing_de
 the button that wakes a lander that backs off (``landing.services.landing_retry``), and the
 forms that pause and resume landing (``landing_pause``, ``landing_resume``), and the forms
 that quarantine and release a flaky test (``landing_quarantine``) and put a change in the
-fast lane (``landing_fast``)."""
+fast lane (``landing_fast``); and the task page's form that reverts a landed change
+(``revert_request``)."""
 
 from django import forms
 from django.contrib import messages
@@ -60,9 +61,12 @@ def landing(request, slug):
     for row in overview["queue"]:
         row["may_dequeue"] = may(row["task"], "dequeue", request.user)
         row["may_fast"] = row["may_dequeue"] and row["lane"] == "normal"
+    manager = has_role(request.user, project.pk, Role.MANAGER)
+    for row in overview["reverts"]:
+        row["may_fast"] = manager and row["lane"] == "normal" and row["state"] != "landing"
     lander = overview["lander"]
     lander["may_retry"] = lander["backing_off"] and may(lander["object"], "retry", request.user)
-    lander["may_pause"] = has_role(request.user, project.pk, Role.MANAGER)
+    lander["may_pause"] = manager
     context = {
         **overview,
         "project": project,
@@ -214,3 +218,29 @@ def landing_fast(request, slug, key):
             "verified on the target like every change.",
         )
     return redirect("landing", slug=project.slug)
+
+
+@login_required
+@require_POST
+def landing_revert(request, slug, key):
+    """Revert a task's landed change (managers), with a reason, from the task page; back to
+    it, saying what happened or why not. The reason goes to the service as it came: it
+    checks the role before reading it."""
+    project = _project_or_404(request.user, slug)
+    try:
+        task = selectors.task_in(project, key)
+    except Task.DoesNotExist:
+        raise Http404(f"no task {key} in {project.slug}") from None
+    try:
+        services.revert_request(
+            task=task, actor=request.user, reason=request.POST.get("reason", "")
+        )
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"{key} was not reverted: {refusal_text(exc)}")
+    else:
+        messages.success(
+            request,
+            f"The revert of {key} is queued: the lander lands it like any change, verified on "
+            "the target, and then the task reopens.",
+        )
+    return redirect("task-detail", key=key)

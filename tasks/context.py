@@ -194,6 +194,8 @@ LANDING_ADVICE = {
     "rebase (the same patch) goes back to the queue after its gates, without a second review",
     "failed": "rebase onto {target} and make the failing tests pass together with the changes "
     "that landed before it",
+    "reverted": "a manager reverted this change after it landed on {target}, for the reason "
+    "given; do the work again on {target} as it is now so that the reason no longer holds",
 }
 
 

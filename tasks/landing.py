@@ -302,20 +302,24 @@ def task_dequeue(*, task: Task, actor, to: str, reason: str, lander_gone: bool =
 
 def attempt_fast_lane(*, task: Task, actor, reason: str, alone: bool) -> Attempt:
     """Put ``task``'s queued change in the fast lane: it lands before every change not in
-    it (alone in its batch if ``alone``), verified on the target like any other. An Event
-    on the task, ``fast_lane``. The caller checked the role. 409 ``invalid_state`` when
+    it (alone in its batch if ``alone``), verified on the target like any other; or its
+    queued revert (``attempt_revert_queue``), which always lands alone. An Event on the
+    task, ``fast_lane``. The caller checked the role. 409 ``invalid_state`` when
     the task has no queued change, ``landing_in_progress`` when a batch has it now, and
     ``already_fast`` when it is in the fast lane already."""
     with transaction.atomic():
         task, attempt = lock_task_and_attempt(task_id=task.pk)
-        if (
+        # A queued revert takes the fast lane as a change does (it always lands alone).
+        reverting = task.state == TaskState.DONE and attempt is not None and attempt.revert_at
+        if not reverting and (
             task.state != TaskState.APPROVED
             or attempt is None
             or attempt.state != AttemptState.APPROVED
             or attempt.queued_at is None
         ):
             raise Conflict(f"{task} has no change queued to land", code="invalid_state")
-        if attempt.landing.get("state") == "landing":
+        state = (attempt.landing.get("revert") or {}) if reverting else attempt.landing
+        if state.get("state") == "landing":
             raise Conflict(
                 f"{task} is in a batch being landed now: it is as fast as it gets",
                 code="landing_in_progress",
@@ -340,6 +344,184 @@ def attempt_fast_lane(*, task: Task, actor, reason: str, alone: bool) -> Attempt
             from_state=task.state,
             to_state=task.state,
             reason=reason,
-            extra={"attempt": attempt.number, "alone": alone},
+            extra={"attempt": attempt.number, "alone": alone, "revert": bool(reverting)},
         )
     return attempt
+
+
+# --- Undo: a manager's revert of a landed change (docs/landing.md, "Undo") ------------------
+
+
+def revert_queue(project_id: int) -> QuerySet[Attempt]:
+    """The project's queued reverts in the order they land in: the fast lane first, in the
+    order managers put them there, then the rest, first asked first. A revert belongs to the
+    approved attempt of a task that is done at its landed commit."""
+    return (
+        Attempt.objects.filter(
+            task__project_id=project_id,
+            task__state=TaskState.DONE,
+            task__current_attempt=F("pk"),
+            revert_at__isnull=False,
+        )
+        .select_related("task")
+        .order_by(F("fast_at").asc(nulls_last=True), "revert_at", "pk")
+    )
+
+
+def revert_goes_first(revert: Attempt, change: Attempt | None) -> bool:
+    """Whether the queued ``revert`` lands before the queued ``change``: in the fast lane
+    before anything not in it, else in the order each joined (the revert's turn)."""
+    if change is None:
+        return True
+    if (revert.fast_at is None) != (change.fast_at is None):
+        return revert.fast_at is not None
+    if revert.fast_at is not None:
+        return revert.fast_at <= change.fast_at
+    return change.queued_at is None or revert.revert_at <= change.queued_at
+
+
+def attempt_revert_queue(*, task: Task, actor, reason: str) -> Attempt:
+    """Queue the revert of ``task``'s landed change, with the manager's reason: the lander
+    lands it like any change. An Event on the task, ``revert_requested``, naming the landed
+    commit. The caller checked the role and the reason. 409 ``not_landed`` when the task's
+    change is not on the target (not done, or done without landing), ``landing_off`` when the
+    project's lander does not land its changes, ``revert_queued`` when a revert is queued."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(task_id=task.pk)
+        landing = (attempt.landing or {}) if attempt is not None else {}
+        if (
+            task.state != TaskState.DONE
+            or not task.landed_commit
+            or landing.get("state") != "landed"
+        ):
+            raise Conflict(
+                f"{task} has no landed change to revert (it is {task.state})", code="not_landed"
+            )
+        if not task.project.lands:
+            raise Conflict(
+                f"{task.project.slug} does not land changes through its lander now; revert "
+                f"{task.landed_commit[:12]} on the repository itself",
+                code="landing_off",
+            )
+        if attempt.revert_at is not None:
+            revert = landing.get("revert") or {}
+            raise Conflict(
+                f"a revert of {task} is queued already, asked by {revert.get('by') or 'someone'} "
+                f"at {attempt.revert_at.isoformat()}: {revert.get('reason', '')}",
+                code="revert_queued",
+            )
+        now = timezone.now()
+        attempt.revert_at, attempt.fast_at = now, None
+        attempt.landing = {
+            **landing,
+            "revert": {
+                "state": "queued",
+                "by": actor.get_username(),
+                "reason": reason,
+                "at": now.isoformat(),
+                "reverts": task.landed_commit,
+            },
+        }
+        attempt.save(update_fields=["revert_at", "fast_at", "landing"])
+        Event.record(
+            task,
+            actor=actor,
+            transition="revert_requested",
+            from_state=task.state,
+            to_state=task.state,
+            reason=reason,
+            extra={"attempt": attempt.number, "reverts": task.landed_commit},
+        )
+        enqueue_on_commit(LAND_JOB, task.project_id)
+    return attempt
+
+
+def _revert_queued(attempt_id: int) -> tuple[Task, Attempt] | None:
+    """The task and attempt, locked, if the attempt's revert is still queued."""
+    task, attempt = lock_task_and_attempt(attempt_id)
+    if (
+        task.state != TaskState.DONE
+        or task.current_attempt_id != attempt.pk
+        or attempt.revert_at is None
+    ):
+        return None
+    return task, attempt
+
+
+def attempt_revert_note(*, attempt: Attempt, **fields) -> bool:
+    """Record where a queued revert is (``state: landing``, its batch) without moving it;
+    False, changing nothing, when it is no longer queued."""
+    with transaction.atomic():
+        found = _revert_queued(attempt.pk)
+        if found is None:
+            return False
+        _, attempt = found
+        revert = {**attempt.landing.get("revert", {}), **fields}
+        attempt.landing = {**attempt.landing, "revert": revert}
+        attempt.save(update_fields=["landing"])
+    return True
+
+
+def task_revert_land(*, attempt: Attempt, commit: str, batch: int | None) -> bool:
+    """The revert of the attempt's landed change is on the target at ``commit``: task →
+    ready, the change's landing record ``reverted`` with the manager's reason, which the
+    next context carries. The Event (``revert``) names both commits, and the landing record
+    the revert's commit: the trail links them both ways. Fired by the lander only; False,
+    changing nothing, if it already happened."""
+    with transaction.atomic():
+        found = _revert_queued(attempt.pk)
+        if found is None:
+            return False
+        task, attempt = found
+        revert = attempt.landing.get("revert", {})
+        landed = task.landed_commit
+        attempt.landing = {
+            **attempt.landing,
+            "state": "reverted",
+            "reason": f"reverted by {revert.get('by') or 'a manager'}: {revert.get('reason', '')}",
+            "revert": {**revert, "state": "landed", "commit": commit, "batch": batch},
+        }
+        attempt.revert_at = attempt.fast_at = None
+        attempt.save(update_fields=["landing", "revert_at", "fast_at"])
+        fire(
+            task,
+            "revert",
+            actor=None,
+            reason=f"{landed[:12]} reverted at {commit[:12]}: {revert.get('reason', '')}"[:2000],
+            extra={
+                "attempt": attempt.number,
+                "reverts": landed,
+                "commit": commit,
+                "batch": batch,
+                "by": revert.get("by"),
+            },
+        )
+    return True
+
+
+def attempt_revert_return(*, attempt: Attempt, reason: str, details: dict | None = None) -> bool:
+    """The revert cannot land (it does not apply on the target as it is, or its tests fail
+    there): it leaves the queue with the reason, and the task stays done. An Event on the
+    task, ``revert_returned``. False, changing nothing, if the revert is no longer queued."""
+    with transaction.atomic():
+        found = _revert_queued(attempt.pk)
+        if found is None:
+            return False
+        task, attempt = found
+        revert = attempt.landing.get("revert", {})
+        attempt.landing = {
+            **attempt.landing,
+            "revert": {**revert, **(details or {}), "state": "returned", "why": reason},
+        }
+        attempt.revert_at = attempt.fast_at = None
+        attempt.save(update_fields=["landing", "revert_at", "fast_at"])
+        Event.record(
+            task,
+            actor=None,
+            transition="revert_returned",
+            from_state=task.state,
+            to_state=task.state,
+            reason=reason[:2000],
+            extra={"attempt": attempt.number, "reverts": task.landed_commit},
+        )
+    return True

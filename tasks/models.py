@@ -261,6 +261,12 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
     def land(self, commit: str):
         self.landed_commit = commit
 
+    @transition(field=state, source=TaskState.DONE, target=TaskState.READY, permission=SYSTEM)
+    def revert(self):
+        # A manager's revert of its landed change reached the target: the work is open again.
+        self.landed_commit = ""
+        self.current_attempt = None
+
     @transition(field=state, source=TaskState.APPROVED, target=TaskState.READY, permission=SYSTEM)
     def landing_returned(self):
         # Not a failed attempt: the work was approved; the target moved under it.
@@ -429,12 +435,19 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         help_text="When a manager put its queued change in the fast lane (empty: it is not);"
         " the fast lane lands first, in this order (landing.services.landing_fast).",
     )
+    revert_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When a manager asked to revert its landed change (empty: no revert is"
+        " queued); reverts land in this order among the queue (landing.services.revert_request).",
+    )
     landing = models.JSONField(
         default=dict,
         blank=True,
         editable=False,
         help_text="Where its change is in landing: {state, commit, batch, landed, reason, seconds,"
-        " fast: {by, reason, alone}}.",
+        " fast: {by, reason, alone}, revert: {state, by, reason, at, commit, batch}}.",
     )
     usage = models.JSONField(
         default=dict,

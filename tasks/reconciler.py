@@ -24,7 +24,7 @@ def reconcile() -> dict:
     Expires overdue leases; re-queues gate runs whose worker died and re-dispatches
     queued runs whose job never started (``evidence.services.gate_runs_reconcile``);
     concludes checking attempts whose gates have all finished; wakes the lander of each
-    project with approved work queued to land. Safe to run at any time and from several
+    project with approved work (or a revert) queued to land. Safe to run at any time and from several
     places at once.
     """
     counts = {"leases_expired": leases_expire_overdue(), **gate_runs_reconcile()}
@@ -37,7 +37,12 @@ def reconcile() -> dict:
             counts["attempts_concluded"] += 1
     # A lander that died, or a wake-up lost with the broker, leaves approved work queued:
     # wake each project's lander (one works at a time; the others find it busy and stop).
-    queued = Task.objects.filter(state=TaskState.APPROVED).values_list("project_id", flat=True)
+    queued = list(
+        Task.objects.filter(state=TaskState.APPROVED).values_list("project_id", flat=True)
+    )
+    queued += Attempt.objects.filter(
+        revert_at__isnull=False, task__state=TaskState.DONE
+    ).values_list("task__project_id", flat=True)
     counts["landers_woken"] = 0
     for project_id in sorted(set(queued)):
         enqueue(LAND_JOB, project_id)

@@ -28,7 +28,7 @@ from projects.forms import ProjectFilterForm
 from projects.models import Event, Project
 from projects.numbers import query_number
 from projects.pages import in_project, is_htmx, may, navigation, user_projects
-from projects.roles import Role
+from projects.roles import Role, has_role
 from projects.selectors import project_ids_for, visible_project
 from tasks import handoff, plan_svg, review, selectors, services
 from tasks.comments import comment_add, comment_resolve
@@ -268,12 +268,27 @@ def _task_page(request, task, *, posted=None, status=200):
         "comments": comments,
         "comment_paths": _diff_paths(material.evidence) if current else [],
         "marking": current,
+        "may_revert": _may_revert(task, attempt, user),
         "point_in_time": _point_in_time(task, material, events)
         if task.state == TaskState.DONE
         else None,
         "nav": "board",
     }
     return render(request, "tasks/task_detail.html", context, status=status)
+
+
+def _may_revert(task, attempt, user) -> bool:
+    """Whether the page offers ``user`` the form that reverts the task's landed change
+    (``landing.services.revert_request`` has the last word)."""
+    return bool(
+        task.state == TaskState.DONE
+        and task.landed_commit
+        and task.project.lands
+        and attempt is not None
+        and attempt.pk == task.current_attempt_id
+        and attempt.revert_at is None
+        and has_role(user, task.project_id, Role.MANAGER)
+    )
 
 
 def _usage_view(attempt) -> dict | None:

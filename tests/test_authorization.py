@@ -29,6 +29,7 @@ from projects.models import Event, Project
 from projects.roles import Role
 from projects.services import membership_grant
 from tasks import attempts, comments, review
+from tasks.landing import task_land
 from tasks.models import Attempt, LineComment, Task
 from tests.conftest import world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory, all_met, member
@@ -340,6 +341,12 @@ ENDPOINTS = {
         {"to": "ready", "reason": "not now"},
         "json",
     ),
+    "tasks.revert": lambda f: (
+        "post",
+        f"/api/v1/tasks/{f.landed().key}/revert/",
+        {"reason": "it broke the export"},
+        "json",
+    ),
     "webhooks.redeliver": lambda f: (
         "post",
         "/api/v1/projects/FM/webhooks/{}/deliveries/{}/redeliver/".format(*f.delivery()),
@@ -416,6 +423,12 @@ class World(Flow):
         self.project.save(update_fields=["landing"])
         task, attempt = self.in_review(agent=self.agent, title="queued")
         review.task_approve(task=task, actor=self.reviewer, criteria=all_met(attempt))
+        return task
+
+    def landed(self):
+        """A task whose queued change landed (no lander runs here)."""
+        task = self.queued()
+        task_land(attempt=task.current_attempt, commit="b" * 40, batch=None, seconds=1.0)
         return task
 
     def backing_off(self):

@@ -271,6 +271,11 @@ def cmd_landing(client, args):
             )
         result = client.dequeue(args.project, args.dequeue, args.to, args.reason)
         return _print_json(result) if args.json else print(f"{result['key']} is {result['state']}")
+    if args.revert:
+        result = client.revert(args.revert, args.reason)
+        return (
+            _print_json(result) if args.json else print(f"the revert of {result['key']} is queued")
+        )
     if args.fast:
         result = client.fast_lane(args.project, args.fast, args.reason, alone=args.alone)
     elif args.pause is not None:
@@ -553,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "landing",
         help="a project's landing queue; --dequeue a task or put it in the --fast lane, --pause "
-        "or --resume landing (managers)",
+        "or --resume landing, --revert a landed task (managers)",
     )
     p.add_argument("--project", required=True)
     change = p.add_mutually_exclusive_group()
@@ -562,6 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     change.add_argument("--resume", action="store_true", help="lift the pause (--reason: why)")
     change.add_argument(
         "--fast", metavar="KEY", help="land this queued task next (--reason: why; --alone)"
+    )
+    change.add_argument(
+        "--revert", metavar="KEY", help="land the revert of this task's change (--reason: why)"
     )
     p.add_argument("--alone", action="store_true", help="with --fast: in a batch by itself")
     p.add_argument("--until", metavar="TIME", help="with --pause: when it ends (ISO 8601)")
@@ -641,6 +649,8 @@ def main(argv=None) -> int:
         parser.error("landing --until goes with --pause")
     if getattr(args, "fast", None) and not (args.reason or "").strip():
         parser.error("landing --fast needs --reason: say why it goes first")
+    if getattr(args, "revert", None) and not (args.reason or "").strip():
+        parser.error("landing --revert needs --reason: say why it is reverted")
     if getattr(args, "run", None) is cmd_landing and args.alone and not args.fast:
         parser.error("landing --alone goes with --fast")
     if getattr(args, "void_usage", None) is not None and not args.void_usage.strip():

@@ -372,6 +372,11 @@ class FactoryClient:
             json={"reason": reason, "alone": alone},
         )
 
+    def revert(self, key: str, reason: str) -> dict:
+        """Queue the revert of a task's landed change (managers): the lander lands it like
+        any change, and the task reopens with the reason. Answers the task."""
+        return self._json("POST", f"/tasks/{key}/revert/", json={"reason": reason})
+
     def resume_landing(self, project: str, reason: str = "") -> dict:
         """Lift a project's pause (managers): the lander lands what queued meanwhile."""
         return self._json("POST", f"/projects/{project}/landing/resume/", json={"reason": reason})

@@ -19,6 +19,7 @@ from knox.models import AuthToken
 from decisions.models import Decision
 from interop.models import ImportRun
 from tasks import review
+from tasks.landing import task_land
 from tasks.models import Attempt, Task
 from tests.factories import expire_lease
 
@@ -715,3 +716,29 @@ def test_landing_puts_a_task_in_the_fast_lane_and_shows_it_first(live_server, fl
         "factory: error: landing --fast needs --reason: say why it goes first"
     )
     assert refused.returncode != 0 and "manager" in refused.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_landing_queues_the_revert_of_a_landed_task(live_server, flow):
+    flow.project.landing = {"mode": "push", "method": "squash", "batch_max": 2, "target_branch": ""}
+    flow.project.save(update_fields=["landing"])
+    flow.gates({})
+    task, attempt = flow.done(title="Landed")
+    task_land(attempt=attempt, commit="b" * 40, batch=None, seconds=1.0)
+
+    reverted = factory(
+        live_server, flow.manager, "landing", "--project", "FM", "--revert", task.key,
+        "--reason", "it broke the export",
+    )  # fmt: skip
+    no_reason = factory(
+        live_server, flow.manager, "landing", "--project", "FM", "--revert", task.key
+    )
+
+    assert reverted.returncode == 0, reverted.stderr
+    assert reverted.stdout.strip() == f"the revert of {task.key} is queued"
+    attempt.refresh_from_db()
+    assert attempt.landing["revert"]["reason"] == "it broke the export"
+    assert no_reason.returncode == 2
+    assert no_reason.stderr.splitlines()[-1] == (
+        "factory: error: landing --revert needs --reason: say why it is reverted"
+    )

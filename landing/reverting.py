@@ -1,0 +1,136 @@
+"""Undo: the steps of a batch that lands a manager's revert of a landed change
+(docs/landing.md, "Undo"). The lander runs them (``landing.lander.land_revert``) as it
+runs a batch of changes: build on the target as it is, verify in the sandbox, push with a
+lease on the tip built on, record; a revert that does not apply or fails comes back."""
+
+from django.conf import settings
+
+from landing import git
+from landing.errors import LandingError
+from landing.locks import ensure_held
+from landing.models import Batch, BatchState
+from landing.states import move
+from landing.verifying import Runs, verified_prefix
+from projects.models import Project
+from runner import mirror
+from tasks.landing import attempt_revert_return, task_revert_land
+
+REVERT = "revert"  # the method of a batch that lands a revert
+
+
+def revert(project: Project, batch: Batch, change, path) -> None:
+    """The steps of a revert's batch (``landing.lander.land_revert``): build ``git revert``
+    of ``change.commit`` (the landed commit) on the target's tip, verify it there, push it
+    with a lease on that tip (built again if someone moved it), and record it; or send the
+    revert back with the reason. ``change``: the lander's ``Change`` of the attempt. Raises
+    what the lander's batch catches (``LandingError``, ``GitError``…): the revert stays
+    queued."""
+    if not project.repository_url:
+        raise LandingError("the project has no repository to land on (repository_url)")
+    if path is None:
+        path, _ = mirror.mirror(project)
+    task = change.attempt.task
+    revert = change.attempt.landing.get("revert") or {}
+    landed = git.resolve(path, change.commit)
+    pushes_refused = 0
+    while True:
+        base = git.tip(path, batch.target)
+        if base is None:
+            raise LandingError(f"the repository has no branch {batch.target!r} to land on")
+        if batch.state != BatchState.BUILDING:
+            move(batch, "rebuild")
+        batch.base = base
+        batch.save(update_fields=["base"])
+        why = _unrevertable(path, batch, task, landed, base)
+        if why:
+            _return_revert(change, "failed", f"not reverted: {why}", {"base": base})
+            return
+        built = git.revert(
+            path,
+            base,
+            landed,
+            message=git.revert_message(
+                task, landed, by=revert.get("by") or "", reason=revert.get("reason", "")
+            ),
+        )
+        if isinstance(built, git.Conflicted):
+            _return_revert(
+                change,
+                "conflict",
+                f"not reverted: the revert does not apply on {batch.target} at {base[:12]}: "
+                f"{built.text()}; revert it by hand, or ask again once the target allows",
+                {"paths": built.paths, "against": built.against, "base": base},
+            )
+            return
+        if built.empty:
+            _return_revert(
+                change,
+                "failed",
+                f"not reverted: {batch.target} at {base[:12]} no longer holds what "
+                f"{landed[:12]} brought; reverting it changes nothing",
+                {"base": base},
+            )
+            return
+        change.parent, change.built = base, built.commit
+        move(batch, "verify", base=base)
+        runs = Runs(project=project, path=path, batch=batch)
+        good, _ = verified_prefix(runs, base, [change])
+        if not good:
+            result, failing = runs.at[1], runs.failing[1]
+            _return_revert(
+                change,
+                "failed",
+                f"not reverted: the revert fails on {batch.target} at {base[:12]}: "
+                f"{'; '.join(result.problems)}"
+                + (f"; failing: {', '.join(failing)}" if failing else ""),
+                {"failing": failing, "base": base},
+            )
+            return
+        move(
+            batch,
+            "push",
+            result=change.built,
+            tree=built.tree,
+            plan=[{"attempt": change.attempt.pk, "built": change.built}],
+        )
+        ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
+        try:
+            git.push(path, project.repository_url, change.built, branch=batch.target, expected=base)
+        except mirror.GitError as exc:
+            path, _ = mirror.mirror(project)
+            if git.tip(path, batch.target) == base:
+                raise LandingError(f"the push was refused: {exc}") from exc
+            pushes_refused += 1
+            if pushes_refused >= settings.FACTORY_LANDING_PUSH_TRIES:
+                raise LandingError(
+                    f"the target moved under every one of {pushes_refused} pushes"
+                ) from exc
+            move(batch, "rebuild")
+            continue
+        task_revert_land(attempt=change.attempt, commit=change.built, batch=batch.pk)
+        change.outcome = "reverted"
+        move(batch, "reach")
+        return
+
+
+def _unrevertable(path, batch: Batch, task, landed: str | None, base: str) -> str:
+    """Why the landed commit cannot be reverted on ``base`` (empty: it can): it must be on
+    the target and carry this task (a change already on the target when it landed landed
+    as someone else's commit, which a revert must not take out)."""
+    if landed is None:
+        return f"its landed commit {task.landed_commit[:12]} is not in the repository"
+    if not git.is_ancestor(path, landed, base):
+        return f"its landed commit {landed[:12]} is not on {batch.target} at {base[:12]}"
+    if not git.carries(path, landed, task.key):
+        return (
+            f"the commit it landed at, {landed[:12]}, does not carry {task.key} (its change "
+            "was already on the target when it landed); revert it by hand"
+        )
+    if git.first_parent(path, landed) is None:
+        return f"{landed[:12]} is the repository's first commit"
+    return ""
+
+
+def _return_revert(change, state: str, reason: str, details: dict) -> None:
+    change.outcome, change.reason = state, reason
+    attempt_revert_return(attempt=change.attempt, reason=reason, details=details)
