@@ -3,16 +3,20 @@ queueing, the lander starts no batch, the page, the API and the CLI say who, why
 when; a resume (or the end passing) lifts it and wakes the lander once. Each an Event; a
 refusal changes nothing."""
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from landing import lander as lander_module
 from landing.lander import land
 from landing.models import Batch, Lander
-from landing.services import landing_pause
+from landing.pause import paused
+from landing.services import landing_pause, landing_resume
 from projects.models import Event
+from tests.conftest import postgres_only
 from tests.landing.conftest import feature, lander_snapshot, queued
 
 pytestmark = pytest.mark.django_db
@@ -326,3 +330,74 @@ def test_a_managers_unreadable_reason_on_the_page_says_why_and_changes_nothing(
 
     assert f"Landing was not paused: {said}" in response.content.decode()
     assert lander_snapshot(lands.project) == before
+
+
+def side_by_side(*steps):
+    """Run each step in a thread of its own (its own connection), all released at once;
+    what each returned or raised, in order."""
+    start = threading.Barrier(len(steps))
+    results: list = [None] * len(steps)
+
+    def run(index, step):
+        try:
+            start.wait(10)
+            results[index] = step()
+        except Exception as exc:  # the test reads what each one met
+            results[index] = exc
+        finally:
+            connections.close_all()  # this thread's own
+
+    threads = [threading.Thread(target=run, args=(i, s)) for i, s in enumerate(steps)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_two_landers_waking_as_a_pause_ends_lift_it_once_and_land_the_change_once(
+    queue, origin, flow
+):
+    landing_pause(
+        project=flow.project,
+        actor=flow.manager,
+        reason="until the release",
+        until=timezone.now() + timedelta(hours=1),
+    )
+    task, _ = queue.approved(feature("alpha"), branch="alpha")
+    Lander.objects.update(paused_until=timezone.now() - timedelta(seconds=1))
+
+    results = side_by_side(lambda: land(flow.project), lambda: land(flow.project))
+
+    assert not any(isinstance(r, Exception) for r in results), results
+    assert sorted(r["landed"] for r in results) == [0, 1]  # the other found the lock held
+    task.refresh_from_db()
+    assert task.state == "done"
+    assert Event.objects.filter(transition="unpause").count() == 1
+    assert Batch.objects.filter(state="landed").count() == 1
+    assert len(origin.reflog_moves()) == 1
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_resume_racing_the_landers_own_lift_ends_the_pause_once(lands):
+    landing_pause(
+        project=lands.project,
+        actor=lands.manager,
+        reason="until the release",
+        until=timezone.now() + timedelta(hours=1),
+    )
+    Lander.objects.update(paused_until=timezone.now() - timedelta(seconds=1))
+
+    asked, resumed = side_by_side(
+        lambda: paused(lands.project),
+        lambda: landing_resume(project=lands.project, actor=lands.manager, reason="go"),
+    )
+
+    assert asked is False
+    # Whichever came second found it lifted: the resume then says so and changes nothing.
+    assert isinstance(resumed, Lander) or getattr(resumed, "code", None) == "not_paused"
+    assert Event.objects.filter(transition="unpause").count() == 1
+    assert not Lander.objects.get().paused
