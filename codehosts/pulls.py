@@ -30,6 +30,8 @@ REVIEW_CHECK = f"{CHECK_PREFIX}review"
 # Ready for review once the gates passed; draft before, and again after a rejection.
 READY_STATES = {TaskState.IN_REVIEW, TaskState.APPROVED, TaskState.DONE}
 MAX_ANNOTATIONS = 200  # per gate run; GitHub shows the first 50 per request, we send in chunks
+# A task whose attempt a close withdraws: in an agent's hands or waiting for review.
+WITHDRAWABLE = {TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW}
 CONCLUSIONS = {
     GateRunState.PASSED: "success",
     GateRunState.FAILED: "failure",
@@ -235,10 +237,6 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
     if not reason:
         return f"{task.key}: pull request #{pull.number} closed by the site's own account"
     return f"{task.key}: pull request #{pull.number} closed; the task is {task.state}, kept"
-
-
-# A task whose attempt a close withdraws: in an agent's hands or waiting for review.
-WITHDRAWABLE = {TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW}
 
 
 def pull_request_reopened(*, task: Task, number: int) -> None:
