@@ -16,10 +16,11 @@ from django.db import transaction
 from django.urls import reverse
 
 from codehosts.models import TaskPullRequest
-from codehosts.providers import Annotation, provider_for
+from codehosts.providers import Annotation, NotFound, provider_for
 from evidence.models import FINISHED_GATE_STATES, GateRunState
 from evidence.selectors import criteria_status
 from tasks import handoff
+from tasks.attempts import attempt_withdraw
 from tasks.models import AttemptState, Task, TaskState
 
 # A pull request whose checks were not all posted yet has synced "never".
@@ -29,6 +30,8 @@ REVIEW_CHECK = f"{CHECK_PREFIX}review"
 # Ready for review once the gates passed; draft before, and again after a rejection.
 READY_STATES = {TaskState.IN_REVIEW, TaskState.APPROVED, TaskState.DONE}
 MAX_ANNOTATIONS = 200  # per gate run; GitHub shows the first 50 per request, we send in chunks
+# A task whose attempt a close withdraws: in an agent's hands or waiting for review.
+WITHDRAWABLE = {TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW}
 CONCLUSIONS = {
     GateRunState.PASSED: "success",
     GateRunState.FAILED: "failure",
@@ -117,6 +120,13 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
     branch = (attempt.change or {}).get("branch") if attempt is not None else None
     if not branch:
         return "no branch to open a pull request from"
+    link = TaskPullRequest.objects.filter(task=task).first()
+    closed = (link.posted.get("closed") or {}) if link is not None else {}
+    if closed and closed.get("number") == link.number and attempt.number <= closed["attempt"]:
+        # A person closed it: the site does not open it again for the same work; the next
+        # attempt's submission opens a new one.
+        TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
+        return f"{task.key}: pull request #{link.number} was closed on the host"
     host = host or provider_for(task.project)
     draft = task.state not in READY_STATES
     pull = host.open_or_update_pull_request(
@@ -177,6 +187,81 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
     # once the task changes after that (or when a step above failed before this line).
     TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
     return f"{task.key}: pull request #{pull.number}{' (draft)' if pull.draft else ''}"
+
+
+def pull_request_closed(*, task: Task, pull, host) -> str:
+    """A person closed the task's pull request without merging it (``pull`` as the host
+    answered it now, never a payload's word); return what was done.
+
+    The task's live attempt (claimed, checking or in review) that started before the close
+    is withdrawn (``tasks.attempts.attempt_withdraw``): the task is ready again, the
+    attempt not counted against ``max_attempts``, and the reason — ``pull request #N closed
+    on GitHub by @login``, the closer as the host's issue answer names them, else without
+    a name — reaches the next attempt's context. An approved, landing or done task is left
+    as it is: the review on the site decided it. The close is remembered on the link
+    (``posted["closed"]``: number, when, by whom, the newest attempt then), so the same
+    close read again withdraws nothing more and the site does not open the pull request
+    again for that work; the next attempt's submission opens a new one.
+    """
+    link = TaskPullRequest.objects.filter(task=task).first()
+    if link is None or link.number != pull.number:
+        return f"{task.key}: pull request #{pull.number} is closed; it is not the task's now"
+    closed = link.posted.get("closed") or {}
+    if closed.get("number") == pull.number and closed.get("at") == pull.closed_at:
+        return f"{task.key}: pull request #{pull.number} closed; acted on already"
+    closer = _closer(host, pull.number)
+    reason = f"pull request #{pull.number} closed on GitHub" + (f" by @{closer}" if closer else "")
+    if pull.merged or (closer and closer == pull.author):
+        # Merged is not withdrawn; and the site's own account opened it, so a close in that
+        # name is the site's, not a person's.
+        reason = ""
+    when = _when(pull.closed_at)
+    with transaction.atomic():
+        task = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
+        attempt = task.current_attempt
+        withdrawn = (
+            bool(reason)
+            and attempt is not None
+            and task.state in WITHDRAWABLE
+            and (when is None or attempt.started_at.replace(microsecond=0) <= when)
+            and attempt_withdraw(attempt=attempt, reason=reason)
+        )
+        locked = TaskPullRequest.objects.select_for_update().get(pk=link.pk)
+        record = {"number": pull.number, "at": pull.closed_at, "by": closer}
+        locked.posted = {**locked.posted, "closed": {**record, "attempt": task.attempt_count}}
+        locked.save(update_fields=["posted"])
+    if withdrawn:
+        return f"{task.key}: {reason}; attempt {attempt.number} withdrawn"
+    if pull.merged:
+        return f"{task.key}: pull request #{pull.number} merged; the task is {task.state}, kept"
+    if not reason:
+        return f"{task.key}: pull request #{pull.number} closed by the site's own account"
+    return f"{task.key}: pull request #{pull.number} closed; the task is {task.state}, kept"
+
+
+def pull_request_reopened(*, task: Task, number: int) -> None:
+    """The task's pull request is open again (a person reopened it): the site shows the
+    task there again. Nothing withdrawn comes back; the next attempt updates it."""
+    with transaction.atomic():
+        link = TaskPullRequest.objects.select_for_update().filter(task=task).first()
+        if link is not None and (link.posted.get("closed") or {}).get("number") == number:
+            link.posted = {k: v for k, v in link.posted.items() if k != "closed"}
+            link.save(update_fields=["posted"])
+
+
+def _closer(host, number: int) -> str:
+    """Who closed it, as the host's issue answer says (a pull request's answer does not)."""
+    try:
+        return host.issue(number).closed_by
+    except NotFound:
+        return ""
+
+
+def _when(closed_at) -> datetime | None:
+    try:
+        return datetime.fromisoformat(closed_at.replace("Z", "+00:00")) if closed_at else None
+    except ValueError:
+        return None
 
 
 def _full_sha(commit) -> str:

@@ -23,7 +23,7 @@ from django.utils import timezone
 from codehosts import issues
 from codehosts.models import HostDelivery
 from codehosts.providers import HostError, NotFound, provider_for
-from codehosts.pulls import pull_request_sync
+from codehosts.pulls import pull_request_closed, pull_request_reopened, pull_request_sync
 from projects.models import Project
 from tasks.models import Attempt, Task, TaskState
 
@@ -73,6 +73,12 @@ def _act(delivery: HostDelivery, host) -> str:
     task = Task.objects.filter(project=project, key=found.group(1)).first() if found else None
     if task is None:
         return f"pull request #{number} is no task's of {project.slug}"
+    if pull.state == "closed":
+        # Closed by hand, or by its branch being deleted: a person withdrew the work.
+        # Merged: nothing withdrawn; either way the site does not open it again.
+        return pull_request_closed(task=task, pull=pull, host=host)
+    if pull.state == "open":
+        pull_request_reopened(task=task, number=number)
     return pull_request_sync(task_id=task.pk, host=host)
 
 

@@ -552,6 +552,26 @@ def attempt_expire(*, attempt: Attempt) -> Attempt:
     return attempt
 
 
+def attempt_withdraw(*, attempt: Attempt, reason: str) -> bool:
+    """The system gives a live attempt's task back (→ ready) because a person withdrew it
+    on the code host (closed its pull request): the attempt is released with ``reason``,
+    which the next attempt's context carries, and, unlike a failure, it does not count
+    against the task's ``max_attempts``.
+
+    False, changing nothing, when the attempt is no longer live or no longer the task's
+    current attempt (already withdrawn, rejected, approved): a close read twice withdraws
+    once, and never the attempt that came after it.
+    """
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(attempt.pk)
+        if not attempt.is_live or task.current_attempt_id != attempt.pk:
+            return False
+        reason = reason[:2000]
+        fire(attempt, "withdraw", actor=None, reason=reason, end_reason=reason)
+        fire(task, "withdraw", actor=None, reason=reason, extra={"attempt": attempt.number})
+    return True
+
+
 def leases_expire_overdue() -> int:
     """Expire every running attempt whose lease has run out; return how many were expired."""
     expired = 0

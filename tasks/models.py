@@ -292,6 +292,17 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
     def reject(self):
         return self._after_failure()
 
+    @transition(
+        field=state,
+        source=[TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW],
+        target=TaskState.READY,
+        permission=SYSTEM,
+    )
+    def withdraw(self):
+        # A person on the code host closed the task's pull request: not a failed attempt,
+        # so the budget is not spent; the reason is on the attempt for the next context.
+        self.current_attempt = None
+
     @transition(field=state, source=TaskState.BLOCKED, target=TaskState.READY, permission=MANAGER)
     def unblock(self):
         pass
@@ -599,6 +610,16 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         permission=SYSTEM,
     )
     def exhaust_budget(self, end_reason: str):
+        self._end(end_reason)
+
+    @transition(
+        field=state,
+        source=LIVE_ATTEMPT_STATES,
+        target=AttemptState.RELEASED,
+        permission=SYSTEM,
+    )
+    def withdraw(self, end_reason: str):
+        # Its pull request was closed on the code host: given back, not failed.
         self._end(end_reason)
 
     @transition(

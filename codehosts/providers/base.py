@@ -98,6 +98,7 @@ class PullRequest:
     base_sha: str
     author: str
     merge_commit_sha: str | None = None
+    closed_at: str | None = None  # as the host wrote it (ISO 8601), when closed
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class Issue:
     url: str
     # GitHub's issues API answers a pull request's number too; such an issue is no task's.
     pull_request: bool = False
+    # Who closed it, as the host says (GitHub's issue answer; a pull request's does not say).
+    closed_by: str = ""
 
 
 @dataclass(frozen=True)

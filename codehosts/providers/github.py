@@ -430,6 +430,7 @@ class GitHubHost:
             base_sha=data["base"]["sha"],
             author=(data.get("user") or {}).get("login", ""),
             merge_commit_sha=data.get("merge_commit_sha"),
+            closed_at=data.get("closed_at"),
         )
 
     def pull_request(self, number: int) -> PullRequest:
@@ -442,15 +443,28 @@ class GitHubHost:
     ) -> PullRequest:
         """The task's one open pull request from ``head`` into ``base``, opened or brought
         up to date. An open pull request from that branch that is not the task's (its body
-        lacks the task's marker) is refused, not taken over."""
+        lacks the task's marker) is refused, not taken over. The task's own, retargeted by
+        a person to another base, is put back on ``base``: the site lands into its
+        project's target, and a retarget is not a withdrawal."""
         marker = MARKER.format(task=task)
         text = f"{fitted(body, MAX_TEXT - len(marker) - 2)}\n\n{marker}"
-        found = self._call(
-            lambda g: g.rest.pulls.list(
-                self.owner, self.name, state="open", head=f"{self.owner}:{head}", base=base
-            )
-        ).json()
-        if not found:
+
+        def open_from_head() -> list[dict]:
+            # Any base: the task's own may have been retargeted.
+            return self._call(
+                lambda g: g.rest.pulls.list(
+                    self.owner, self.name, state="open", head=f"{self.owner}:{head}"
+                )
+            ).json()
+
+        found = open_from_head()
+        ours = [p for p in found if marker in (p.get("body") or "")]
+        if not ours:
+            for other in found:
+                if other["base"]["ref"] == base:
+                    raise Refused(
+                        f"pull request #{other['number']} from {head} is not task {task}'s"
+                    )
             try:
                 data = self._call(
                     lambda g: g.rest.pulls.create(
@@ -468,20 +482,14 @@ class GitHubHost:
                 return self._pull(data)
             except Refused:
                 # Opened meanwhile (a lost answer to our own create): take it up below.
-                found = self._call(
-                    lambda g: g.rest.pulls.list(
-                        self.owner, self.name, state="open", head=f"{self.owner}:{head}"
-                    )
-                ).json()
-                if not found:
+                ours = [p for p in open_from_head() if marker in (p.get("body") or "")]
+                if not ours:
                     raise
-        if marker not in (found[0].get("body") or ""):
-            raise Refused(f"pull request #{found[0]['number']} from {head} is not task {task}'s")
-        number = found[0]["number"]
+        number = ours[0]["number"]
         pull = self._pull(
             self._call(
                 lambda g: g.rest.pulls.update(
-                    self.owner, self.name, number, data={"title": title, "body": text}
+                    self.owner, self.name, number, data={"title": title, "body": text, "base": base}
                 )
             ).json()
         )
@@ -613,6 +621,7 @@ class GitHubHost:
             author=(data.get("user") or {}).get("login", ""),
             url=data["html_url"],
             pull_request="pull_request" in data,
+            closed_by=(data.get("closed_by") or {}).get("login", ""),
         )
 
     def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]:

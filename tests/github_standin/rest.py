@@ -97,6 +97,7 @@ class Rest:
                 "draft": pull.draft,
                 "merged": pull.merged,
                 "merge_commit_sha": pull.merge_commit_sha,
+                "closed_at": pull.closed_at,
                 "mergeable_state": "clean" if pull.state == "open" else "unknown",
                 "user": self.user(pull.user, bot=pull.user.endswith("[bot]")),
                 "head": end(pull.head, head),
@@ -115,6 +116,7 @@ class Rest:
                 "node_id": issue.node_id,
                 "number": issue.number,
                 "state": issue.state,
+                "closed_by": self.user(issue.closed_by) if issue.closed_by else None,
                 "title": issue.title,
                 "body": issue.body,
                 "user": self.user(issue.user),
@@ -184,7 +186,16 @@ class Rest:
     def find_issue(self, repo: Repo, number: str) -> Issue:
         if int(number) in repo.pulls:
             pull = repo.pulls[int(number)]
-            return Issue(int(number), pull.node_id, pull.title, pull.body, pull.labels, pull.user)
+            return Issue(
+                int(number),
+                pull.node_id,
+                pull.title,
+                pull.body,
+                pull.labels,
+                pull.user,
+                pull.state,
+                pull.closed_by,
+            )
         issue = repo.issues.get(int(number))
         if issue is None:
             raise Answer(404, "Not Found")

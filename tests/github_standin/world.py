@@ -63,6 +63,8 @@ class Pull:
     state: str = "open"
     merged: bool = False
     merge_commit_sha: str | None = None
+    closed_by: str | None = None  # who closed it (GitHub's issue answer says; not the pull's)
+    closed_at: str | None = None
     queued: bool = False
     reviews: list[Review] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
@@ -77,6 +79,7 @@ class Issue:
     labels: list[str]
     user: str
     state: str = "open"
+    closed_by: str | None = None
 
 
 @dataclass
@@ -282,6 +285,29 @@ class World:
         repo.git.move(pull.base, sha, base)
         pull.state, pull.merged, pull.merge_commit_sha, pull.queued = "closed", True, sha, False
         return sha
+
+    def close_pull(self, repo: Repo, number: int, login: str) -> Pull:
+        """A person closes a pull request without merging it (GitHub's "Close pull request")."""
+        with self.lock:
+            pull = repo.pulls[number]
+            pull.state, pull.closed_by = "closed", login
+            pull.closed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return pull
+
+    def reopen_pull(self, repo: Repo, number: int) -> Pull:
+        with self.lock:
+            pull = repo.pulls[number]
+            pull.state, pull.closed_by, pull.closed_at = "open", None, None
+            return pull
+
+    def delete_branch(self, repo: Repo, branch: str, login: str) -> None:
+        """A person deletes a branch: GitHub closes every open pull request from it, in
+        their name."""
+        with self.lock:
+            repo.git.git("update-ref", "-d", f"refs/heads/{branch}")
+            for pull in repo.pulls.values():
+                if pull.head == branch and pull.state == "open":
+                    self.close_pull(repo, pull.number, login)
 
     def update_branch(self, repo: Repo, pull: Pull) -> str | None:
         """Merge the base into the pull request's branch (GitHub's "Update branch")."""

@@ -253,3 +253,17 @@ def test_a_budget_given_empty_signed_fractional_or_twice_is_400(flow, api, query
     assert response.status_code == 400
     assert response.json()["fields"] == {"max_chars": ["must be a whole number from 1, given once"]}
     assert Attempt.objects.get(pk=attempt.pk).context_fetched_at == fetched_before
+
+
+@pytest.mark.django_db
+def test_a_withdrawal_reason_reaches_the_next_attempt(flow, api):
+    task, attempt = flow.in_review(max_attempts=1)
+    attempts.attempt_withdraw(attempt=attempt, reason="pull request #4 closed on GitHub by @ann")
+    attempts.task_claim(agent=flow.agent2)
+
+    (earlier,) = context(api, flow.agent2, task).json()["attempts"]
+
+    assert (earlier["state"], earlier["ended_because"]) == (
+        "released",
+        "pull request #4 closed on GitHub by @ann",
+    )

@@ -445,3 +445,60 @@ def test_every_transition_moves_the_tasks_updated_at(flow):
     stamps.append(Task.objects.get(pk=task.pk).updated_at)
 
     assert stamps == sorted(stamps) and len(set(stamps)) == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", ["claimed", "checking", "in_review"])
+def test_withdraw_gives_the_task_back_without_spending_an_attempt(flow, state):
+    task, attempt = getattr(flow, state)(max_attempts=1)
+
+    assert attempts.attempt_withdraw(attempt=attempt, reason="pull request #1 closed") is True
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts, task.current_attempt_id) == ("ready", 0, None)
+    assert (attempt.state, attempt.end_reason) == ("released", "pull request #1 closed")
+    event = Event.objects.filter(task=task, transition="withdraw").get(object_key=task.key)
+    assert (event.actor_id, event.from_state, event.reason) == (
+        None,
+        state,
+        "pull request #1 closed",
+    )
+    # max_attempts=1, and the task can be claimed again.
+    assert attempts.task_claim(agent=flow.agent2).task_id == task.pk
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", ["done", "approved_then_rejected", "withdrawn"])
+def test_withdraw_leaves_an_attempt_that_is_no_longer_live(flow, state):
+    if state == "done":
+        task, attempt = flow.done()
+    elif state == "withdrawn":
+        task, attempt = flow.in_review()
+        attempts.attempt_withdraw(attempt=attempt, reason="closed")
+    else:
+        task, attempt = flow.in_review()
+        review.task_reject(task=task, actor=flow.reviewer, reason="no")
+    task.refresh_from_db()
+    before = (task.state, task.failed_attempts, Event.objects.count())
+
+    assert attempts.attempt_withdraw(attempt=attempt, reason="closed again") is False
+
+    task.refresh_from_db()
+    assert (task.state, task.failed_attempts, Event.objects.count()) == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("model", ["task", "attempt"])
+def test_withdraw_is_the_systems_alone(flow, model):
+    task, attempt = flow.in_review()
+    instance = (
+        Task.objects.get(pk=task.pk) if model == "task" else Attempt.objects.get(pk=attempt.pk)
+    )
+    kwargs = {} if model == "task" else {"end_reason": "x"}
+    events_before = Event.objects.count()
+
+    with pytest.raises(PermissionDenied) as refused, transaction.atomic():
+        fire(instance, "withdraw", actor=flow.manager, **kwargs)
+
+    assert refused.value.code == "system_only"
+    assert_unchanged(task, "in_review", events_before)

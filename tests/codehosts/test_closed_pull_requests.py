@@ -1,0 +1,217 @@
+"""A person closing the task's pull request on the host withdraws its live attempt: the
+task is ready again, no attempt spent, the reason (who closed it, as the host says) in the
+next attempt's context. Read from the host, never from the payload; a close read twice
+withdraws once; deleting the branch closes it the same way; a retarget is put back; a
+reopen withdraws nothing; an approved or done task, a merge, or the site's own close is
+kept as it is."""
+
+import pytest
+
+from codehosts import sync
+from codehosts.models import HostDelivery, TaskPullRequest
+from projects.models import Event
+from tasks import attempts, review
+from tasks.models import Task
+from tests.codehosts.test_deliveries import SECRET, deliver
+from tests.codehosts.test_pull_requests import BRANCH, submitted
+from tests.factories import all_met
+
+
+@pytest.fixture
+def in_review(hosted, repo, monkeypatch, django_capture_on_commit_callbacks):
+    """WID-1 in review with max_attempts=1, its pull request #1 open on the host."""
+    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    Task.objects.filter(pk=task.pk).update(max_attempts=1)
+    assert (task.state, repo.pulls[1].state) == ("in_review", "open")
+    return task, attempt
+
+
+def closed(client, github, capture, *, delivery="d-1", action="closed"):
+    """A delivery about pull request #1 processed; its result. The payload says it is
+    open and merged: only the host's word counts."""
+    with capture(execute=True):
+        deliver(client, github, delivery=delivery, action=action, state="open", merged=True)
+    return HostDelivery.objects.get(delivery_id=delivery).result
+
+
+def withdrawals() -> int:
+    return Event.objects.filter(transition="withdraw", object_key="WID-1").count()
+
+
+def test_a_person_closing_it_withdraws_the_attempt_without_spending_one(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, attempt = in_review
+    github.world.close_pull(repo, 1, "ann")
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    reason = "pull request #1 closed on GitHub by @ann"
+    assert result == f"WID-1: {reason}; attempt 1 withdrawn"
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts, task.current_attempt_id) == ("ready", 0, None)
+    assert (attempt.state, attempt.end_reason) == ("released", reason)
+    assert withdrawals() == 1
+    # Not opened again, by the delivery or the sweep; and max_attempts=1 is not spent.
+    sync.hosts_reconcile()
+    assert (list(repo.pulls), repo.pulls[1].state) == ([1], "closed")
+    assert attempts.task_claim(agent=hosted.agent2, project=hosted.project).task_id == task.pk
+
+
+def test_the_next_attempt_opens_a_new_pull_request(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    github.world.close_pull(repo, 1, "ann")
+    closed(client, github, django_capture_on_commit_callbacks)
+
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks, task=task)
+
+    assert (attempt.number, task.state) == (2, "in_review")
+    assert (list(repo.pulls), repo.pulls[2].state, repo.pulls[2].head) == ([1, 2], "open", BRANCH)
+    assert TaskPullRequest.objects.get(task=task).number == 2
+
+
+def test_a_close_read_twice_withdraws_once_and_never_the_next_attempt(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    github.world.close_pull(repo, 1, "ann")
+    closed(client, github, django_capture_on_commit_callbacks, delivery="d-1")
+    second = attempts.task_claim(agent=hosted.agent2, project=hosted.project)
+
+    replayed = closed(client, github, django_capture_on_commit_callbacks, delivery="d-2")
+    sync.hosts_reconcile()
+
+    assert replayed == "WID-1: pull request #1 closed; acted on already"
+    second.refresh_from_db(), task.refresh_from_db()
+    assert (second.state, task.state, task.current_attempt_id) == ("running", "claimed", second.pk)
+    assert withdrawals() == 1
+
+
+def test_a_close_the_host_does_not_name_anyone_for_says_so_without_a_name(
+    in_review, repo, github, client, django_capture_on_commit_callbacks
+):
+    _, attempt = in_review
+    github.world.close_pull(repo, 1, "ann").closed_by = None
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    attempt.refresh_from_db()
+    assert result == "WID-1: pull request #1 closed on GitHub; attempt 1 withdrawn"
+    assert attempt.end_reason == "pull request #1 closed on GitHub"
+
+
+def test_deleting_the_branch_closes_it_and_withdraws_the_same_way(
+    in_review, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, attempt = in_review
+    github.world.delete_branch(repo, BRANCH, "bob")
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert result == "WID-1: pull request #1 closed on GitHub by @bob; attempt 1 withdrawn"
+    assert (task.state, task.failed_attempts, attempt.state) == ("ready", 0, "released")
+    assert list(repo.pulls) == [1]
+
+
+def test_a_retargeted_pull_request_is_put_back_on_the_target_and_nothing_is_withdrawn(
+    in_review, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    repo.git.commit("release", {"README.md": "release\n"}, "release", start="main")
+    repo.pulls[1].base = "release"
+
+    result = closed(client, github, django_capture_on_commit_callbacks, action="edited")
+
+    task.refresh_from_db()
+    assert result == "WID-1: pull request #1"
+    assert (repo.pulls[1].base, repo.pulls[1].state, list(repo.pulls)) == ("main", "open", [1])
+    assert (task.state, withdrawals()) == ("in_review", 0)
+
+
+def test_a_reopened_pull_request_withdraws_nothing_and_the_next_attempt_updates_it(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    github.world.close_pull(repo, 1, "ann")
+    closed(client, github, django_capture_on_commit_callbacks, delivery="d-1")
+    github.world.reopen_pull(repo, 1)
+
+    result = closed(client, github, django_capture_on_commit_callbacks, delivery="d-2")
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks, task=task)
+
+    assert result == "WID-1: pull request #1 (draft)"
+    assert (attempt.number, task.state, withdrawals()) == (2, "in_review", 1)
+    assert (list(repo.pulls), repo.pulls[1].state) == ([1], "open")
+    assert "Attempt WID-1#2" in repo.pulls[1].body
+
+
+@pytest.mark.parametrize("lands", [False, True])
+def test_a_close_after_approval_withdraws_nothing(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks, lands
+):
+    task, attempt = in_review
+    if lands:  # approved is queued to land: the lander's job is not run here
+        hosted.project.repository_url = "https://git.example.org/fm.git"
+        hosted.project.landing = {"mode": "push", "method": "squash", "batch_max": 4}
+        hosted.project.save()
+        task.project = hosted.project
+    with django_capture_on_commit_callbacks(execute=not lands):
+        review.task_approve(task=task, actor=hosted.reviewer, criteria=all_met(attempt))
+    github.world.close_pull(repo, 1, "ann")
+    before = list(Event.objects.values_list("pk", flat=True))
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    state = "approved" if lands else "done"
+    assert result == f"WID-1: pull request #1 closed; the task is {state}, kept"
+    assert (task.state, attempt.state, attempt.end_reason) == (state, "approved", "approved")
+    assert list(Event.objects.values_list("pk", flat=True)) == before
+    assert list(repo.pulls) == [1]
+
+
+def test_a_merged_pull_request_withdraws_nothing(
+    in_review, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    repo.pulls[1].state, repo.pulls[1].merged = "closed", True
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    task.refresh_from_db()
+    assert result == "WID-1: pull request #1 merged; the task is in_review, kept"
+    assert (task.state, withdrawals(), list(repo.pulls)) == ("in_review", 0, [1])
+
+
+def test_a_close_in_the_sites_own_name_withdraws_nothing(
+    in_review, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    github.world.close_pull(repo, 1, repo.pulls[1].user)  # the App's own account
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    task.refresh_from_db()
+    assert result == "WID-1: pull request #1 closed by the site's own account"
+    assert (task.state, withdrawals()) == ("in_review", 0)
+
+
+def test_closing_an_earlier_pull_request_of_the_task_withdraws_nothing(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    github.world.close_pull(repo, 1, "ann")
+    closed(client, github, django_capture_on_commit_callbacks, delivery="d-1")
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks, task=task)
+    github.world.reopen_pull(repo, 1)
+    github.world.close_pull(repo, 1, "ann")  # #1 closed again, after #2 was opened
+
+    result = closed(client, github, django_capture_on_commit_callbacks, delivery="d-2")
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert result == "WID-1: pull request #1 is closed; it is not the task's now"
+    assert (task.state, attempt.state, withdrawals()) == ("in_review", "passed", 1)
