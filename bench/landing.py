@@ -26,7 +26,8 @@ Then the same with one culprit among the changes, batch 8: a change whose own te
 snapshot of the repository's modules taken at its own commit, so it passes there and
 fails once merged with any other change. Its extra verify runs over the clean batch-8 run
 are counted, and the runs of the batch that found it are set beside
-``landing.verifying.bisect_bound(8)`` (2·(log2(8)+2) = 10: each failing tree is run twice).
+``landing.verifying.bisect_bound(8)`` (2·(log2(8)+2)+1 = 11: each failing tree is run twice,
+the culprit's a third time).
 
 Then approval-to-landed p50/p95 with one culprit per 8 changes (16 changes, batch 8), with
 1 and with 4 verify runs at once (``FACTORY_LANDING_VERIFY_PARALLEL``: the prefixes a

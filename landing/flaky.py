@@ -1,15 +1,17 @@
-"""Flaky tests: a failure blames nobody until it is seen twice at one tree (docs/landing.md,
-"Flaky tests"; ADR 0032).
+"""Flaky tests: a failure counts only once it is seen twice at one tree, and blames nobody
+until it is seen a third time at the tree that would blame (docs/landing.md, "Flaky
+tests"; ADR 0032).
 
 The lander judges a tree by ``judge``: one run; if it fails, a second run at the same tree.
 A test that fails at one run and passes at the other is *flaky* at that tree: recorded per
 project (``FlakyTest``) and, unless a queued change adds or edits it (``own_flaky``, which
 holds that change), ignored. A tree fails only by a test that failed at both runs, or by
-a failure beyond its tests at both (a crash, a time limit, an unreadable report), so a
-culprit is confirmed (seen twice at its prefix) before anyone is blamed, and a returned
-change's context names only tests that failed twice. A quarantined test (a manager's, or
-the project's rule after ``quarantine_after`` flakes) neither blocks nor blames; its
-failures are still read and shown, and ``release_after`` passes in a row end it.
+a failure beyond its tests at both (a crash, a time limit, an unreadable report); a
+culprit's prefix is run once more (``confirm``) before anyone is blamed, and a returned
+change's context names only tests that failed at every run. A quarantined test (a
+manager's, or the project's rule after ``quarantine_after`` flakes) neither blocks nor
+blames; its failures are still read and shown, and ``release_after`` passes in a row end
+it.
 """
 
 from dataclasses import dataclass, field
@@ -60,6 +62,7 @@ class Verdict:
     failing: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
     runs: int = 1
+    readings: list[Run] = field(default_factory=list, repr=False)
 
 
 def read(result: Result, quarantine: set[str]) -> Run:
@@ -103,21 +106,48 @@ def judge(run_once, quarantine: set[str], seen) -> Verdict:
     first = read(run_once(), quarantine)
     seen(first)
     if first.ok:
-        return Verdict(passed=True, result=first.result)
+        return Verdict(passed=True, result=first.result, readings=[first])
     second = read(run_once(), quarantine)
     seen(second)
-    if second.ok:
-        flaky = first.failing if first.explained else []
-        return Verdict(passed=True, result=second.result, flaky=flaky, runs=2)
-    if first.explained and second.explained:
-        once = set(first.failing)
-        failing = [test for test in second.failing if test in once]
-        flaky = sorted(once.symmetric_difference(second.failing))
+    return decide([first, second])
+
+
+def confirm(verdict: Verdict, run_once, quarantine: set[str], seen) -> Verdict:
+    """``verdict``, a failing one, with one more run of its tree: the run that must also
+    fail before the tree's failure blames a change (``landing.verifying.verified_prefix``).
+    A test that fails one run in twenty fails two in a row once in 400 trees, and three
+    once in 8,000."""
+    run = read(run_once(), quarantine)
+    seen(run)
+    return decide([*verdict.readings, run])
+
+
+def decide(readings: list[Run]) -> Verdict:
+    """What the runs of one tree decide together: it passed if a run passed, or if every
+    run failed only by its tests and no test failed at all of them; it failed by the tests
+    that failed at every run (``failing``), or by a failure beyond its tests. ``flaky``:
+    the tests that failed at a run and passed at another."""
+    last = readings[-1]
+    runs = len(readings)
+    if last.ok:
+        flaky = sorted({test for run in readings[:-1] if run.explained for test in run.failing})
+        return Verdict(passed=True, result=last.result, flaky=flaky, runs=runs, readings=readings)
+    if all(run.explained for run in readings):
+        every = set.intersection(*(set(run.failing) for run in readings))
+        failing = [test for test in last.failing if test in every]
         # Every failing test also passed at this tree: flaky, each of them.
+        flaky = sorted({test for run in readings for test in run.failing} - every)
         return Verdict(
-            passed=not failing, result=second.result, failing=failing, flaky=flaky, runs=2
+            passed=not failing,
+            result=last.result,
+            failing=failing,
+            flaky=flaky,
+            runs=runs,
+            readings=readings,
         )
-    return Verdict(passed=False, result=second.result, failing=second.failing, runs=2)
+    return Verdict(
+        passed=False, result=last.result, failing=last.failing, runs=runs, readings=readings
+    )
 
 
 def file_of(test: str) -> str:

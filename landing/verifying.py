@@ -24,7 +24,8 @@ FLAKY_LISTED = 50  # the flaky tests a batch names
 @dataclass
 class Runs:
     """The verify runs of one batch, by how many changes of the chain they include. Each
-    tree is judged by ``landing.flaky.judge``: a failure is seen twice before it counts.
+    tree is judged by ``landing.flaky.judge``: a failure is seen twice before it counts,
+    and three times (``confirm``) before it blames.
 
     Where there is room (``FACTORY_LANDING_VERIFY_PARALLEL`` > 1, and no submission waits
     for the runner), the runs a bisection may need next are started beside the one it
@@ -39,6 +40,7 @@ class Runs:
     chain: list = field(default_factory=list)
     quarantine: set = field(default_factory=set)
     at: dict = field(default_factory=dict)
+    verdicts: dict = field(default_factory=dict)  # count → its tree's verdict
     failing: dict = field(default_factory=dict)
     flakes: dict = field(default_factory=dict)
     started: dict = field(default_factory=dict)  # count → the first run started ahead
@@ -63,19 +65,36 @@ class Runs:
             return self._run(commit)
 
         runs = iter((first, second))
-        verdict = flaky.judge(lambda: next(runs)(), self.quarantine, self._seen)
-        self.batch.reruns += verdict.runs - 1
-        if verdict.flaky:
-            self.batch.flaked += 1
+        return self._judged(
+            count, commit, flaky.judge(lambda: next(runs)(), self.quarantine, self._seen)
+        )
+
+    def confirm(self, count: int, base: str) -> flaky.Verdict:
+        """The verdict on the tree of ``count`` changes, a failing one, after one more run:
+        the tree whose failure is about to blame a change fails a third time first."""
+        commit = self.commit_of(count, base)
+        before = self.verdicts[count]
+        verdict = flaky.confirm(before, lambda: self._run(commit), self.quarantine, self._seen)
+        return self._judged(count, commit, verdict, before=before)
+
+    def _judged(self, count, commit, verdict, *, before=None) -> flaky.Verdict:
+        """Note ``verdict`` on the tree of ``count`` changes: the batch's counts, the flaky
+        tests it found (recorded once per tree, ``before`` being what was noted of it)."""
+        noted = set(before.flaky) if before else set()
+        new = [test for test in verdict.flaky if test not in noted]
+        self.batch.reruns += verdict.runs - (before.runs if before else 1)
+        if new:
+            self.batch.flaked += not noted
             known = self.batch.flaky
             self.batch.flaky = (
-                known + [t for t in verdict.flaky if t not in known][: FLAKY_LISTED - len(known)]
+                known + [t for t in new if t not in known][: FLAKY_LISTED - len(known)]
             )
-            flaky.record(self.project, verdict.flaky, tree=git.tree_of(self.path, commit))
+            flaky.record(self.project, new, tree=git.tree_of(self.path, commit))
         self.batch.save(update_fields=["reruns", "flaked", "flaky"])
         self.failing[count] = verdict.failing[:FAILED_NAMED]
         self.flakes[count] = verdict.flaky
         self.at[count] = verdict.result
+        self.verdicts[count] = verdict
         return verdict
 
     def ahead(self, counts, *, base: str) -> None:
@@ -157,33 +176,41 @@ def bisection_points(good: int, bad: int) -> list[int]:
 def verified_prefix(runs: Runs, base: str, chain: list) -> tuple[int, int | None]:
     """How many changes of ``chain`` pass together, and the index of the first that breaks
     them (None if all pass). Bisects: one verdict for the whole chain, then log2(n) more;
-    where there is room, the prefixes it may need next are verified beside it."""
+    where there is room, the prefixes it may need next are verified beside it. The tree
+    that would blame a change is run once more first (``Runs.confirm``): if that run
+    passes, its failures were flaky and the search goes on above it."""
     runs.chain = chain
     count = len(chain)
     try:
         runs.ahead(bisection_points(0, count), base=base)
         if runs.verify(count, chain[-1].built, then=bisection_points(0, count)).passed:
             return count, None
-        good, bad = 0, count
-        while bad - good > 1:
-            middle = (good + bad) // 2
-            runs.batch.bisect_steps += 1
-            verdict = runs.verify(
-                middle, chain[middle - 1].built, then=bisection_points(good, middle)
-            )
-            if verdict.passed:
-                good = middle
-            else:
-                bad = middle
-        if bad == 1:
-            # The first change fails on the base: unless the base itself fails.
-            base_run = runs.verify(0, base)
-            if not base_run.passed:
-                raise LandingError(
-                    f"the target itself fails its tests at {base[:12]}: "
-                    f"{'; '.join(base_run.result.problems)}; nothing lands until it passes"
+        good, failed = 0, [count]  # the prefixes judged failing, the smallest last
+        while failed:
+            bad = failed[-1]
+            while bad - good > 1:
+                middle = (good + bad) // 2
+                runs.batch.bisect_steps += 1
+                verdict = runs.verify(
+                    middle, chain[middle - 1].built, then=bisection_points(good, middle)
                 )
-        return good, bad - 1
+                if verdict.passed:
+                    good = middle
+                else:
+                    bad = middle
+                    failed.append(middle)
+            if bad == 1:
+                # The first change fails on the base: unless the base itself fails.
+                base_run = runs.verify(0, base)
+                if not base_run.passed:
+                    raise LandingError(
+                        f"the target itself fails its tests at {base[:12]}: "
+                        f"{'; '.join(base_run.result.problems)}; nothing lands until it passes"
+                    )
+            if not runs.confirm(bad, base).passed:
+                return good, bad - 1
+            good = failed.pop()  # it passed at its third run: flaky, not broken
+        return count, None
     finally:
         runs.close()
 
@@ -191,5 +218,5 @@ def verified_prefix(runs: Runs, base: str, chain: list) -> tuple[int, int | None
 def bisect_bound(batch_size: int) -> int:
     """The most verify runs one culprit may cost a batch of ``batch_size``: each tree judged
     failing is run twice (``landing.flaky``): the whole chain, ceil(log2 n) bisect steps and
-    the base, 2·(ceil(log2 n)+2)."""
-    return 2 * (math.ceil(math.log2(max(batch_size, 1))) + 2)
+    the base, and the culprit's tree once more before it blames, 2·(ceil(log2 n)+2)+1."""
+    return 2 * (math.ceil(math.log2(max(batch_size, 1))) + 2) + 1

@@ -57,6 +57,61 @@ def test_a_test_that_fails_then_passes_at_one_tree_blames_nobody_and_the_batch_l
     assert row.first_seen == row.last_seen is not None
 
 
+def twice(n: int) -> bool:
+    return n <= 2
+
+
+def test_someone_elses_test_failing_at_both_runs_of_the_tree_that_would_blame_blames_nobody(
+    queue, origin, flow, script
+):
+    # calc's test (in the base, no change's) fails twice at the whole chain, one run in
+    # 400 for a test that flakes one in twenty: beta's tree would blame beta, so it is run
+    # a third time first; calc passes there and both changes land.
+    script.fails[CALC_ADD] = twice
+    alpha, _ = queue.approved(feature("alpha"), branch="alpha")
+    beta, _ = queue.approved(feature("beta"), branch="beta")
+
+    counts = land(flow.project)
+
+    assert (counts["landed"], counts["returned"]) == (2, 0)
+    alpha.refresh_from_db()
+    beta.refresh_from_db()
+    assert (alpha.state, beta.state) == ("done", "done")
+    assert origin._git(origin.bare, "log", "--format=%s", "-2", "main").splitlines() == [
+        "FM-2: Add beta",
+        "FM-1: Add alpha",
+    ]
+    # The whole chain twice, alpha's prefix once, the whole chain's confirming run.
+    batch = Batch.objects.get(project=flow.project)
+    assert (batch.verify_runs, batch.reruns, batch.bisect_steps) == (4, 2, 1)
+    assert (batch.flaked, batch.flaky) == (1, [CALC_ADD])
+    row = FlakyTest.objects.get(project=flow.project)
+    assert (row.test, row.flakes) == (CALC_ADD, 1)
+
+
+def test_a_flake_that_misled_the_bisection_is_passed_over_and_the_real_culprit_blamed(
+    queue, origin, flow, script
+):
+    # calc's test fails at its first four runs: twice at the whole chain (which gamma
+    # breaks anyway) and twice at alpha's prefix, which would blame alpha; the base passes,
+    # alpha's prefix passes its confirming run, and the search goes on above it to gamma.
+    script.fails[CALC_ADD] = lambda n: n <= 4
+    alpha, _ = queue.approved(feature("alpha"), branch="alpha")
+    _, gamma_attempt = queue.approved(broken("gamma"), branch="gamma")
+
+    land(flow.project)
+
+    alpha.refresh_from_db()
+    gamma_attempt.refresh_from_db()
+    assert alpha.state == "done"
+    assert gamma_attempt.landing["state"] == "failed"
+    assert gamma_attempt.landing["failing"] == [id_of("gamma")]
+    assert CALC_ADD not in gamma_attempt.landing["reason"]
+    # The chain twice, alpha's prefix twice, the base, alpha's and the chain's confirmations.
+    batch = Batch.objects.get(project=flow.project)
+    assert (batch.verify_runs, batch.bisect_steps, batch.flaky) == (7, 1, [CALC_ADD])
+
+
 def test_a_change_whose_own_test_flakes_is_held_and_the_others_land(queue, origin, flow, script):
     script.fails[id_of("beta")] = once
     alpha, _ = queue.approved(feature("alpha"), branch="alpha")
@@ -77,7 +132,7 @@ def test_a_change_whose_own_test_flakes_is_held_and_the_others_land(queue, origi
     assert {"alpha.py", "gamma.py"} <= set(origin.files(origin.tip()))
 
 
-def test_a_culprit_is_blamed_only_for_tests_that_failed_twice(queue, origin, flow, script):
+def test_a_culprit_is_blamed_only_for_tests_that_failed_at_every_run(queue, origin, flow, script):
     # calc's test fails at its first run only (at the whole chain); gamma's own test always.
     script.fails[CALC_ADD] = once
     alpha, _ = queue.approved(feature("alpha"), branch="alpha")
@@ -92,10 +147,11 @@ def test_a_culprit_is_blamed_only_for_tests_that_failed_twice(queue, origin, flo
     assert gamma_attempt.landing["failing"] == [id_of("gamma")]
     assert CALC_ADD not in gamma_attempt.landing["reason"]
     # The whole chain failed twice (gamma's test both times, calc's once); alpha's prefix
-    # passed at once: gamma's failure was seen twice at its prefix before it was blamed.
+    # passed at once: gamma's failure was seen twice at its prefix, and a third time
+    # before it was blamed.
     batch = Batch.objects.get(project=flow.project)
     assert batch.flaky == [CALC_ADD]
-    assert (batch.verify_runs, batch.reruns, batch.bisect_steps) == (3, 1, 1)
+    assert (batch.verify_runs, batch.reruns, batch.bisect_steps) == (4, 2, 1)
 
 
 def test_a_quarantined_tests_failures_neither_block_nor_blame(queue, origin, flow, script):
@@ -208,6 +264,40 @@ def test_tests_failing_at_both_runs_fail_the_tree_and_the_others_are_flaky():
 def test_two_runs_failing_by_different_tests_each_of_which_also_passed_pass_the_tree():
     verdict = judged(run("a", passing=("b",)), run("b", passing=("a",)))
     assert (verdict.passed, verdict.failing, verdict.flaky) == (True, [], [name("a"), name("b")])
+
+
+def confirmed(verdict: flaky.Verdict, result: Result) -> flaky.Verdict:
+    return flaky.confirm(verdict, lambda: result, set(), lambda run: None)
+
+
+def test_a_failing_tree_that_passes_its_confirming_run_passes_and_its_failures_are_flaky():
+    verdict = confirmed(judged(run("a", "b"), run("a")), run(passing=("a", "b")))
+    assert (verdict.passed, verdict.runs, verdict.failing, verdict.flaky) == (
+        True,
+        3,
+        [],
+        [name("a"), name("b")],
+    )
+
+
+def test_a_confirming_run_fails_the_tree_by_the_tests_that_failed_at_all_three():
+    verdict = confirmed(judged(run("a", "b"), run("a", "b")), run("b", "c"))
+    assert (verdict.passed, verdict.runs, verdict.failing, verdict.flaky) == (
+        False,
+        3,
+        [name("b")],
+        [name("a"), name("c")],
+    )
+
+
+def test_a_confirming_run_failing_by_other_tests_only_passes_the_tree():
+    verdict = confirmed(judged(run("a"), run("a")), run("c", passing=("a",)))
+    assert (verdict.passed, verdict.failing, verdict.flaky) == (True, [], [name("a"), name("c")])
+
+
+def test_a_confirming_run_that_crashes_fails_the_tree():
+    verdict = confirmed(judged(run("a"), run("a")), run(explained=False))
+    assert (verdict.passed, verdict.runs) == (False, 3)
 
 
 def test_a_failure_beyond_the_tests_at_both_runs_fails_the_tree_naming_no_flaky_test():

@@ -77,8 +77,8 @@ def test_an_unreadable_junit_fails_its_run_and_its_culprit_comes_back_naming_it(
     batch = Batch.objects.order_by("pk").first()
     assert batch.state == BatchState.LANDED
     # The chain (twice: a failure is seen twice before it counts), then two bisect steps,
-    # the failing one twice: every run counted.
-    assert (batch.verify_runs, batch.reruns, batch.bisect_steps) == (5, 2, 2)
+    # the failing one twice and a third time before it blames: every run counted.
+    assert (batch.verify_runs, batch.reruns, batch.bisect_steps) == (6, 3, 2)
 
 
 def test_an_error_nobody_foresaw_ends_the_batch_as_error_and_a_manager_can_dequeue(
