@@ -145,7 +145,7 @@ def test_a_batch_of_eight_with_one_culprit_lands_the_seven_others_and_names_it(q
     assert culprit.landing["failing"] == ["tests/test_a5.py::A5Test::test_a5"]
     first = Batch.objects.order_by("pk").first()
     # The whole chain twice, then bisect (each failing tree twice), then the culprit's tree
-    # a third time: the chain 2, a1–a4 1, a1–a6 2, a1–a5 2 and 1.
+    # a third time: the chain 2, a1..a4 1, a1..a6 2, a1..a5 2 and 1.
     assert (first.verify_runs, first.bisect_steps) == (8, 3)
     landed = [origin.message(c).split(":")[0] for c in origin.first_parents(origin.base)]
     assert landed == [tasks[n].key for n in names if n != "a5"]
