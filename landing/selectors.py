@@ -22,6 +22,15 @@ FLAKY_SHOWN = 100
 FLAKE_RATE_BATCHES = 100  # the flake rate is read over the project's last so many batches
 
 
+def queued_keys(project_id: int) -> list[str]:
+    """The keys of the tasks the project's landing holds, in landing order: the changes
+    queued to land, then the reverts queued (what a change of ``landing.mode`` strands)."""
+    return [
+        *landing_queue(project_id).values_list("task__key", flat=True),
+        *revert_queue(project_id).values_list("task__key", flat=True),
+    ]
+
+
 def queue_rows(project: Project, *, limit: int = QUEUE_SHOWN) -> list[dict]:
     """The project's queued changes in the order they land, each with its position (1 first)."""
     return [

@@ -27,6 +27,7 @@ from projects.policy import clean_policy, declaring
 from projects.prices import clean_prices
 from projects.roles import Role, forget_roles, has_role
 from projects.verify import (
+    check_mode_change,
     clean_branch,
     clean_landing,
     clean_repository_url,
@@ -243,6 +244,10 @@ def project_update(*, project: Project, actor, **changes) -> Project:
     with transaction.atomic():
         project = Project.objects.select_for_update(no_key=True).get(pk=project.pk)
         changes = {k: v for k, v in changes.items() if getattr(project, k) != v}
+        if "landing" in changes:
+            check_mode_change(
+                project.pk, project.landing_settings["mode"], changes["landing"]["mode"]
+            )
         for name, value in changes.items():
             setattr(project, name, value)
         check_runner_ready(project)

@@ -12,6 +12,7 @@ the network). ``clean_verify`` fills in the defaults and names every field it re
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -328,6 +329,40 @@ LANDING_NUMBERS = {
     "quarantine_after": (0, LANDING_FLAKES_MAX),
     "release_after": (1, LANDING_FLAKES_MAX),
 }
+
+
+# The keys of the changes a project's landing queue holds (to land, or to be reverted):
+# told by the landing app at start (the kernel imports no app above it, ADR 0031's seam),
+# so a change of ``landing.mode`` is refused while any wait (``check_mode_change``).
+_queued: Callable[[int], list[str]] | None = None
+QUEUED_NAMED = 20  # the queued changes a refusal names
+
+
+def register_queued(lookup: Callable[[int], list[str]]) -> None:
+    """Make ``lookup(project_id)`` the one that lists the changes waiting to land."""
+    global _queued
+    _queued = lookup
+
+
+def check_mode_change(project_id: int, was: str, mode: str) -> None:
+    """Refuse (409 ``landing_queued``) a change of ``landing.mode`` while changes wait in
+    the project's landing queue, naming them: under the new mode nothing would land them
+    as the old one promised (turned off, they would wait for ever)."""
+    if was == mode or _queued is None:
+        return
+    keys = _queued(project_id)
+    if not keys:
+        return
+    named = ", ".join(keys[:QUEUED_NAMED]) + (
+        f" and {len(keys) - QUEUED_NAMED} more" if len(keys) > QUEUED_NAMED else ""
+    )
+    raise Conflict(
+        f"landing.mode cannot change from {was} to {mode} while {len(keys)} "
+        f"change{'s' if len(keys) != 1 else ''} wait{'' if len(keys) != 1 else 's'} to land "
+        f"or be reverted: {named}; let them land, or dequeue them, first",
+        code="landing_queued",
+        extra={"queued": keys[:QUEUED_NAMED]},
+    )
 
 
 def default_landing() -> dict:

@@ -176,3 +176,45 @@ def test_with_landing_off_an_approval_finishes_the_task_as_before(flow, api):
     assert (task.state, attempt.queued_at, attempt.landing) == ("done", None, {})
     shown = api(flow.agent).get(f"/api/v1/attempts/{attempt.pk}/").json()
     assert shown["landing"] is None
+
+
+def test_landing_mode_cannot_change_while_changes_wait_and_the_409_names_them(flow, api):
+    task, attempt = flow.in_review()
+    assert patch(api, flow, **READY, landing={"mode": "push"}).status_code == 200
+    review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+    flow.project.refresh_from_db()
+    before = (flow.project.landing, Event.objects.count())
+
+    response = patch(api, flow, landing={"mode": "off"})
+
+    assert response.status_code == 409
+    body = response.json()
+    assert body["code"] == "landing_queued"
+    assert body["queued"] == [task.key]
+    assert f"while 1 change waits to land or be reverted: {task.key}" in body["detail"]
+    flow.project.refresh_from_db()
+    task.refresh_from_db()
+    assert (flow.project.landing, Event.objects.count()) == before
+    assert task.state == "approved"
+
+
+def test_other_landing_fields_change_while_changes_wait(flow, api):
+    task, attempt = flow.in_review()
+    assert patch(api, flow, **READY, landing={"mode": "push"}).status_code == 200
+    review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+
+    response = patch(api, flow, landing={"mode": "push", "batch_max": 8})
+
+    assert response.status_code == 200
+    flow.project.refresh_from_db()
+    assert flow.project.landing_settings["batch_max"] == 8
+
+
+def test_landing_mode_changes_once_the_queue_is_empty(flow, api):
+    assert patch(api, flow, **READY, landing={"mode": "push"}).status_code == 200
+
+    response = patch(api, flow, landing={"mode": "off"})
+
+    assert response.status_code == 200
+    flow.project.refresh_from_db()
+    assert flow.project.landing_settings["mode"] == "off"
