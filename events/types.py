@@ -29,6 +29,7 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("landing.flakytest", "release", None, "landing.released"),
     ("tasks.task", "block", None, "task.blocked"),
     ("tasks.task", "release", None, "task.released"),
+    ("tasks.task", "withdraw", None, "task.withdrawn"),
     ("tasks.task", "unblock", None, "task.unblocked"),
     ("tasks.task", "reopen", None, "task.reopened"),
     ("tasks.task", "cancel", None, "task.cancelled"),
@@ -79,6 +80,9 @@ DESCRIPTIONS = {
     "task.failed": "the task's attempts are used up",
     "task.blocked": "the agent released the task as blocked",
     "task.released": "the agent gave the task back; it is ready again",
+    "task.withdrawn": "a person closed the task's pull request on its code host: the attempt "
+    "was withdrawn without spending one of the task's attempts; it is ready again, with the "
+    "reason",
     "task.unblocked": "a manager unblocked the task; it is ready again",
     "task.reopened": "a manager reopened a failed task",
     "task.cancelled": "a manager cancelled the task",

@@ -13,7 +13,7 @@
   var TASK_TYPES = ["task.claimed", "attempt.submitted", "attempt.gates_failed", "task.in_review",
     "task.approved", "task.rejected", "task.failed", "task.blocked", "task.released", "task.unblocked",
     "task.reopened", "task.cancelled", "lease.expired", "task.landed", "landing.failed",
-    "task.dequeued"];
+    "task.dequeued", "task.withdrawn", "landing.reverted"];
   var GATE_TYPES = ["gate.finished", "runner.finished"];
   var QUEUE_TYPES = ["task.in_review", "task.approved", "task.rejected", "task.failed",
     "task.cancelled"];

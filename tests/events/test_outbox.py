@@ -393,14 +393,18 @@ def test_old_finished_deliveries_are_pruned_and_pending_ones_kept(flow, subscrib
 
 
 def test_every_way_a_task_returns_to_ready_has_a_type(flow, subscribe):
-    subscription = subscribe(types=["task.released", "task.unblocked", "task.reopened"])
+    subscription = subscribe(
+        types=["task.released", "task.unblocked", "task.reopened", "task.withdrawn"]
+    )
     failed, _ = flow.failed()
     blocked, _ = flow.blocked()
     _, attempt = flow.claimed()
+    _, in_review = flow.in_review()
 
     attempts.attempt_release(attempt=attempt, actor=flow.agent, reason="later")
     task_services.task_unblock(task=blocked, actor=flow.manager)
     task_services.task_reopen(task=failed, actor=flow.manager)
+    attempts.attempt_withdraw(attempt=in_review, reason="pull request #1 closed on GitHub")
 
     assert [
         (d.type, d.payload["data"]["to_state"]) for d in subscription.deliveries.order_by("pk")
@@ -408,7 +412,13 @@ def test_every_way_a_task_returns_to_ready_has_a_type(flow, subscribe):
         ("task.released", "ready"),
         ("task.unblocked", "ready"),
         ("task.reopened", "ready"),
+        ("task.withdrawn", "ready"),
     ]
+    withdrawn = subscription.deliveries.get(type="task.withdrawn").payload["data"]
+    assert (withdrawn["reason"], withdrawn["attempt"]["number"]) == (
+        "pull request #1 closed on GitHub",
+        in_review.number,
+    )
 
 
 def commit_statuses(flow, url, token="ghp_secret"):
