@@ -43,9 +43,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from evidence.services import evidence_measured
-from landing import backoff, flaky, git, pause, reverting
+from landing import backoff, flaky, git, pause, pushing, reverting
 from landing.errors import LandingError
-from landing.locks import LockLost, ensure_held, lander_lock
+from landing.locks import LockLost, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
 from landing.reverting import REVERT
 from landing.states import move
@@ -428,20 +428,12 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             tree=git.tree_of(path, head),
             plan=[{"attempt": c.attempt.pk, "built": c.built} for c in landing],
         )
-        ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
         try:
-            git.push(path, project.repository_url, head, branch=batch.target, expected=base)
-        except mirror.GitError as exc:
-            path, _ = mirror.mirror(project)
-            if git.tip(path, batch.target) == base:
-                raise LandingError(f"the push was refused: {exc}") from exc
-            pushes_refused += 1
-            if pushes_refused >= settings.FACTORY_LANDING_PUSH_TRIES:
-                raise LandingError(
-                    f"the target moved under every one of {pushes_refused} pushes"
-                ) from exc
+            pushing.push(project, path, batch, head, base, refused=pushes_refused)
+        except pushing.TargetMoved as moved:
             # Someone else moved the target: build again on their tip, keeping their work.
-            move(batch, "rebuild")
+            path = moved.path
+            pushes_refused += 1
             continue
         seconds = time.monotonic() - started
         for change in landing:
