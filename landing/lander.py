@@ -307,6 +307,14 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
         for change in changes:
             if change.outcome == "queued":
                 attempt_landing_note(attempt=change.attempt, state="queued", batch=None, errors=0)
+    return _end_batch(project, batch, changes, started)
+
+
+def _end_batch(project: Project, batch: Batch, changes: list[Change], started: float) -> Batch:
+    """End a batch whose lander is done with it (not one left ``pushing`` for git to
+    settle): record where each change ended, its seconds and ``ended_at``; one that never
+    pushed and did not err lands nothing (``end``: returned if a change went back, else
+    abandoned); save it and count it in the metrics. Returns the batch."""
     batch.changes = [_record(change) for change in changes]
     batch.seconds = round(time.monotonic() - started, 3)
     batch.ended_at = timezone.now()
@@ -490,14 +498,7 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
         _unforeseen(project, batch, changes, _said(exc))
         if batch.state == BatchState.PUSHING:
             return batch
-    batch.changes = [_record(c) for c in changes]
-    batch.seconds = round(time.monotonic() - started, 3)
-    batch.ended_at = timezone.now()
-    if batch.state in BEFORE_PUSH:
-        move(batch, "end", returned=any(c.outcome != "queued" for c in changes))
-    batch.save()
-    metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
-    return batch
+    return _end_batch(project, batch, changes, started)
 
 
 def _errors(attempt: Attempt) -> int:
