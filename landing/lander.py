@@ -43,9 +43,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from evidence.services import evidence_measured
-from landing import backoff, flaky, git, pause, reverting
+from landing import backoff, flaky, git, pause, pushing, reverting
 from landing.errors import LandingError
-from landing.locks import LockLost, ensure_held, lander_lock
+from landing.locks import LockLost, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
 from landing.reverting import REVERT
 from landing.states import move
@@ -307,6 +307,14 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
         for change in changes:
             if change.outcome == "queued":
                 attempt_landing_note(attempt=change.attempt, state="queued", batch=None, errors=0)
+    return _end_batch(project, batch, changes, started)
+
+
+def _end_batch(project: Project, batch: Batch, changes: list[Change], started: float) -> Batch:
+    """End a batch whose lander is done with it (not one left ``pushing`` for git to
+    settle): record where each change ended, its seconds and ``ended_at``; one that never
+    pushed and did not err lands nothing (``end``: returned if a change went back, else
+    abandoned); save it and count it in the metrics. Returns the batch."""
     batch.changes = [_record(change) for change in changes]
     batch.seconds = round(time.monotonic() - started, 3)
     batch.ended_at = timezone.now()
@@ -428,20 +436,12 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             tree=git.tree_of(path, head),
             plan=[{"attempt": c.attempt.pk, "built": c.built} for c in landing],
         )
-        ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
         try:
-            git.push(path, project.repository_url, head, branch=batch.target, expected=base)
-        except mirror.GitError as exc:
-            path, _ = mirror.mirror(project)
-            if git.tip(path, batch.target) == base:
-                raise LandingError(f"the push was refused: {exc}") from exc
-            pushes_refused += 1
-            if pushes_refused >= settings.FACTORY_LANDING_PUSH_TRIES:
-                raise LandingError(
-                    f"the target moved under every one of {pushes_refused} pushes"
-                ) from exc
+            pushing.push(project, path, batch, head, base, refused=pushes_refused)
+        except pushing.TargetMoved as moved:
             # Someone else moved the target: build again on their tip, keeping their work.
-            move(batch, "rebuild")
+            path = moved.path
+            pushes_refused += 1
             continue
         seconds = time.monotonic() - started
         for change in landing:
@@ -498,14 +498,7 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
         _unforeseen(project, batch, changes, _said(exc))
         if batch.state == BatchState.PUSHING:
             return batch
-    batch.changes = [_record(c) for c in changes]
-    batch.seconds = round(time.monotonic() - started, 3)
-    batch.ended_at = timezone.now()
-    if batch.state in BEFORE_PUSH:
-        move(batch, "end", returned=any(c.outcome != "queued" for c in changes))
-    batch.save()
-    metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
-    return batch
+    return _end_batch(project, batch, changes, started)
 
 
 def _errors(attempt: Attempt) -> int:

@@ -3,11 +3,8 @@
 runs a batch of changes: build on the target as it is, verify in the sandbox, push with a
 lease on the tip built on, record; a revert that does not apply or fails comes back."""
 
-from django.conf import settings
-
-from landing import git
+from landing import git, pushing
 from landing.errors import LandingError
-from landing.locks import ensure_held
 from landing.models import Batch, BatchState
 from landing.states import move
 from landing.verifying import Runs, verified_prefix
@@ -93,19 +90,11 @@ def revert(project: Project, batch: Batch, change, path) -> None:
             tree=built.tree,
             plan=[{"attempt": change.attempt.pk, "built": change.built}],
         )
-        ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
         try:
-            git.push(path, project.repository_url, change.built, branch=batch.target, expected=base)
-        except mirror.GitError as exc:
-            path, _ = mirror.mirror(project)
-            if git.tip(path, batch.target) == base:
-                raise LandingError(f"the push was refused: {exc}") from exc
+            pushing.push(project, path, batch, change.built, base, refused=pushes_refused)
+        except pushing.TargetMoved as moved:
+            path = moved.path
             pushes_refused += 1
-            if pushes_refused >= settings.FACTORY_LANDING_PUSH_TRIES:
-                raise LandingError(
-                    f"the target moved under every one of {pushes_refused} pushes"
-                ) from exc
-            move(batch, "rebuild")
             continue
         task_revert_land(attempt=change.attempt, commit=change.built, batch=batch.pk)
         change.outcome = "reverted"

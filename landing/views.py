@@ -44,6 +44,16 @@ def _project_or_404(user, slug: str) -> Project:
         raise Http404("no such project among yours") from None
 
 
+def _task_or_404(user, slug: str, key: str) -> Task:
+    """The task ``key`` of the project ``slug`` among ``user``'s (its ``project`` read with
+    it); a 404 when either is not there."""
+    project = _project_or_404(user, slug)
+    try:
+        return selectors.task_in(project, key)
+    except Task.DoesNotExist:
+        raise Http404(f"no task {key} in {project.slug}") from None
+
+
 @login_required
 def landing_index(request):
     """The user's projects, each with its landing page; one project goes straight there."""
@@ -81,15 +91,11 @@ def landing(request, slug):
 @require_POST
 def landing_dequeue(request, slug, key):
     """Take a queued task out (managers); a refusal comes back as a message on the page."""
-    project = _project_or_404(request.user, slug)
-    try:
-        task = selectors.task_in(project, key)
-    except Task.DoesNotExist:
-        raise Http404(f"no task {key} in {project.slug}") from None
+    task = _task_or_404(request.user, slug, key)
     # The fields go to the service as they came: it checks the role before reading them
     # (a form's validation here would tell a reviewer what was wrong with its reason).
     try:
-        task = services.landing_dequeue(
+        taken = services.landing_dequeue(
             task=task,
             actor=request.user,
             to=request.POST.get("to", ""),
@@ -98,8 +104,8 @@ def landing_dequeue(request, slug, key):
     except (ServiceError, ValidationError) as exc:
         messages.error(request, f"{key} not taken out of the queue: {refusal_text(exc)}")
     else:
-        messages.success(request, f"{key} taken out of the landing queue: it is {task.state} now.")
-    return redirect("landing", slug=project.slug)
+        messages.success(request, f"{key} taken out of the landing queue: it is {taken.state} now.")
+    return redirect("landing", slug=task.project.slug)
 
 
 def _lander_act(request, slug, act, *, done: str, refused: str):
@@ -199,11 +205,7 @@ def landing_quarantine(request, slug):
 def landing_fast(request, slug, key):
     """Put a queued change in the fast lane (managers), with a reason, alone if asked; a
     refusal comes back as a message on the page."""
-    project = _project_or_404(request.user, slug)
-    try:
-        task = selectors.task_in(project, key)
-    except Task.DoesNotExist:
-        raise Http404(f"no task {key} in {project.slug}") from None
+    task = _task_or_404(request.user, slug, key)
     alone = request.POST.get("alone") == "on"
     try:
         services.landing_fast(
@@ -217,7 +219,7 @@ def landing_fast(request, slug, key):
             f"{key} is in the fast lane: it lands next{', in a batch by itself' if alone else ''}, "
             "verified on the target like every change.",
         )
-    return redirect("landing", slug=project.slug)
+    return redirect("landing", slug=task.project.slug)
 
 
 @login_required
@@ -226,11 +228,7 @@ def landing_revert(request, slug, key):
     """Revert a task's landed change (managers), with a reason, from the task page; back to
     it, saying what happened or why not. The reason goes to the service as it came: it
     checks the role before reading it."""
-    project = _project_or_404(request.user, slug)
-    try:
-        task = selectors.task_in(project, key)
-    except Task.DoesNotExist:
-        raise Http404(f"no task {key} in {project.slug}") from None
+    task = _task_or_404(request.user, slug, key)
     try:
         services.revert_request(
             task=task, actor=request.user, reason=request.POST.get("reason", "")

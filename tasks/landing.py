@@ -423,17 +423,23 @@ def attempt_revert_queue(*, task: Task, actor, reason: str) -> Attempt:
             },
         }
         attempt.save(update_fields=["revert_at", "fast_at", "landing"])
-        Event.record(
-            task,
-            actor=actor,
-            transition="revert_requested",
-            from_state=task.state,
-            to_state=task.state,
-            reason=reason,
-            extra={"attempt": attempt.number, "reverts": task.landed_commit},
-        )
+        _revert_event(task, attempt, "revert_requested", actor=actor, reason=reason)
         enqueue_on_commit(LAND_JOB, task.project_id)
     return attempt
+
+
+def _revert_event(task: Task, attempt: Attempt, transition: str, *, actor, reason: str) -> None:
+    """The Event of a revert asked or sent back: on the task, which stays in its state,
+    naming the attempt and the landed commit the revert takes out."""
+    Event.record(
+        task,
+        actor=actor,
+        transition=transition,
+        from_state=task.state,
+        to_state=task.state,
+        reason=reason,
+        extra={"attempt": attempt.number, "reverts": task.landed_commit},
+    )
 
 
 def _revert_queued(attempt_id: int) -> tuple[Task, Attempt] | None:
@@ -515,13 +521,5 @@ def attempt_revert_return(*, attempt: Attempt, reason: str, details: dict | None
         }
         attempt.revert_at = attempt.fast_at = None
         attempt.save(update_fields=["landing", "revert_at", "fast_at"])
-        Event.record(
-            task,
-            actor=None,
-            transition="revert_returned",
-            from_state=task.state,
-            to_state=task.state,
-            reason=reason[:2000],
-            extra={"attempt": attempt.number, "reverts": task.landed_commit},
-        )
+        _revert_event(task, attempt, "revert_returned", actor=None, reason=reason[:2000])
     return True

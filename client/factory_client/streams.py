@@ -16,6 +16,7 @@ What each CLI prints is documented beside its fixture (tests/fixtures/agents/).
 
 from __future__ import annotations
 
+import abc
 import json
 import re
 import threading
@@ -105,8 +106,9 @@ class Totals:
         return self.models.setdefault(model or "", ModelTotals())
 
 
-class Parser:
-    """Reads one line at a time; ``totals`` is what it has read so far."""
+class Parser(abc.ABC):
+    """Reads one line at a time; ``totals`` is what it has read so far. Each preset's
+    parser says how it reads a line (``read``)."""
 
     def __init__(self, model_hint: str | None = None):
         self.totals = Totals()
@@ -122,8 +124,9 @@ class Parser:
             except Absurd as exc:
                 self.totals.refused.append(str(exc)[:200])
 
+    @abc.abstractmethod
     def read(self, line: bytes) -> None:
-        raise NotImplementedError
+        """Take one line of the agent's output into ``totals``; ``Absurd`` refuses it."""
 
     def session(self, value) -> None:
         if isinstance(value, str) and SESSION.fullmatch(value):
