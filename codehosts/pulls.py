@@ -21,7 +21,7 @@ from evidence.models import FINISHED_GATE_STATES, GateRunState
 from evidence.selectors import criteria_status
 from tasks import handoff
 from tasks.attempts import attempt_withdraw
-from tasks.models import AttemptState, Task, TaskState
+from tasks.models import Attempt, AttemptState, Task, TaskState
 
 # A pull request whose checks were not all posted yet has synced "never".
 NEVER = datetime(2000, 1, 1, tzinfo=UTC)
@@ -197,7 +197,9 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
     is withdrawn (``tasks.attempts.attempt_withdraw``): the task is ready again, the
     attempt not counted against ``max_attempts``, and the reason — ``pull request #N closed
     on GitHub by @login``, the closer as the host's issue answer names them, else without
-    a name — reaches the next attempt's context. An approved, landing or done task is left
+    a name — reaches the next attempt's context. Past the task's free withdrawals
+    (``tasks.attempts.WITHDRAWALS_FREE``) the attempt fails instead, as a rejected one
+    would, and the reason says why. An approved, landing or done task is left
     as it is: the review on the site decided it. The close is remembered on the link
     (``posted["closed"]``: number, when, by whom, the newest attempt then), so the same
     close read again withdraws nothing more and the site does not open the pull request
@@ -231,6 +233,9 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
         locked.posted = {**locked.posted, "closed": {**record, "attempt": task.attempt_count}}
         locked.save(update_fields=["posted"])
     if withdrawn:
+        state, ended = Attempt.objects.values_list("state", "end_reason").get(pk=attempt.pk)
+        if state == AttemptState.FAILED:  # past the task's free withdrawals: it counted
+            return f"{task.key}: {ended}; attempt {attempt.number} failed"
         return f"{task.key}: {reason}; attempt {attempt.number} withdrawn"
     if pull.merged:
         return f"{task.key}: pull request #{pull.number} merged; the task is {task.state}, kept"

@@ -37,6 +37,8 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("tasks.attempt", "gates_failed", None, "attempt.gates_failed"),
     ("tasks.attempt", "expire", None, "lease.expired"),
     ("tasks.task", "exhaust_budget", "failed", "task.failed"),
+    # A close past the task's free withdrawals counts; a free one is no outsider's news.
+    ("tasks.task", "withdraw", "failed", "task.failed"),
     ("tasks.attempt", "exhaust_budget", None, "budget.exhausted"),
     ("projects.project", "exhaust_budget", None, "budget.exhausted"),
     ("tasks.attempt", "void_usage", None, "usage.voided"),

@@ -19,6 +19,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
@@ -48,6 +49,10 @@ from tasks.usage import add_usage, clean_usage, cost_of, month_name, month_start
 log = logging.getLogger(__name__)
 
 CONCLUDE_JOB = "tasks.jobs.attempt_conclude_job"
+# Withdrawals of a task that do not spend an attempt (ADR 0039). The site cannot yet tell
+# who a host login is, so an agent with write access could close its own pull request
+# before each rejection and never spend one; past these, a close counts as a failure.
+WITHDRAWALS_FREE = 2
 
 
 # --- Claiming and leases ------------------------------------------------------------------
@@ -558,6 +563,10 @@ def attempt_withdraw(*, attempt: Attempt, reason: str) -> bool:
     which the next attempt's context carries, and, unlike a failure, it does not count
     against the task's ``max_attempts``.
 
+    Only the task's first ``WITHDRAWALS_FREE`` withdrawals (its ``withdraw`` Events, ever)
+    are free: a later one ends the attempt ``failed`` and raises ``failed_attempts`` as a
+    failure does (the task fails when they reach ``max_attempts``), the reason saying so.
+
     False, changing nothing, when the attempt is no longer live or no longer the task's
     current attempt (already withdrawn, rejected, approved): a close read twice withdraws
     once, and never the attempt that came after it.
@@ -566,9 +575,25 @@ def attempt_withdraw(*, attempt: Attempt, reason: str) -> bool:
         task, attempt = lock_task_and_attempt(attempt.pk)
         if not attempt.is_live or task.current_attempt_id != attempt.pk:
             return False
-        reason = reason[:2000]
-        fire(attempt, "withdraw", actor=None, reason=reason, end_reason=reason)
-        fire(task, "withdraw", actor=None, reason=reason, extra={"attempt": attempt.number})
+        # Counted under the task's lock, so two withdrawals cannot both be the last free one.
+        earlier = Event.objects.filter(
+            task=task,
+            content_type=ContentType.objects.get_for_model(Task),
+            object_id=task.pk,
+            transition="withdraw",
+        ).count()
+        counts = earlier >= WITHDRAWALS_FREE
+        why = (
+            f"; this task's pull requests were closed {earlier + 1} times, more than the"
+            f" {WITHDRAWALS_FREE} that are free, so this attempt counts as failed"
+            f" ({task.failed_attempts + 1} of {task.max_attempts} attempts used)"
+            if counts
+            else ""
+        )
+        reason = reason[: 2000 - len(why)] + why
+        fire(attempt, "withdraw", actor=None, reason=reason, end_reason=reason, counts=counts)
+        extra = {"attempt": attempt.number} | ({"counts": True} if counts else {})
+        fire(task, "withdraw", actor=None, reason=reason, extra=extra, counts=counts)
     return True
 
 

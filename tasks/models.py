@@ -295,13 +295,17 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
     @transition(
         field=state,
         source=[TaskState.CLAIMED, TaskState.CHECKING, TaskState.IN_REVIEW],
-        target=TaskState.READY,
+        target=RETURN_VALUE(TaskState.READY, TaskState.FAILED),
         permission=SYSTEM,
     )
-    def withdraw(self):
+    def withdraw(self, counts: bool = False):
         # A person on the code host closed the task's pull request: not a failed attempt,
         # so the budget is not spent; the reason is on the attempt for the next context.
+        # Past the free withdrawals (``tasks.attempts.WITHDRAWALS_FREE``) it ``counts``.
+        if counts:
+            return self._after_failure()
         self.current_attempt = None
+        return TaskState.READY
 
     @transition(field=state, source=TaskState.BLOCKED, target=TaskState.READY, permission=MANAGER)
     def unblock(self):
@@ -615,12 +619,14 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
     @transition(
         field=state,
         source=LIVE_ATTEMPT_STATES,
-        target=AttemptState.RELEASED,
+        target=RETURN_VALUE(AttemptState.RELEASED, AttemptState.FAILED),
         permission=SYSTEM,
     )
-    def withdraw(self, end_reason: str):
-        # Its pull request was closed on the code host: given back, not failed.
+    def withdraw(self, end_reason: str, counts: bool = False):
+        # Its pull request was closed on the code host: given back, not failed — unless
+        # the task's free withdrawals are used up, when it ``counts`` as a failed attempt.
         self._end(end_reason)
+        return AttemptState.FAILED if counts else AttemptState.RELEASED
 
     @transition(
         field=state, source=AttemptState.CHECKING, target=AttemptState.PASSED, permission=SYSTEM

@@ -1,7 +1,8 @@
 """A person closing the task's pull request on the host withdraws its live attempt: the
 task is ready again, no attempt spent, the reason (who closed it, as the host says) in the
 next attempt's context. Read from the host, never from the payload; a close read twice
-withdraws once; deleting the branch closes it the same way; a retarget is put back; a
+withdraws once; only the first two withdrawals of a task are free, a third close fails
+the attempt; deleting the branch closes it the same way; a retarget is put back; a
 reopen withdraws nothing; an approved or done task, a merge, or the site's own close is
 kept as it is."""
 
@@ -27,12 +28,36 @@ def in_review(hosted, repo, monkeypatch, django_capture_on_commit_callbacks):
     return task, attempt
 
 
-def closed(client, github, capture, *, delivery="d-1", action="closed"):
-    """A delivery about pull request #1 processed; its result. The payload says it is
-    open and merged: only the host's word counts."""
+def closed(client, github, capture, *, delivery="d-1", action="closed", number=1):
+    """A delivery about pull request #``number`` processed; its result. The payload says
+    it is open and merged: only the host's word counts."""
     with capture(execute=True):
-        deliver(client, github, delivery=delivery, action=action, state="open", merged=True)
+        deliver(
+            client,
+            github,
+            delivery=delivery,
+            action=action,
+            number=number,
+            state="open",
+            merged=True,
+        )
     return HostDelivery.objects.get(delivery_id=delivery).result
+
+
+def closed_twice(hosted, repo, github, client, capture, task):
+    """Pull requests #1 and #2 closed by a person, each attempt withdrawn free; attempt 3
+    in review with pull request #3 open."""
+    for number in (1, 2):
+        github.world.close_pull(repo, number, "ann")
+        closed(client, github, capture, delivery=f"d-{number}", number=number)
+        task, attempt, _ = submitted(hosted, repo, capture, task=task)
+    assert (attempt.number, task.state, task.failed_attempts, withdrawals()) == (
+        3,
+        "in_review",
+        0,
+        2,
+    )
+    return task, attempt
 
 
 def withdrawals() -> int:
@@ -215,3 +240,76 @@ def test_closing_an_earlier_pull_request_of_the_task_withdraws_nothing(
     task.refresh_from_db(), attempt.refresh_from_db()
     assert result == "WID-1: pull request #1 is closed; it is not the task's now"
     assert (task.state, attempt.state, withdrawals()) == ("in_review", "passed", 1)
+
+
+COUNTED = (
+    "pull request #3 closed on GitHub by @ann; this task's pull requests were closed 3"
+    " times, more than the 2 that are free, so this attempt counts as failed"
+)
+
+
+def test_the_third_close_of_a_tasks_pull_request_fails_the_attempt_and_spends_one(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    Task.objects.filter(pk=task.pk).update(max_attempts=3)
+    task, attempt = closed_twice(
+        hosted, repo, github, client, django_capture_on_commit_callbacks, task
+    )
+    github.world.close_pull(repo, 3, "ann")
+
+    result = closed(client, github, django_capture_on_commit_callbacks, delivery="d-3", number=3)
+
+    reason = f"{COUNTED} (1 of 3 attempts used)"
+    assert result == f"WID-1: {reason}; attempt 3 failed"
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts, task.current_attempt_id) == ("ready", 1, None)
+    assert (attempt.state, attempt.end_reason) == ("failed", reason)
+    event = Event.objects.filter(transition="withdraw", object_key="WID-1").latest("pk")
+    assert (event.from_state, event.to_state, event.extra) == (
+        "in_review",
+        "ready",
+        {"attempt": 3, "counts": True},
+    )
+    assert withdrawals() == 3
+
+
+def test_a_counted_close_with_max_attempts_reached_fails_the_task(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review  # max_attempts=1
+    task, attempt = closed_twice(
+        hosted, repo, github, client, django_capture_on_commit_callbacks, task
+    )
+    github.world.close_pull(repo, 3, "ann")
+
+    result = closed(client, github, django_capture_on_commit_callbacks, delivery="d-3", number=3)
+
+    assert result == f"WID-1: {COUNTED} (1 of 1 attempts used); attempt 3 failed"
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts, task.current_attempt_id) == ("failed", 1, None)
+    assert attempt.state == "failed"
+    assert attempts.task_claim(agent=hosted.agent2, project=hosted.project) is None
+
+
+def test_a_counted_close_delivered_again_changes_nothing(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    Task.objects.filter(pk=task.pk).update(max_attempts=3)
+    task, attempt = closed_twice(
+        hosted, repo, github, client, django_capture_on_commit_callbacks, task
+    )
+    github.world.close_pull(repo, 3, "ann")
+    closed(client, github, django_capture_on_commit_callbacks, delivery="d-3", number=3)
+    task.refresh_from_db(), attempt.refresh_from_db()
+    before = (task.state, task.failed_attempts, attempt.state, Event.objects.count())
+
+    replayed = closed(client, github, django_capture_on_commit_callbacks, delivery="d-4", number=3)
+    sync.hosts_reconcile()
+
+    assert replayed == "WID-1: pull request #3 closed; acted on already"
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts, attempt.state, Event.objects.count()) == before
+    assert before[:3] == ("ready", 1, "failed")
+    assert withdrawals() == 3

@@ -367,6 +367,21 @@ def test_a_gates_verdict_is_an_event_and_the_runners_has_a_type_of_its_own(
     assert type_of("evidence.gaterun", "start", "running", gate="runner") is None
 
 
+def test_a_withdrawal_that_fails_the_task_is_task_failed_and_a_free_one_is_nothing(flow, subscribe):
+    subscription = subscribe(types=["task.*", "attempt.*"])
+    task, attempt = flow.in_review(max_attempts=1)
+    for _ in range(attempts.WITHDRAWALS_FREE):
+        attempts.attempt_withdraw(attempt=attempt, reason="closed")
+        attempt = attempts.task_claim(agent=flow.agent)
+    before = set(payloads(subscription))
+
+    attempts.attempt_withdraw(attempt=attempt, reason="pull request #3 closed")
+
+    assert "task.failed" not in before
+    payload = payloads(subscription)["task.failed"]
+    assert (payload["data"]["key"], payload["data"]["state"]) == (task.key, "failed")
+
+
 def test_a_project_has_at_most_the_webhooks_its_limit_allows(flow, receiver, settings):
     settings.FACTORY_WEBHOOK_MAX_PER_PROJECT = 2
     for _ in range(2):

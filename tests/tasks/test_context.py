@@ -267,3 +267,23 @@ def test_a_withdrawal_reason_reaches_the_next_attempt(flow, api):
         "released",
         "pull request #4 closed on GitHub by @ann",
     )
+
+
+@pytest.mark.django_db
+def test_a_withdrawal_that_counted_reaches_the_next_attempt_as_failed(flow, api):
+    task, attempt = flow.in_review(max_attempts=3)
+    for _ in range(attempts.WITHDRAWALS_FREE):
+        attempts.attempt_withdraw(attempt=attempt, reason="closed")
+        attempt = attempts.task_claim(agent=flow.agent)
+    attempts.attempt_withdraw(attempt=attempt, reason="pull request #3 closed on GitHub by @ann")
+    attempts.task_claim(agent=flow.agent2)
+
+    body = context(api, flow.agent2, task).json()
+    (earlier,) = [a for a in body["attempts"] if a["number"] == 3]
+
+    assert (earlier["state"], earlier["ended_because"]) == (
+        "failed",
+        "pull request #3 closed on GitHub by @ann; this task's pull requests were closed 3"
+        " times, more than the 2 that are free, so this attempt counts as failed"
+        " (1 of 3 attempts used)",
+    )

@@ -468,6 +468,33 @@ def test_withdraw_gives_the_task_back_without_spending_an_attempt(flow, state):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("state", ["claimed", "checking", "in_review"])
+def test_a_withdraw_past_the_free_ones_fails_the_attempt_and_spends_one(flow, state):
+    task, attempt = flow.claimed(max_attempts=2)
+    for _ in range(attempts.WITHDRAWALS_FREE):
+        assert attempts.attempt_withdraw(attempt=attempt, reason="closed") is True
+        attempt = attempts.task_claim(agent=flow.agent)
+    if state != "claimed":
+        attempt = attempts.attempt_submit(
+            attempt=attempt, actor=flow.agent, summary="done", change={"commit": "a" * 40}
+        )
+    if state == "in_review":
+        attempt = attempts.attempt_gates_passed(attempt=attempt)
+
+    assert attempts.attempt_withdraw(attempt=attempt, reason="pull request #3 closed") is True
+
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts, task.current_attempt_id) == ("ready", 1, None)
+    assert attempt.state == "failed"
+    assert attempt.end_reason == (
+        "pull request #3 closed; this task's pull requests were closed 3 times, more than the"
+        " 2 that are free, so this attempt counts as failed (1 of 2 attempts used)"
+    )
+    events = Event.objects.filter(task=task, transition="withdraw", object_key=task.key)
+    assert [e.to_state for e in events.order_by("pk")] == ["ready", "ready", "ready"]
+
+
+@pytest.mark.django_db
 @pytest.mark.parametrize("state", ["done", "approved_then_rejected", "withdrawn"])
 def test_withdraw_leaves_an_attempt_that_is_no_longer_live(flow, state):
     if state == "done":
