@@ -29,6 +29,8 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("landing.flakytest", "release", None, "landing.released"),
     ("tasks.task", "block", None, "task.blocked"),
     ("tasks.task", "release", None, "task.released"),
+    # A close past the task's free withdrawals counts: when it fails the task, that is the news.
+    ("tasks.task", "withdraw", "failed", "task.failed"),
     ("tasks.task", "withdraw", None, "task.withdrawn"),
     ("tasks.task", "unblock", None, "task.unblocked"),
     ("tasks.task", "reopen", None, "task.reopened"),
@@ -37,8 +39,6 @@ RULES: list[tuple[str, str, str | None, str]] = [
     ("tasks.attempt", "gates_failed", None, "attempt.gates_failed"),
     ("tasks.attempt", "expire", None, "lease.expired"),
     ("tasks.task", "exhaust_budget", "failed", "task.failed"),
-    # A close past the task's free withdrawals counts; a free one is no outsider's news.
-    ("tasks.task", "withdraw", "failed", "task.failed"),
     ("tasks.attempt", "exhaust_budget", None, "budget.exhausted"),
     ("projects.project", "exhaust_budget", None, "budget.exhausted"),
     ("tasks.attempt", "void_usage", None, "usage.voided"),
@@ -83,8 +83,8 @@ DESCRIPTIONS = {
     "task.blocked": "the agent released the task as blocked",
     "task.released": "the agent gave the task back; it is ready again",
     "task.withdrawn": "a person closed the task's pull request on its code host: the attempt "
-    "was withdrawn without spending one of the task's attempts; it is ready again, with the "
-    "reason",
+    "ended (without spending one of the task's attempts, unless its free withdrawals were "
+    "used up); it is ready again, with the reason",
     "task.unblocked": "a manager unblocked the task; it is ready again",
     "task.reopened": "a manager reopened a failed task",
     "task.cancelled": "a manager cancelled the task",

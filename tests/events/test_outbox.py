@@ -367,7 +367,9 @@ def test_a_gates_verdict_is_an_event_and_the_runners_has_a_type_of_its_own(
     assert type_of("evidence.gaterun", "start", "running", gate="runner") is None
 
 
-def test_a_withdrawal_that_fails_the_task_is_task_failed_and_a_free_one_is_nothing(flow, subscribe):
+def test_a_withdrawal_that_fails_the_task_is_task_failed_and_the_others_task_withdrawn(
+    flow, subscribe
+):
     subscription = subscribe(types=["task.*", "attempt.*"])
     task, attempt = flow.in_review(max_attempts=1)
     for _ in range(attempts.WITHDRAWALS_FREE):
@@ -377,7 +379,7 @@ def test_a_withdrawal_that_fails_the_task_is_task_failed_and_a_free_one_is_nothi
 
     attempts.attempt_withdraw(attempt=attempt, reason="pull request #3 closed")
 
-    assert "task.failed" not in before
+    assert "task.failed" not in before and "task.withdrawn" in before
     payload = payloads(subscription)["task.failed"]
     assert (payload["data"]["key"], payload["data"]["state"]) == (task.key, "failed")
 
