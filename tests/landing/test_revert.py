@@ -629,6 +629,76 @@ def test_the_revert_form_says_why_it_was_refused(client, lands):
     assert state_of(task) == before
 
 
+def test_a_manager_cancels_a_revert_through_the_api(api, lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+
+    answer = api(lands.manager).post(
+        f"/api/v1/tasks/{task.key}/revert/cancel/", {"reason": "a false alarm"}, format="json"
+    )
+
+    assert answer.status_code == 200
+    assert (answer.json()["key"], answer.json()["state"]) == (task.key, "done")
+    attempt.refresh_from_db()
+    assert (attempt.landing["revert"]["state"], attempt.revert_at) == ("cancelled", None)
+
+
+def test_the_api_refuses_a_cancel_to_a_reviewer_and_hides_the_task_from_another_project(
+    api, lands, other_flow
+):
+    task, _ = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    before = state_of(task)
+    cancel = f"/api/v1/tasks/{task.key}/revert/cancel/"
+
+    refused = api(lands.reviewer).post(cancel, {"reason": "r"}, format="json")
+    hidden = api(other_flow.manager).post(cancel, {"reason": "r"}, format="json")
+    no_reason = api(lands.manager).post(cancel, {}, format="json")
+
+    assert (refused.status_code, hidden.status_code, no_reason.status_code) == (403, 404, 400)
+    assert list(no_reason.json()["fields"]) == ["reason"]
+    assert state_of(task) == before
+
+
+def test_the_task_page_offers_a_manager_the_cancel_form_beside_a_queued_revert(client, lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    cancel = f'action="/projects/FM/landing/{task.key}/revert/cancel/"'
+
+    client.force_login(lands.reviewer)
+    theirs = client.get(f"/tasks/{task.key}/").content.decode()
+    client.force_login(lands.manager)
+    page = client.get(f"/tasks/{task.key}/").content.decode()
+    answer = client.post(
+        f"/projects/FM/landing/{task.key}/revert/cancel/", {"reason": "a false alarm"}, follow=True
+    )
+
+    assert cancel in page and cancel not in theirs
+    assert f'aria-label="Why cancel the revert of {task.key}"' in page
+    after = answer.content.decode()
+    assert answer.redirect_chain == [(f"/tasks/{task.key}/", 302)]
+    assert f"The revert of {task.key} is cancelled" in after
+    assert "revert cancelled" in after and "a false alarm" in after
+    assert cancel not in after
+    assert f'action="/projects/FM/landing/{task.key}/revert/"' in after  # it can be asked again
+    attempt.refresh_from_db()
+    assert attempt.revert_at is None
+
+
+def test_the_cancel_form_says_why_it_was_refused(client, lands):
+    task, _ = landed(lands)
+    client.force_login(lands.manager)
+    before = state_of(task)
+
+    answer = client.post(
+        f"/projects/FM/landing/{task.key}/revert/cancel/", {"reason": "oops"}, follow=True
+    )
+
+    page = answer.content.decode()
+    assert f"The revert of {task.key} was not cancelled: no revert of {task.key} is queued" in page
+    assert state_of(task) == before
+
+
 def test_subscribers_hear_a_landed_revert_with_both_commits(lands):
     task, attempt = landed(lands)
     revert_request(task=task, actor=lands.manager, reason="wrong fix")
