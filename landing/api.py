@@ -2,7 +2,8 @@
 manager taking a task out of the queue (``landing.services.landing_dequeue``), waking a
 lander that backs off (``landing.services.landing_retry``), and pausing and resuming the
 landing (``landing_pause``, ``landing_resume``), and reverting a landed change
-(``landing.services.revert_request``; docs/landing.md)."""
+(``landing.services.revert_request``) or taking a queued revert back (``revert_cancel``;
+docs/landing.md)."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -18,6 +19,7 @@ from landing.services import (
     landing_quarantine,
     landing_resume,
     landing_retry,
+    revert_cancel,
     revert_request,
 )
 from projects.access import Writers
@@ -417,6 +419,35 @@ class TaskRevertApi(APIView):
         data = ReasonSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         task = revert_request(
+            task=self.target, actor=request.user, reason=data.validated_data["reason"]
+        )
+        task = Task.objects.select_related("project", "spec").get(pk=task.pk)
+        return Response(TaskSerializer(task).data)
+
+
+class TaskRevertCancelApi(APIView):
+    """Take back a task's queued revert (managers of its project), with a reason: it leaves
+    the queue before the lander builds it, and the task stays done at its landed commit (an
+    Event ``revert_cancelled``; the attempt's ``landing.revert`` is ``cancelled``, with who
+    and why). A revert whose batch's lander died is settled first, as the next lander would.
+    Answers the task. A cancelled revert can be asked again.
+
+    409 ``no_revert_queued`` when no revert of the task is queued (saying what the task is),
+    ``landing_in_progress`` when a live batch is landing the revert now."""
+
+    writers = Writers(MANAGER)
+
+    def write_target(self, request, key):
+        return task_for(request.user, key)
+
+    @extend_schema(
+        request=RequiredReasonSerializer,
+        responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, key):
+        data = ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        task = revert_cancel(
             task=self.target, actor=request.user, reason=data.validated_data["reason"]
         )
         task = Task.objects.select_related("project", "spec").get(pk=task.pk)

@@ -5,11 +5,14 @@ from a batch whose lander is gone; ``landing_retry`` wakes a lander that backs o
 ``landing_pause`` and ``landing_resume`` stop and start the landing itself (``pause``);
 ``landing_quarantine`` puts a test in or out of quarantine (``flaky``); ``landing_fast``
 puts a queued change (or revert) in the fast lane; ``revert_request`` queues the revert of
-a landed change.
+a landed change, and ``revert_cancel`` takes a queued revert back.
 """
 
 import re
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
+from typing import TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -29,21 +32,34 @@ from tasks.landing import (
     LAND_JOB,
     REASON_MAX,
     attempt_fast_lane,
+    attempt_revert_cancel,
     attempt_revert_queue,
     task_dequeue,
 )
 from tasks.models import Task
 
+T = TypeVar("T")
+
 
 def landing_dequeue(*, task: Task, actor, to: str, reason: str) -> Task:
     """Take ``task`` out of the landing queue (``task_dequeue``: who may, the state, then
     the body). A change a batch has taken stays while that batch's lander is alive (409
-    ``landing_in_progress``). If its lander is gone (the lander lock is free), the batch it
-    left is settled first, as the next lander would (landed if its push reached the target,
-    which only git can tell; else abandoned), and the dequeue goes on: a task whose change
-    landed meanwhile is ``done`` and refused as such."""
+    ``landing_in_progress``); if its lander is gone, the batch is settled first and the
+    dequeue goes on (``_once_the_lander_is_gone``): a task whose change landed meanwhile
+    is ``done`` and refused as such."""
+    return _once_the_lander_is_gone(
+        task, partial(task_dequeue, task=task, actor=actor, to=to, reason=reason)
+    )
+
+
+def _once_the_lander_is_gone(task: Task, act: Callable[..., T]) -> T:
+    """``act()``; if it is refused ``landing_in_progress`` (a batch has what it acts on) and
+    no lander works the project (its lock is free), the batches a dead lander left are
+    settled, as the next lander would (landed if the push reached the target, which only
+    git can tell; else abandoned, their changes still queued), and ``act(lander_gone=True)``
+    is tried once more, holding the lock. A live lander's batch keeps the refusal."""
     try:
-        return task_dequeue(task=task, actor=actor, to=to, reason=reason)
+        return act()
     except Conflict as exc:
         if exc.code != "landing_in_progress":
             raise
@@ -61,7 +77,7 @@ def landing_dequeue(*, task: Task, actor, to: str, reason: str) -> Task:
                 "try again when it can",
                 code="landing_in_progress",
             ) from exc
-        return task_dequeue(task=task, actor=actor, to=to, reason=reason, lander_gone=True)
+        return act(lander_gone=True)
 
 
 def landing_retry(*, project: Project, actor, reason: str = "") -> Lander:
@@ -225,15 +241,40 @@ def revert_request(*, task: Task, actor, reason: str) -> Task:
     one with NUL, or over 10,000 characters); 409 ``not_landed``, ``landing_off`` and
     ``revert_queued`` (``tasks.landing.attempt_revert_queue``). A refusal changes nothing."""
     require_role(actor, task.project_id, Role.MANAGER)
+    reason = _revert_reason(
+        reason, missing="say why the change is reverted: the next attempt reads it"
+    )
+    attempt_revert_queue(task=task, actor=actor, reason=reason)
+    task.refresh_from_db()
+    return task
+
+
+def revert_cancel(*, task: Task, actor, reason: str) -> Task:
+    """A manager takes back a queued revert of ``task``'s landed change, with a reason: it
+    leaves the queue before the lander builds it, and the task stays done at its landed
+    commit (``tasks.landing.attempt_revert_cancel``). An Event, ``revert_cancelled``. A
+    revert a batch has taken stays while that batch's lander is alive; if its lander is
+    gone, the batch is settled first (``_once_the_lander_is_gone``): a revert that reached
+    the target meanwhile has reopened the task, and the cancel is refused as such. 403 for
+    anyone but a manager of the task's project; 400 as ``revert_request``'s reason; 409
+    ``no_revert_queued`` and ``landing_in_progress``. A refusal changes nothing."""
+    require_role(actor, task.project_id, Role.MANAGER)
+    reason = _revert_reason(reason, missing="say why the revert is cancelled: the trail keeps it")
+    _once_the_lander_is_gone(
+        task, partial(attempt_revert_cancel, task=task, actor=actor, reason=reason)
+    )
+    task.refresh_from_db()
+    return task
+
+
+def _revert_reason(reason: str, *, missing: str) -> str:
+    """A manager's reason to revert, or to cancel a revert, stripped: some text (else 400
+    saying ``missing``), no NUL, at most ``REASON_MAX`` characters."""
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationError(
-            {"reason": ["say why the change is reverted: the next attempt reads it"]}
-        )
+        raise ValidationError({"reason": [missing]})
     if "\x00" in reason:
         raise ValidationError({"reason": ["text may not contain NUL characters"]})
     if len(reason) > REASON_MAX:
         raise ValidationError({"reason": [f"at most {REASON_MAX} characters"]})
-    attempt_revert_queue(task=task, actor=actor, reason=reason)
-    task.refresh_from_db()
-    return task
+    return reason

@@ -37,6 +37,11 @@ api_patterns = [
         name="api-landing-dequeue",
     ),
     path("tasks/<key:key>/revert/", api.TaskRevertApi.as_view(), name="api-task-revert"),
+    path(
+        "tasks/<key:key>/revert/cancel/",
+        api.TaskRevertCancelApi.as_view(),
+        name="api-task-revert-cancel",
+    ),
 ]
 
 ui_patterns = [
@@ -56,5 +61,10 @@ ui_patterns = [
         "projects/<key:slug>/landing/<key:key>/revert/",
         views.landing_revert,
         name="landing-revert",
+    ),
+    path(
+        "projects/<key:slug>/landing/<key:key>/revert/cancel/",
+        views.landing_revert_cancel,
+        name="landing-revert-cancel",
     ),
 ]

@@ -3,8 +3,8 @@ form a manager takes a task out of the queue with (``landing.services.landing_de
 the button that wakes a lander that backs off (``landing.services.landing_retry``), and the
 forms that pause and resume landing (``landing_pause``, ``landing_resume``), and the forms
 that quarantine and release a flaky test (``landing_quarantine``) and put a change in the
-fast lane (``landing_fast``); and the task page's form that reverts a landed change
-(``revert_request``)."""
+fast lane (``landing_fast``); and the task page's forms that revert a landed change
+(``revert_request``) and take a queued revert back (``revert_cancel``)."""
 
 from django import forms
 from django.contrib import messages
@@ -240,5 +240,25 @@ def landing_revert(request, slug, key):
             request,
             f"The revert of {key} is queued: the lander lands it like any change, verified on "
             "the target, and then the task reopens.",
+        )
+    return redirect("task-detail", key=key)
+
+
+@login_required
+@require_POST
+def landing_revert_cancel(request, slug, key):
+    """Take back a task's queued revert (managers), with a reason, from the task page; back
+    to it, saying what happened or why not. The reason goes to the service as it came: it
+    checks the role before reading it."""
+    task = _task_or_404(request.user, slug, key)
+    try:
+        services.revert_cancel(task=task, actor=request.user, reason=request.POST.get("reason", ""))
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"The revert of {key} was not cancelled: {refusal_text(exc)}")
+    else:
+        messages.success(
+            request,
+            f"The revert of {key} is cancelled: the lander will not land it, and the task "
+            "stays done at its landed commit.",
         )
     return redirect("task-detail", key=key)

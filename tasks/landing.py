@@ -428,8 +428,59 @@ def attempt_revert_queue(*, task: Task, actor, reason: str) -> Attempt:
     return attempt
 
 
+def attempt_revert_cancel(*, task: Task, actor, reason: str, lander_gone: bool = False) -> Attempt:
+    """A manager takes back a queued revert, with a reason: it leaves the queue, the lander
+    never builds it, and the task stays done at its landed commit. The attempt's
+    ``landing.revert`` keeps what was asked and says who cancelled it and why (``state:
+    cancelled``, ``cancelled: {by, reason, at}``); an Event on the task,
+    ``revert_cancelled``. The caller checked the role and the reason.
+
+    409 ``no_revert_queued`` when no revert of the task is queued (saying what the task is),
+    ``landing_in_progress`` when a batch has taken the revert while its lander works.
+    ``lander_gone``: the caller holds the project's lander lock and settled what a dead
+    lander left (``landing.services.revert_cancel``), so a revert still marked ``landing``
+    belongs to no live batch and may be cancelled."""
+    with transaction.atomic():
+        task, attempt = lock_task_and_attempt(task_id=task.pk)
+        if task.state != TaskState.DONE or attempt is None or attempt.revert_at is None:
+            raise Conflict(_no_revert_queued(task, attempt), code="no_revert_queued")
+        revert = attempt.landing.get("revert") or {}
+        if revert.get("state") == "landing" and not lander_gone:
+            raise Conflict(
+                f"the revert of {task} is in batch {revert.get('batch')} being landed now; "
+                "try again when the batch ends",
+                code="landing_in_progress",
+            )
+        now = timezone.now()
+        attempt.revert_at = attempt.fast_at = None
+        attempt.landing = {
+            **attempt.landing,
+            "revert": {
+                **revert,
+                "state": "cancelled",
+                "cancelled": {"by": actor.get_username(), "reason": reason, "at": now.isoformat()},
+            },
+        }
+        attempt.save(update_fields=["landing", "revert_at", "fast_at"])
+        _revert_event(task, attempt, "revert_cancelled", actor=actor, reason=reason)
+    return attempt
+
+
+def _no_revert_queued(task: Task, attempt: Attempt | None) -> str:
+    """Why there is no revert of ``task`` to cancel: what the task is, and how its last
+    revert ended, if it had one."""
+    if task.state == TaskState.DONE and task.landed_commit:
+        now = f"it is done, landed at {task.landed_commit[:12]}"
+    else:
+        now = f"it is {task.state}"
+    last = ((attempt.landing or {}).get("revert") or {}) if attempt is not None else {}
+    if last.get("state"):
+        now += f"; its last revert was {last['state']}"
+    return f"no revert of {task} is queued to cancel: {now}"
+
+
 def _revert_event(task: Task, attempt: Attempt, transition: str, *, actor, reason: str) -> None:
-    """The Event of a revert asked or sent back: on the task, which stays in its state,
+    """The Event of a revert asked, cancelled or sent back: on the task, which stays in its state,
     naming the attempt and the landed commit the revert takes out."""
     Event.record(
         task,

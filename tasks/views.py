@@ -268,7 +268,7 @@ def _task_page(request, task, *, posted=None, status=200):
         "comments": comments,
         "comment_paths": _diff_paths(material.evidence) if current else [],
         "marking": current,
-        "may_revert": _may_revert(task, attempt, user),
+        "revert_form": _revert_form(task, attempt, user),
         "point_in_time": _point_in_time(task, material, events)
         if task.state == TaskState.DONE
         else None,
@@ -277,18 +277,21 @@ def _task_page(request, task, *, posted=None, status=200):
     return render(request, "tasks/task_detail.html", context, status=status)
 
 
-def _may_revert(task, attempt, user) -> bool:
-    """Whether the page offers ``user`` the form that reverts the task's landed change
-    (``landing.services.revert_request`` has the last word)."""
-    return bool(
+def _revert_form(task, attempt, user) -> str:
+    """Which revert form the Landing panel offers ``user``: ``revert`` for a landed change,
+    ``cancel`` for its queued revert, "" for neither (``landing.services.revert_request``
+    and ``revert_cancel`` have the last word)."""
+    if not (
         task.state == TaskState.DONE
         and task.landed_commit
-        and task.project.lands
         and attempt is not None
         and attempt.pk == task.current_attempt_id
-        and attempt.revert_at is None
         and has_role(user, task.project_id, Role.MANAGER)
-    )
+    ):
+        return ""
+    if attempt.revert_at is not None:
+        return "cancel"
+    return "revert" if task.project.lands else ""
 
 
 def _usage_view(attempt) -> dict | None:

@@ -347,6 +347,12 @@ ENDPOINTS = {
         {"reason": "it broke the export"},
         "json",
     ),
+    "tasks.revert_cancel": lambda f: (
+        "post",
+        f"/api/v1/tasks/{f.revert_queued().key}/revert/cancel/",
+        {"reason": "a false alarm"},
+        "json",
+    ),
     "webhooks.redeliver": lambda f: (
         "post",
         "/api/v1/projects/FM/webhooks/{}/deliveries/{}/redeliver/".format(*f.delivery()),
@@ -429,6 +435,12 @@ class World(Flow):
         """A task whose queued change landed (no lander runs here)."""
         task = self.queued()
         task_land(attempt=task.current_attempt, commit="b" * 40, batch=None, seconds=1.0)
+        return task
+
+    def revert_queued(self):
+        """A landed task whose revert a manager asked for (no lander runs here)."""
+        task = self.landed()
+        landing_services.revert_request(task=task, actor=self.manager, reason="wrong fix")
         return task
 
     def backing_off(self):

@@ -669,6 +669,7 @@ BODIES = {
     },
     ("POST", "/api/v1/attempts/{attempt_id}/usage/void/"): {"reason": "r"},
     ("POST", "/api/v1/tasks/{key}/revert/"): {"reason": "r"},
+    ("POST", "/api/v1/tasks/{key}/revert/cancel/"): {"reason": "r"},
 }
 
 
@@ -790,8 +791,9 @@ def test_a_dead_token_gets_401_on_every_operation_and_changes_nothing(
 )
 def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, method, template):
     """The control group: with a live token the same caller passes authentication and its role
-    check (unblock, reopen and revert then meet a task in the wrong state, a landing retry a
-    lander that is not backing off, and a resume a landing that is not paused: 409)."""
+    check (unblock, reopen, revert and its cancel then meet a task in the wrong state, a
+    landing retry a lander that is not backing off, and a resume a landing that is not
+    paused: 409)."""
     world = world_with_evidence
     client = APIClient()
     client.raise_request_exception = False
@@ -800,7 +802,14 @@ def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, metho
 
     response = request(world, client, method, template)
 
-    wrong_state = ("/unblock/", "/reopen/", "/revert/", "/landing/retry/", "/landing/resume/")
+    wrong_state = (
+        "/unblock/",
+        "/reopen/",
+        "/revert/",
+        "/revert/cancel/",
+        "/landing/retry/",
+        "/landing/resume/",
+    )
     expected = 409 if template.endswith(wrong_state) else None
     assert response.status_code == expected or 200 <= response.status_code < 300, response.content[
         :300
@@ -847,6 +856,7 @@ SHOWN_FIELD = {
     ("POST", "/api/v1/tasks/{key}/publish/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/reopen/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/revert/"): ("landed_commit", UNKNOWN),
+    ("POST", "/api/v1/tasks/{key}/revert/cancel/"): ("landed_commit", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/review/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/unblock/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/claim/"): ("attempt", UNKNOWN),
@@ -869,7 +879,7 @@ def live_client(world, method: str, template: str) -> APIClient:
 
 def test_every_write_of_the_schema_has_a_shown_field_to_try():
     assert set(WRITES) == set(SHOWN_FIELD)
-    assert len(WRITES) == 36
+    assert len(WRITES) == 37
 
 
 @pytest.mark.django_db
@@ -902,8 +912,8 @@ def test_every_write_refuses_a_field_only_the_server_sets(
 
 
 def test_every_operation_of_the_schema_is_walked():
-    """65 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 65
+    """66 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
+    assert len(OPERATIONS) == 66
     assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 

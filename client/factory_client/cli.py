@@ -276,6 +276,13 @@ def cmd_landing(client, args):
         return (
             _print_json(result) if args.json else print(f"the revert of {result['key']} is queued")
         )
+    if args.cancel_revert:
+        result = client.cancel_revert(args.cancel_revert, args.reason)
+        return (
+            _print_json(result)
+            if args.json
+            else print(f"the revert of {result['key']} is cancelled; it stays {result['state']}")
+        )
     if args.fast:
         result = client.fast_lane(args.project, args.fast, args.reason, alone=args.alone)
     elif args.pause is not None:
@@ -558,7 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "landing",
         help="a project's landing queue; --dequeue a task or put it in the --fast lane, --pause "
-        "or --resume landing, --revert a landed task (managers)",
+        "or --resume landing, --revert a landed task or --cancel-revert it (managers)",
     )
     p.add_argument("--project", required=True)
     change = p.add_mutually_exclusive_group()
@@ -570,6 +577,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     change.add_argument(
         "--revert", metavar="KEY", help="land the revert of this task's change (--reason: why)"
+    )
+    change.add_argument(
+        "--cancel-revert",
+        metavar="KEY",
+        help="take back this task's queued revert (--reason: why)",
     )
     p.add_argument("--alone", action="store_true", help="with --fast: in a batch by itself")
     p.add_argument("--until", metavar="TIME", help="with --pause: when it ends (ISO 8601)")
@@ -651,6 +663,8 @@ def main(argv=None) -> int:
         parser.error("landing --fast needs --reason: say why it goes first")
     if getattr(args, "revert", None) and not (args.reason or "").strip():
         parser.error("landing --revert needs --reason: say why it is reverted")
+    if getattr(args, "cancel_revert", None) and not (args.reason or "").strip():
+        parser.error("landing --cancel-revert needs --reason: say why the revert is cancelled")
     if getattr(args, "run", None) is cmd_landing and args.alone and not args.fast:
         parser.error("landing --alone goes with --fast")
     if getattr(args, "void_usage", None) is not None and not args.void_usage.strip():

@@ -377,6 +377,11 @@ class FactoryClient:
         any change, and the task reopens with the reason. Answers the task."""
         return self._json("POST", f"/tasks/{key}/revert/", json={"reason": reason})
 
+    def cancel_revert(self, key: str, reason: str) -> dict:
+        """Take back a task's queued revert (managers): the lander will not land it, and the
+        task stays done at its landed commit. Answers the task."""
+        return self._json("POST", f"/tasks/{key}/revert/cancel/", json={"reason": reason})
+
     def resume_landing(self, project: str, reason: str = "") -> dict:
         """Lift a project's pause (managers): the lander lands what queued meanwhile."""
         return self._json("POST", f"/projects/{project}/landing/resume/", json={"reason": reason})

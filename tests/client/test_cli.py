@@ -18,6 +18,7 @@ from knox.models import AuthToken
 
 from decisions.models import Decision
 from interop.models import ImportRun
+from landing.services import revert_request
 from tasks import review
 from tasks.landing import task_land
 from tasks.models import Attempt, Task
@@ -741,4 +742,32 @@ def test_landing_queues_the_revert_of_a_landed_task(live_server, flow):
     assert no_reason.returncode == 2
     assert no_reason.stderr.splitlines()[-1] == (
         "factory: error: landing --revert needs --reason: say why it is reverted"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_landing_cancels_the_queued_revert_of_a_landed_task(live_server, flow):
+    flow.project.landing = {"mode": "push", "method": "squash", "batch_max": 2, "target_branch": ""}
+    flow.project.save(update_fields=["landing"])
+    flow.gates({})
+    task, attempt = flow.done(title="Landed")
+    task_land(attempt=attempt, commit="b" * 40, batch=None, seconds=1.0)
+    revert_request(task=task, actor=flow.manager, reason="it broke the export")
+
+    cancelled = factory(
+        live_server, flow.manager, "landing", "--project", "FM", "--cancel-revert", task.key,
+        "--reason", "the export broke on its own",
+    )  # fmt: skip
+    no_reason = factory(
+        live_server, flow.manager, "landing", "--project", "FM", "--cancel-revert", task.key
+    )
+
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == f"the revert of {task.key} is cancelled; it stays done"
+    attempt.refresh_from_db()
+    assert attempt.revert_at is None
+    assert attempt.landing["revert"]["cancelled"]["reason"] == "the export broke on its own"
+    assert no_reason.returncode == 2
+    assert no_reason.stderr.splitlines()[-1] == (
+        "factory: error: landing --cancel-revert needs --reason: say why the revert is cancelled"
     )

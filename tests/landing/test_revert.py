@@ -13,15 +13,22 @@ from events.types import type_of
 from landing.lander import land
 from landing.locks import LockLost
 from landing.models import Batch, BatchState
-from landing.services import landing_fast, revert_request
+from landing.services import landing_fast, revert_cancel, revert_request
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event, Project
 from tasks import attempts
 from tasks.context import build
-from tasks.landing import LAND_JOB, approval_to_carry, revert_queue, task_land, task_revert_land
+from tasks.landing import (
+    LAND_JOB,
+    approval_to_carry,
+    attempt_revert_note,
+    revert_queue,
+    task_land,
+    task_revert_land,
+)
 from tasks.models import Attempt, Task
 from tasks.reconciler import reconcile
-from tests.landing.conftest import LANDING, feature, queued
+from tests.landing.conftest import LANDING, feature, lander_at_work, queued
 
 LANDED = "b" * 40
 
@@ -392,6 +399,145 @@ def test_a_project_that_no_longer_lands_through_its_lander_is_refused(lands):
     assert state_of(task) == before
 
 
+# --- Taking a queued revert back (issue 34, "Undo") --------------------------------------------
+
+
+def test_a_cancelled_revert_is_never_landed_and_the_task_stays_done(queue, origin, flow, script):
+    task, attempt = queue.approved(feature("alpha"), branch="alpha", title="Add alpha")
+    land(flow.project)
+    task.refresh_from_db()
+    landed_at, tip = task.landed_commit, origin.tip()
+    revert_request(task=task, actor=flow.manager, reason="alpha broke the export")
+
+    revert_cancel(task=task, actor=flow.manager, reason="it was the export's own bug")
+    counts = land(flow.project)
+
+    assert (counts.get("reverted", 0), origin.tip()) == (0, tip)
+    assert not Batch.objects.filter(method="revert").exists()
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+    assert (task.state, task.landed_commit, attempt.revert_at) == ("done", landed_at, None)
+    assert attempt.landing["state"] == "landed"
+    event = Event.objects.get(task=task, transition="revert_cancelled")
+    assert (event.actor, event.reason, event.from_state, event.to_state) == (
+        flow.manager,
+        "it was the export's own bug",
+        "done",
+        "done",
+    )
+    assert event.extra == {"attempt": attempt.number, "reverts": landed_at}
+
+
+def test_a_cancelled_revert_keeps_what_was_asked_and_says_who_cancelled_it(lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    landing_fast(task=task, actor=lands.manager, reason="the incident")
+    attempt.refresh_from_db()
+    asked = attempt.landing["revert"]
+
+    revert_cancel(task=task, actor=lands.manager, reason="  a false alarm  ")
+
+    attempt.refresh_from_db()
+    assert (attempt.revert_at, attempt.fast_at) == (None, None)
+    assert list(revert_queue(lands.project.pk)) == []
+    assert attempt.landing["revert"] == {
+        **asked,
+        "state": "cancelled",
+        "cancelled": {
+            "by": lands.manager.get_username(),
+            "reason": "a false alarm",
+            "at": attempt.landing["revert"]["cancelled"]["at"],
+        },
+    }
+
+
+@pytest.mark.parametrize("role", ["agent", "reviewer", "verifier"])
+def test_only_a_manager_cancels_a_revert(lands, role):
+    task, _ = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    before = state_of(task)
+
+    with pytest.raises(PermissionDenied):
+        revert_cancel(task=task, actor=getattr(lands, role), reason="mine")
+
+    assert state_of(task) == before
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "a\x00b", "x" * 10_001])
+def test_cancelling_a_revert_needs_a_reason(lands, reason):
+    task, _ = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    before = state_of(task)
+
+    with pytest.raises(Exception) as refused:
+        revert_cancel(task=task, actor=lands.manager, reason=reason)
+
+    assert list(refused.value.message_dict) == ["reason"]
+    assert state_of(task) == before
+
+
+def test_there_is_nothing_to_cancel_without_a_queued_revert(lands):
+    task, _ = landed(lands)
+    before = state_of(task)
+
+    with pytest.raises(Conflict) as refused:
+        revert_cancel(task=task, actor=lands.manager, reason="oops")
+
+    assert refused.value.code == "no_revert_queued"
+    assert str(refused.value) == (
+        f"no revert of {task.key} is queued to cancel: it is done, landed at {LANDED[:12]}"
+    )
+    assert state_of(task) == before
+
+
+def test_a_revert_a_live_batch_has_taken_is_not_cancelled(lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    attempt_revert_note(attempt=attempt, state="landing", batch=9)
+    before = state_of(task)
+
+    with lander_at_work(lands.project.pk), pytest.raises(Conflict) as refused:
+        revert_cancel(task=task, actor=lands.manager, reason="oops")
+
+    assert refused.value.code == "landing_in_progress"
+    assert state_of(task) == before
+
+
+def test_a_revert_whose_lander_died_mid_batch_is_settled_then_cancelled(lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    dead = Batch.objects.create(
+        project=lands.project,
+        state=BatchState.VERIFYING,
+        target="main",
+        method="revert",
+        changes=[{"attempt": attempt.pk, "task": task.key, "commit": LANDED}],
+    )
+    attempt_revert_note(attempt=attempt, state="landing", batch=dead.pk)
+
+    revert_cancel(task=task, actor=lands.manager, reason="a false alarm")
+
+    dead.refresh_from_db()
+    attempt.refresh_from_db()
+    assert dead.state == BatchState.ABANDONED
+    assert (attempt.landing["revert"]["state"], attempt.revert_at) == ("cancelled", None)
+    assert Task.objects.get(pk=task.pk).state == "done"
+
+
+def test_a_cancelled_revert_can_be_asked_again(lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    revert_cancel(task=task, actor=lands.manager, reason="a false alarm")
+
+    revert_request(task=task, actor=lands.manager, reason="it was the fix after all")
+
+    attempt.refresh_from_db()
+    assert [a.pk for a in revert_queue(lands.project.pk)] == [attempt.pk]
+    assert attempt.landing["revert"]["state"] == "queued"
+    assert attempt.landing["revert"]["reason"] == "it was the fix after all"
+    assert "cancelled" not in attempt.landing["revert"]
+
+
 # --- The API, the page, the webhook -----------------------------------------------------------
 
 
@@ -480,6 +626,76 @@ def test_the_revert_form_says_why_it_was_refused(client, lands):
     answer = client.post(f"/projects/FM/landing/{task.key}/revert/", {"reason": ""}, follow=True)
 
     assert f"{task.key} was not reverted" in answer.content.decode()
+    assert state_of(task) == before
+
+
+def test_a_manager_cancels_a_revert_through_the_api(api, lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+
+    answer = api(lands.manager).post(
+        f"/api/v1/tasks/{task.key}/revert/cancel/", {"reason": "a false alarm"}, format="json"
+    )
+
+    assert answer.status_code == 200
+    assert (answer.json()["key"], answer.json()["state"]) == (task.key, "done")
+    attempt.refresh_from_db()
+    assert (attempt.landing["revert"]["state"], attempt.revert_at) == ("cancelled", None)
+
+
+def test_the_api_refuses_a_cancel_to_a_reviewer_and_hides_the_task_from_another_project(
+    api, lands, other_flow
+):
+    task, _ = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    before = state_of(task)
+    cancel = f"/api/v1/tasks/{task.key}/revert/cancel/"
+
+    refused = api(lands.reviewer).post(cancel, {"reason": "r"}, format="json")
+    hidden = api(other_flow.manager).post(cancel, {"reason": "r"}, format="json")
+    no_reason = api(lands.manager).post(cancel, {}, format="json")
+
+    assert (refused.status_code, hidden.status_code, no_reason.status_code) == (403, 404, 400)
+    assert list(no_reason.json()["fields"]) == ["reason"]
+    assert state_of(task) == before
+
+
+def test_the_task_page_offers_a_manager_the_cancel_form_beside_a_queued_revert(client, lands):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    cancel = f'action="/projects/FM/landing/{task.key}/revert/cancel/"'
+
+    client.force_login(lands.reviewer)
+    theirs = client.get(f"/tasks/{task.key}/").content.decode()
+    client.force_login(lands.manager)
+    page = client.get(f"/tasks/{task.key}/").content.decode()
+    answer = client.post(
+        f"/projects/FM/landing/{task.key}/revert/cancel/", {"reason": "a false alarm"}, follow=True
+    )
+
+    assert cancel in page and cancel not in theirs
+    assert f'aria-label="Why cancel the revert of {task.key}"' in page
+    after = answer.content.decode()
+    assert answer.redirect_chain == [(f"/tasks/{task.key}/", 302)]
+    assert f"The revert of {task.key} is cancelled" in after
+    assert "revert cancelled" in after and "a false alarm" in after
+    assert cancel not in after
+    assert f'action="/projects/FM/landing/{task.key}/revert/"' in after  # it can be asked again
+    attempt.refresh_from_db()
+    assert attempt.revert_at is None
+
+
+def test_the_cancel_form_says_why_it_was_refused(client, lands):
+    task, _ = landed(lands)
+    client.force_login(lands.manager)
+    before = state_of(task)
+
+    answer = client.post(
+        f"/projects/FM/landing/{task.key}/revert/cancel/", {"reason": "oops"}, follow=True
+    )
+
+    page = answer.content.decode()
+    assert f"The revert of {task.key} was not cancelled: no revert of {task.key} is queued" in page
     assert state_of(task) == before
 
 

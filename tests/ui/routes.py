@@ -65,6 +65,7 @@ NOT_PAGES = {
     "landing-fast": "POST only: puts a queued change in the fast lane, then a redirect",
     "landing-flaky": "POST only: quarantines or releases a test, then a redirect",
     "landing-revert": "POST only: queues the revert of a landed change, then a redirect",
+    "landing-revert-cancel": "POST only: takes back a queued revert, then a redirect",
     "evidence-image": "a screenshot's bytes, shown inside evidence-detail and task-detail",
     "token-revoke": "POST only: revokes a token, then a redirect",
     "decision-verdict": "POST only: accepts or rejects a decision, then a redirect",
