@@ -7,7 +7,7 @@ import pytest
 from django.template import Context, Template
 
 from codehosts.identities import host_account_link, shown, user_for
-from codehosts.models import HostAccount
+from codehosts.models import HostAccount, TaskIssue
 from codehosts.providers import HostUser, provider_for
 from projects.models import Event, Identity
 from projects.roles import Role
@@ -184,3 +184,33 @@ def test_an_unknown_author_is_shown_as_the_host_login(ann):
 
     assert page.render(Context({"login": "ann", "project": ann.project})) == "Ann Lee"
     assert page.render(Context({"login": "octocat", "project": ann.project})) == "octocat on GitHub"
+
+
+def issue_task(flow, author):
+    task = flow.ready(title="From an issue")
+    TaskIssue.objects.create(
+        task=task, number=7, url="https://standin.invalid/i/7", author=author, state="open"
+    )
+    return task
+
+
+def test_the_task_page_names_an_issues_unknown_author_by_login_even_if_a_user_here_has_it(
+    ann, client
+):
+    member(ann.project, Role.AGENT, "octocat")
+    task = issue_task(ann, "octocat")
+    client.force_login(ann.reviewer)
+
+    page = client.get(f"/tasks/{task.key}/").content.decode()
+
+    assert "issue #7</a> by octocat on GitHub" in page
+
+
+def test_the_task_page_names_a_linked_issue_author_by_the_members_name(ann, client):
+    host_account_link(actor=ann.manager, project=ann.project, login="ann", user=ann.ann)
+    task = issue_task(ann, "ann")
+    client.force_login(ann.reviewer)
+
+    page = client.get(f"/tasks/{task.key}/").content.decode()
+
+    assert "issue #7</a> by Ann Lee" in page
