@@ -214,3 +214,17 @@ def test_the_task_page_names_a_linked_issue_author_by_the_members_name(ann, clie
     page = client.get(f"/tasks/{task.key}/").content.decode()
 
     assert "issue #7</a> by Ann Lee" in page
+
+
+def test_the_admin_shows_the_links_and_changes_none(ann, admin_client):
+    account = host_account_link(actor=ann.manager, project=ann.project, login="ann", user=ann.ann)
+
+    listing = admin_client.get("/admin/codehosts/hostaccount/")
+    deleting = admin_client.post(
+        f"/admin/codehosts/hostaccount/{account.pk}/delete/", {"post": "yes"}
+    )
+
+    assert listing.status_code == 200
+    assert "ann" in listing.content.decode()
+    assert deleting.status_code == 403
+    assert accounts_and_events() == ([(ann.ann_id, "ann", "ann-here")], ["link"])
