@@ -94,9 +94,10 @@ def host_account_link(*, actor, project: Project, login: str, user) -> HostAccou
             )
             _record(account, actor=actor, transition="link")
     except IntegrityError:
-        raise Conflict(
-            f"{found.login} was linked by someone else meanwhile", code="host_account_linked"
-        ) from None
+        # Another request linked it between our read and our write (no row to lock yet).
+        account = HostAccount.objects.select_related("user").get(project=project, host_id=found.id)
+        if account.user_id != user.pk:
+            raise _linked(found.login, account.user, "by a manager") from None
     return account
 
 

@@ -228,3 +228,13 @@ def test_the_admin_shows_the_links_and_changes_none(ann, admin_client):
     assert "ann" in listing.content.decode()
     assert deleting.status_code == 403
     assert accounts_and_events() == ([(ann.ann_id, "ann", "ann-here")], ["link"])
+
+
+def test_a_host_that_cannot_answer_is_503_and_nothing_is_linked(ann, api, github):
+    github.fail("502", count=5, match="GET /users/ann")
+
+    response = api(ann.manager).post(ACCOUNTS, {"login": "ann", "user": "ann-here"}, format="json")
+
+    assert response.status_code == 503
+    assert response.json()["code"] == "code_host_unavailable"
+    assert accounts_and_events() == ([], [])
