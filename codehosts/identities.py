@@ -120,7 +120,7 @@ def host_account_unlink(*, actor, project: Project, host_id: int) -> None:
         account.delete()
 
 
-def user_for(project: Project, *, host_id: int | None = None, login: str = ""):
+def user_for(project: Project, *, host_id: int | None = None, login: str | None = None):
     """The member of ``project`` the host's account is, or None.
 
     By ``host_id`` (prefer it): a single sign-on identity of the operator's
