@@ -1,5 +1,7 @@
-"""What a code host told the site: its webhook deliveries, kept once each."""
+"""What a code host told the site: its webhook deliveries, kept once each; and which of
+the host's accounts is which person here."""
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -113,3 +115,47 @@ class TaskIssue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task.key} ← #{self.number}"
+
+
+class HostAccount(models.Model):
+    """An account on the project's code host that is a member of the project here.
+
+    Found by the host's number for the account (``host_id``), never by its login: a login
+    can be renamed and then taken by someone else, the number stays with the person. One
+    row per account and project, so linking in one project says nothing in another. Written
+    only by ``codehosts.identities`` (``host_account_link``, ``host_account_unlink``), each
+    an Event; a manager links, and the user is a member of the project when linked. An
+    account known through single sign-on (``FACTORY_CODE_HOST_SSO_ISSUER``) has no row: it
+    is found when asked, so the provider's word is always the current one. Read through
+    ``codehosts.identities.user_for``.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="host_accounts")
+    host_id = models.PositiveBigIntegerField(help_text="The host's number for the account.")
+    login = models.CharField(max_length=39, help_text="Its login when the host last said it.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="host_accounts"
+    )
+    linked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The manager who linked it.",
+    )
+    linked_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["login", "host_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "host_id"], name="host_account_once_per_project"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.login} ({self.host_id})"
+
+    def audit_scope(self) -> tuple[int, None]:
+        return self.project_id, None

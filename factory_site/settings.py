@@ -501,6 +501,10 @@ FACTORY_CODE_HOST_CHECK_AT_SAVE = env_bool("FACTORY_CODE_HOST_CHECK_AT_SAVE", Tr
 FACTORY_CODE_HOST_JOB_RETRIES = env_int("FACTORY_CODE_HOST_JOB_RETRIES", 5)
 FACTORY_CODE_HOST_RECONCILE_MAX = env_int("FACTORY_CODE_HOST_RECONCILE_MAX", 20)
 FACTORY_CODE_HOST_DELIVERY_KEEP_DAYS = env_int("FACTORY_CODE_HOST_DELIVERY_KEEP_DAYS", 14)
+# Who is who (codehosts.identities, ADR 0040): the single sign-on issuer whose subject is the
+# code host's numeric user id (a GitHub sign-in's). Set, a host account is the member signed
+# in with that identity; empty, only a manager's link says whose a host account is.
+FACTORY_CODE_HOST_SSO_ISSUER = env("FACTORY_CODE_HOST_SSO_ISSUER")
 # Imports (interop): the upload, what it may expand to, and how many files it may hold.
 FACTORY_IMPORT_MAX_BYTES = env_int("FACTORY_IMPORT_MAX_BYTES", 20 * 1024**2)
 FACTORY_IMPORT_MAX_EXPANDED_BYTES = env_int("FACTORY_IMPORT_MAX_EXPANDED_BYTES", 100 * 1024**2)

@@ -6,6 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from codehosts.urls import api_patterns as codehosts_api
 from codehosts.urls import hook_patterns
 from decisions.urls import api_patterns as decision_api
 from decisions.urls import ui_patterns as decision_ui
@@ -41,6 +42,7 @@ urlpatterns = [
             + evidence_api
             + events_api
             + interop_api
+            + codehosts_api
         ),
     ),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

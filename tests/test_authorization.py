@@ -16,6 +16,7 @@ from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
+from codehosts.models import HostAccount
 from decisions import services as decisions
 from decisions.models import Decision, Spec, SpecVersion
 from events import services as events
@@ -353,6 +354,19 @@ ENDPOINTS = {
         {"reason": "a false alarm"},
         "json",
     ),
+    "codehosts.accounts": lambda f: ("get", "/api/v1/projects/FM/code-host/accounts/", None, None),
+    "codehosts.accounts.link": lambda f: (
+        "post",
+        "/api/v1/projects/FM/code-host/accounts/",
+        {"login": "fm-agent", "user": "fm-agent"},
+        "json",
+    ),
+    "codehosts.accounts.unlink": lambda f: (
+        "delete",
+        f"/api/v1/projects/FM/code-host/accounts/{f.host_account().host_id}/",
+        None,
+        None,
+    ),
     "webhooks.redeliver": lambda f: (
         "post",
         "/api/v1/projects/FM/webhooks/{}/deliveries/{}/redeliver/".format(*f.delivery()),
@@ -386,6 +400,12 @@ class World(Flow):
 
     def reviewable(self):
         return self.in_review(agent=self.agent)[0]
+
+    def host_account(self):
+        """The agent's account on the code host, linked (a manager may unlink it)."""
+        return HostAccount.objects.create(
+            project=self.project, host_id=583231, login="fm-agent", user=self.agent
+        )
 
     def commentable(self):
         """An attempt of the holder's in review, with a diff; and a comment on it."""
@@ -553,7 +573,7 @@ GARBAGE = {
     ],
 }
 WATCHED = [Project, Task, Attempt, Evidence, Spec, SpecVersion, Decision, LineComment]
-WATCHED += [Subscription, ImportRun, Event]
+WATCHED += [Subscription, ImportRun, HostAccount, Event]
 
 
 def rows() -> dict:

@@ -143,6 +143,15 @@ class Issue:
 
 
 @dataclass(frozen=True)
+class HostUser:
+    """A person's (or a bot's) account on the host: ``id`` is the host's number for it, which
+    stays when the login is renamed; ``login`` is its name as the host said it now."""
+
+    id: int
+    login: str
+
+
+@dataclass(frozen=True)
 class Merged:
     sha: str
     message: str
@@ -213,3 +222,5 @@ class CodeHost(Protocol):
     def issue(self, number: int) -> Issue: ...
 
     def close_issue(self, number: int, comment: str) -> Issue: ...
+
+    def user(self, login: str) -> HostUser: ...

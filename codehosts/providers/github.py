@@ -39,6 +39,7 @@ from codehosts.providers.base import (
     Comment,
     Forbidden,
     HostError,
+    HostUser,
     Issue,
     Merged,
     NotFound,
@@ -664,3 +665,9 @@ class GitHubHost:
                 )
             ).json()
         )
+
+    def user(self, login: str) -> HostUser:
+        """The account named ``login`` now (``NotFound`` when none is): its number, which a
+        rename keeps, and its login as the host spells it."""
+        data = self._call(lambda g: g.rest.users.get_by_username(login)).json()
+        return HostUser(id=data["id"], login=data["login"])

@@ -58,3 +58,6 @@ class NoHost:
 
     def close_issue(self, number, comment):
         _absent("close an issue on")
+
+    def user(self, login):
+        _absent("look an account up on")

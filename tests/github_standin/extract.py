@@ -35,6 +35,7 @@ OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/issues/{issue_number}"),
     ("patch", "/repos/{owner}/{repo}/issues/{issue_number}"),
     ("post", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
+    ("get", "/users/{username}"),
 ]
 
 

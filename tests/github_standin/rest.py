@@ -46,13 +46,19 @@ class Rest:
             "simple-user",
             {
                 "login": login,
-                "id": abs(hash(login)) % 10**8,
+                "id": self.user_id(login),
                 "node_id": f"U_{login}",
                 "type": "Bot" if bot else "User",
                 "url": f"{self.url}/users/{login}",
                 "html_url": f"https://standin.invalid/{login}",
             },
         )
+
+    def user_id(self, login: str) -> int:
+        """A person's account number where they signed up (``World.person``), else a
+        number of the login's own."""
+        known = self.world.people.get(login.lower())
+        return known[0] if known else abs(hash(login)) % 10**8
 
     def repository(self, repo: Repo, permissions: dict | None = None) -> dict:
         values = {
@@ -202,6 +208,26 @@ class Rest:
         return issue
 
     # Operations
+
+    def get_user(self, params, query, body, caller):
+        known = self.world.people.get(params["username"].lower())
+        if known is None:
+            raise Answer(404, "Not Found")
+        number, login = known
+        return 200, shaped(
+            "public-user",
+            {
+                "login": login,
+                "id": number,
+                "node_id": f"U_{login}",
+                "type": "User",
+                "user_view_type": "public",
+                "url": f"{self.url}/users/{login}",
+                "html_url": f"https://standin.invalid/{login}",
+                "created_at": "2020-01-01T00:00:00Z",
+                "updated_at": "2020-01-01T00:00:00Z",
+            },
+        )
 
     def get_installation(self, params, query, body, caller):
         installation = self.world.installations.get(int(params["installation_id"]))
@@ -523,4 +549,6 @@ ROUTES = {
         ("issues", "write"),
         "create_comment",
     ),
+    # A person's public account: any caller may read it (an App's metadata permission).
+    "GET /users/{username}": (("metadata", "read"), "get_user"),
 }

@@ -162,6 +162,8 @@ class World:
         self.installations: dict[int, Installation] = {}
         self.tokens: dict[str, Token] = {}
         self.repos: dict[str, Repo] = {}
+        # People with an account, by login in lower case: login → (id, login as spelled).
+        self.people: dict[str, tuple[int, str]] = {}
         self.now = datetime.now(UTC).replace(microsecond=0)
         self._ids = itertools.count(1000)
 
@@ -176,6 +178,20 @@ class World:
         repo = Repo(self.next_id(), owner, name, bare, default_branch)
         self.repos[full_name.lower()] = repo
         return repo
+
+    def person(self, login: str) -> int:
+        """Someone signs up as ``login`` (or already has): their account's number, which
+        stays theirs when they rename the login."""
+        with self.lock:
+            if login.lower() not in self.people:
+                self.people[login.lower()] = (self.next_id(), login)
+            return self.people[login.lower()][0]
+
+    def rename(self, login: str, new: str) -> None:
+        """A person renames their login (GitHub's settings): the old name is free again."""
+        with self.lock:
+            number, _ = self.people.pop(login.lower())
+            self.people[new.lower()] = (number, new)
 
     def install(self, account: str, repositories: list[str], permissions=None) -> Installation:
         installation = Installation(
