@@ -21,6 +21,7 @@ from django.apps import apps
 from django.conf import settings
 from drf_spectacular.generators import SchemaGenerator
 
+from codehosts.models import HostAccount
 from decisions import services as decision_services
 from decisions.models import Decision, Spec, SpecVersion
 from events import services as events_services
@@ -147,6 +148,10 @@ class World:
         )
         self.other_task = self.other.draft(title="Elsewhere")
         self.delivery = self.subscription.deliveries.first()
+        # A member's account on the code host, linked (a manager may unlink it).
+        self.host_account = HostAccount.objects.create(
+            project=flow.project, host_id=583231, login="fm-agent", user=flow.agent
+        )
         self.import_run = interop_services.import_check(  # a dry run, to apply
             project=flow.project,
             actor=flow.manager,

@@ -670,6 +670,7 @@ BODIES = {
     ("POST", "/api/v1/attempts/{attempt_id}/usage/void/"): {"reason": "r"},
     ("POST", "/api/v1/tasks/{key}/revert/"): {"reason": "r"},
     ("POST", "/api/v1/tasks/{key}/revert/cancel/"): {"reason": "r"},
+    ("POST", "/api/v1/projects/{slug}/code-host/accounts/"): {"login": "fm-x", "user": "fm-agent"},
 }
 
 
@@ -702,6 +703,7 @@ def fill(world, method: str, template: str) -> str:
         .replace("{delivery}", str(world.delivery.pk))
         .replace("{run_id}", str(world.import_run.pk))
         .replace("{export_format}", "madr")
+        .replace("{host_id}", str(world.host_account.host_id))
     )
 
 
@@ -807,6 +809,7 @@ def test_a_live_token_of_the_same_caller_gets_through(world_with_evidence, metho
         "/reopen/",
         "/revert/",
         "/revert/cancel/",
+        "/code-host/accounts/",  # the world's project has no code host to ask
         "/landing/retry/",
         "/landing/resume/",
     )
@@ -857,6 +860,7 @@ SHOWN_FIELD = {
     ("POST", "/api/v1/tasks/{key}/reopen/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/revert/"): ("landed_commit", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/revert/cancel/"): ("landed_commit", UNKNOWN),
+    ("POST", "/api/v1/projects/{slug}/code-host/accounts/"): ("host_id", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/review/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/{key}/unblock/"): ("state", UNKNOWN),
     ("POST", "/api/v1/tasks/claim/"): ("attempt", UNKNOWN),
@@ -879,7 +883,7 @@ def live_client(world, method: str, template: str) -> APIClient:
 
 def test_every_write_of_the_schema_has_a_shown_field_to_try():
     assert set(WRITES) == set(SHOWN_FIELD)
-    assert len(WRITES) == 37
+    assert len(WRITES) == 38
 
 
 @pytest.mark.django_db
@@ -912,8 +916,8 @@ def test_every_write_refuses_a_field_only_the_server_sets(
 
 
 def test_every_operation_of_the_schema_is_walked():
-    """66 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
-    assert len(OPERATIONS) == 66
+    """69 operations today (tests/authz_matrix.tsv has one row each); a new one joins by itself."""
+    assert len(OPERATIONS) == 69
     assert {method for method, _ in OPERATIONS} == {"GET", "POST", "PUT", "PATCH", "DELETE"}
 
 
