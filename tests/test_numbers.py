@@ -190,6 +190,7 @@ def fill(route: str, world, number=None) -> str:
         "comment_id": world["comment"],
         "delivery": world["delivery"],
         "run_id": world["import_run"],
+        "host_id": 583231,  # a path parameter only: the route takes no GET
     }
     path = route.replace("<key:key>", key).replace("<key:slug>", key)
     for name, value in ids.items():
