@@ -1,12 +1,52 @@
 """The project's repository for `factory work`'s end-to-end tests: a bare repository whose
 main has the demo's failing test, a clone the agent works in, and the project set to it."""
 
+import io
+import os
 import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from unittest import mock
 
 import pytest
+from factory_client.cli import main
 
 from projects import services as project_services
 from tasks.demo.repository import VERIFY, build
+
+
+def factory_in_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``factory ARGS`` as its console script runs it, in this process: what it prints,
+    and its exit code from ``main`` or from ``SystemExit`` (argparse's 2, ``--version``).
+
+    A subprocess costs ~0.4 s of interpreter and imports a call; the entry point itself
+    is still run as a process by test_cli's end-to-end journey, its no-token and no-Django
+    tests, and the completions (ADR 0015). ``env`` is laid over ``os.environ`` for the call
+    only; COLUMNS is 80 as when the output is a pipe, so argparse wraps its help the same.
+    """
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
+    environ = {**env, "COLUMNS": "80"}
+    with (
+        mock.patch.dict(os.environ, environ),
+        mock.patch.object(sys, "argv", ["factory", *args]),
+        redirect_stdout(out),
+        redirect_stderr(err),
+    ):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+        if isinstance(code, str):  # as the interpreter does with sys.exit("message")
+            print(code, file=sys.stderr)
+            code = 1
+    out.flush()
+    err.flush()
+    return subprocess.CompletedProcess(
+        ["factory", *args],
+        code or 0,
+        out.buffer.getvalue().decode(),
+        err.buffer.getvalue().decode(),
+    )
 
 
 def sh(cwd, *args):
