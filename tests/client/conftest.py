@@ -3,9 +3,10 @@ main has the demo's failing test, a clone the agent works in, and the project se
 
 import io
 import os
+import signal
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from unittest import mock
 
 import pytest
@@ -15,14 +16,37 @@ from projects import services as project_services
 from tasks.demo.repository import VERIFY, build
 
 
-def factory_in_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+@contextmanager
+def alarm(seconds: float | None):
+    """TimeoutError raised in the main thread after ``seconds`` (none if None)."""
+    if seconds is None:
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeoutError(f"factory did not end within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def factory_in_process(
+    *args: str, env: dict[str, str], timeout: float | None = None
+) -> subprocess.CompletedProcess:
     """``factory ARGS`` as its console script runs it, in this process: what it prints,
     and its exit code from ``main`` or from ``SystemExit`` (argparse's 2, ``--version``).
 
     A subprocess costs ~0.4 s of interpreter and imports a call; the entry point itself
     is still run as a process by test_cli's end-to-end journey, its no-token and no-Django
-    tests, and the completions (ADR 0015). ``env`` is laid over ``os.environ`` for the call
-    only; COLUMNS is 80 as when the output is a pipe, so argparse wraps its help the same.
+    tests, test_work's first journey and its Ctrl-C, and the completions (ADR 0015). ``env``
+    is laid over ``os.environ`` for the call only, without DJANGO_SETTINGS_MODULE, as the
+    process had it; COLUMNS is 80 as when the output is a pipe, so argparse wraps its help
+    the same. ``timeout`` raises TimeoutError in the call (SIGALRM), as subprocess.run's did.
     """
     out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
     environ = {**env, "COLUMNS": "80"}
@@ -31,7 +55,9 @@ def factory_in_process(*args: str, env: dict[str, str]) -> subprocess.CompletedP
         mock.patch.object(sys, "argv", ["factory", *args]),
         redirect_stdout(out),
         redirect_stderr(err),
+        alarm(timeout),
     ):
+        os.environ.pop("DJANGO_SETTINGS_MODULE", None)
         try:
             code = main(list(args))
         except SystemExit as exc:
