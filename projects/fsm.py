@@ -11,11 +11,38 @@ then it runs the ``@transition`` method, saves only the fields that changed
 
 from collections.abc import Callable
 
-from django_fsm import ConcurrentTransition
+from django.db.models.signals import class_prepared
+from django_fsm import ConcurrentTransition, FSMFieldMixin
 
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
 from projects.roles import Rule
+
+
+def historical_models_collect_no_transitions() -> None:
+    """A migration's historical model (module ``__fake__``) keeps its FSM field but no
+    receiver on ``class_prepared``.
+
+    django-fsm connects one receiver per FSM field it sees, with no sender, historical models
+    included, to collect the class's ``@transition`` methods. A migration run renders
+    thousands of historical models, each ``class_prepared`` then calls every receiver still
+    alive (hundreds): most of a fresh ``migrate`` went there (ADR 0015). A historical model
+    has no methods, so its transitions are none, which is what it is given here. Fails
+    loudly if an upgrade renames what it wraps.
+    """
+    contribute = FSMFieldMixin.contribute_to_class
+    if getattr(contribute, "historical_models_collect_no_transitions", False):
+        return
+    FSMFieldMixin._collect_transitions  # noqa: B018 - the receiver this disconnects
+
+    def contribute_to_class(self, cls, name, *args, **kwargs):
+        contribute(self, cls, name, *args, **kwargs)
+        if cls.__module__ == "__fake__":
+            class_prepared.disconnect(self._collect_transitions)
+            self.transitions[cls] = {}
+
+    contribute_to_class.historical_models_collect_no_transitions = True
+    FSMFieldMixin.contribute_to_class = contribute_to_class
 
 
 class Condition:

@@ -22,6 +22,7 @@ from landing.services import revert_request
 from tasks import review
 from tasks.landing import task_land
 from tasks.models import Attempt, Task
+from tests.client.conftest import factory_in_process
 from tests.factories import expire_lease
 
 FACTORY = str(Path(sys.executable).parent / "factory")
@@ -35,18 +36,33 @@ def token_for(user):
     return AuthToken.objects.create(user=user)[1]
 
 
-def factory(live_server, user, *args):
+def factory_process(live_server, user, *args):
+    """The installed ``factory`` command, a process of its own."""
     env = {**os.environ, "FACTORY_URL": live_server.url, "FACTORY_TOKEN": token_for(user)}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run([FACTORY, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-def factory_json(live_server, user, *args):
-    run = factory(live_server, user, "--json", *args)
+def factory(live_server, user, *args):
+    env = {"FACTORY_URL": live_server.url, "FACTORY_TOKEN": token_for(user)}
+    return factory_in_process(*args, env=env)
+
+
+def answer(run) -> dict | list:
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)
 
 
+def factory_json(live_server, user, *args):
+    return answer(factory(live_server, user, "--json", *args))
+
+
+def process_json(live_server, user, *args):
+    return answer(factory_process(live_server, user, "--json", *args))
+
+
+# The installed command, a process per call, from claim to review; the other tests call its
+# main() in this process (factory_in_process).
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path):
     flow.gates({"tests-pass": {}})
@@ -54,14 +70,14 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
     report = tmp_path / "junit.xml"
     report.write_text(JUNIT)
 
-    claimed = factory_json(live_server, flow.agent, "claim", "--lease", "600")
+    claimed = process_json(live_server, flow.agent, "claim", "--lease", "600")
     attempt = str(claimed["attempt"]["id"])
-    bundle = factory_json(live_server, flow.agent, "context", task.key)
-    beat = factory(live_server, flow.agent, "heartbeat", attempt)
-    saved = factory_json(
+    bundle = process_json(live_server, flow.agent, "context", task.key)
+    beat = factory_process(live_server, flow.agent, "heartbeat", attempt)
+    saved = process_json(
         live_server, flow.agent, "checkpoint", attempt, "--set", '{"step": 1}', "--revision", "0"
     )
-    evidence = factory_json(
+    evidence = process_json(
         live_server,
         flow.agent,
         "evidence",
@@ -72,7 +88,7 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
         "--criteria",
         "AC-1",
     )
-    decided = factory_json(
+    decided = process_json(
         live_server,
         flow.agent,
         "decide",
@@ -84,7 +100,7 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
         "--decision",
         "D",
     )
-    submitted = factory_json(
+    submitted = process_json(
         live_server,
         flow.agent,
         "submit",
@@ -94,9 +110,9 @@ def test_an_agent_works_a_task_from_claim_to_review(live_server, flow, tmp_path)
         "--commit",
         "abcdef1000000000000000000000000000000000",
     )
-    checked = factory_json(live_server, flow.reviewer, "tasks", "--project", "FM")[0]["state"]
+    checked = process_json(live_server, flow.reviewer, "tasks", "--project", "FM")[0]["state"]
     marks = ["--criterion", "AC-2=na:no screen in this change", "--criterion", "AC-3=met"]
-    reviewed = factory(live_server, flow.reviewer, "review", task.key, "approve", *marks)
+    reviewed = factory_process(live_server, flow.reviewer, "review", task.key, "approve", *marks)
 
     assert claimed["task"]["key"] == task.key
     assert bundle["spec"]["criteria"][0]["key"] == "AC-1"
@@ -232,9 +248,7 @@ def test_attempt_says_when_nothing_was_verified(capsys):
 
 def factory_alone(*args, url="http://127.0.0.1:9"):
     """``factory`` with a token, against ``url`` (by default a port nothing listens on)."""
-    env = {**os.environ, "FACTORY_URL": url, "FACTORY_TOKEN": "fm_unused"}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return subprocess.run([FACTORY, *args], env=env, capture_output=True, text=True, timeout=60)
+    return factory_in_process(*args, env={"FACTORY_URL": url, "FACTORY_TOKEN": "fm_unused"})
 
 
 @contextmanager
@@ -374,7 +388,7 @@ COMPLETIONS = [
 ]
 
 BASH_COMPLETE = """
-source <("$FACTORY" completion bash)
+source "$COMPLETION"
 complete -p factory
 COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
 _factory
@@ -382,9 +396,20 @@ printf '%s\\n' "${COMPREPLY[@]}"
 """
 
 
+@pytest.fixture(scope="module")
+def bash_completion(tmp_path_factory):
+    """What the installed ``factory completion bash`` prints, once for the module."""
+    run = subprocess.run(
+        [FACTORY, "completion", "bash"], capture_output=True, text=True, timeout=60, check=True
+    )
+    path = tmp_path_factory.mktemp("completion") / "factory.bash"
+    path.write_text(run.stdout)
+    return path
+
+
 @pytest.mark.parametrize(("words", "expected"), COMPLETIONS)
-def test_bash_completes_subcommands_options_and_choices(words, expected):
-    env = {**os.environ, "FACTORY": FACTORY}
+def test_bash_completes_subcommands_options_and_choices(bash_completion, words, expected):
+    env = {**os.environ, "COMPLETION": str(bash_completion)}
 
     run = subprocess.run(
         ["bash", "-c", BASH_COMPLETE, "bash", *words],

@@ -4,8 +4,6 @@ the site serves no stream (WSGI)."""
 
 import asyncio
 import json
-import os
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,7 +19,7 @@ from mcp import Client
 
 from tasks import attempts
 from tasks.models import Task
-from tests.client.test_cli import FACTORY
+from tests.client.conftest import factory_in_process
 from tests.client.test_mcp import call
 
 # The site answers from its own threads: commit for real.
@@ -51,9 +49,8 @@ def later(seconds, move):
 
 
 def factory(server, user, *args):
-    env = {**os.environ, "FACTORY_URL": server.url, "FACTORY_TOKEN": token_for(user)}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return subprocess.run([FACTORY, *args], env=env, capture_output=True, text=True, timeout=60)
+    env = {"FACTORY_URL": server.url, "FACTORY_TOKEN": token_for(user)}
+    return factory_in_process(*args, env=env)
 
 
 def submit(attempt):

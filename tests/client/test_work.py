@@ -23,7 +23,7 @@ from projects.models import Project
 from tasks import attempts, review
 from tasks.demo.repository import VERIFY
 from tasks.models import Attempt, Task
-from tests.client.conftest import sh
+from tests.client.conftest import factory_in_process, sh
 from tests.factories import expire_lease
 
 FACTORY = str(Path(sys.executable).parent / "factory")
@@ -32,23 +32,25 @@ AGENT = [sys.executable, str(Path(__file__).with_name("agent.py"))]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def factory_work(live_server, flow, clone, *args, env=None, timeout=120):
+def factory_work(live_server, flow, clone, *args, env=None, timeout=120, process=False):
+    """``factory work`` on ``clone``: its main() in this process (factory_in_process), or
+    with ``process`` the installed command as a process of its own."""
     token = AuthToken.objects.create(user=flow.agent)[1]
-    environ = {**os.environ, "FACTORY_URL": live_server.url, "FACTORY_TOKEN": token, **(env or {})}
+    environ = {"FACTORY_URL": live_server.url, "FACTORY_TOKEN": token, **(env or {})}
+    argv = ["work", "--project", flow.project.slug, "--repo", str(clone), *args]
+    if not process:
+        return factory_in_process(*argv, env=environ, timeout=timeout)
+    environ = {**os.environ, **environ}
     environ.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
-        [FACTORY, "work", "--project", flow.project.slug, "--repo", str(clone), *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        [FACTORY, *argv], env=environ, capture_output=True, text=True, timeout=timeout
     )
 
 
 def test_a_scripted_agent_that_fixes_the_failing_test_reaches_review(live_server, project, clone):
     task = project.ready(title="Claims respect dependencies", allowed_paths=["**"])
 
-    run = factory_work(live_server, project, clone, "--", *AGENT, "fix")
+    run = factory_work(live_server, project, clone, "--", *AGENT, "fix", process=True)
 
     assert run.returncode == 0, run.stdout + run.stderr
     task.refresh_from_db()

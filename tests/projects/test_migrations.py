@@ -1,12 +1,18 @@
 """Data migrations of the kernel: rows written before keep meaning what they meant."""
 
+import weakref
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
+from django.db.models.signals import class_prepared
+from django_fsm import FSMFieldMixin
 
 from projects.models import Membership
 from projects.services import membership_grant, memberships_sync
 from projects.sso import REASON
+from tasks.models import Task
 from tests.factories import ProjectFactory, UserFactory
 
 
@@ -28,3 +34,22 @@ def test_roles_single_sign_on_granted_before_the_mark_existed_are_marked_the_pro
     marked = Membership.objects.filter(from_provider=True)
     assert list(marked.values_list("user__username", "role")) == [("nora", "manager")]
     assert Membership.objects.count() == 3
+
+
+def fsm_fields_listening_to_class_prepared() -> list:
+    found = []
+    for _, receiver, _ in class_prepared.receivers:
+        method = receiver() if isinstance(receiver, weakref.ReferenceType) else receiver
+        if isinstance(getattr(method, "__self__", None), FSMFieldMixin):
+            found.append(method.__self__)
+    return found
+
+
+def test_historical_models_leave_no_fsm_receiver_and_the_real_ones_keep_their_transitions():
+    historical = MigrationLoader(None).project_state().apps.get_model("tasks", "Task")
+
+    listening = fsm_fields_listening_to_class_prepared()
+
+    assert historical._meta.get_field("state").transitions == {historical: {}}
+    assert [f for f in listening if f.model.__module__ == "__fake__"] == []
+    assert "claim" in Task._meta.get_field("state").transitions[Task]
