@@ -119,7 +119,7 @@ class LandingRun:
     red_seconds: float = 0  # how long a person's failing test stays on main (0: never)
     flaky_percent: float = 0  # two tests of the base fail this share of their runs
     pause_seconds: float = 0  # a manager pauses landing this long, a third of the way in
-    fast_lane: bool = False  # a manager puts the last queued change first, halfway in
+    fast_lane: bool = False  # a manager puts the last queued change first (during the pause)
     runners: int = 2
     landers: int = 1
     batch_max: int = 4
@@ -450,20 +450,25 @@ def _manager(run: LandingRun, stack: Stack) -> httpx.Client:
 
 def pause_landing(run: LandingRun, stack: Stack, stop: threading.Event) -> None:
     """A manager pauses landing for ``pause_seconds`` and resumes it: no batch may start
-    meanwhile (``paused_landing_started_nothing``)."""
+    meanwhile (``paused_landing_started_nothing``). With ``fast_lane`` she also puts the last
+    queued change first while landing is paused: the queue only builds up then, so the
+    request always has a change to overtake (a short run rarely holds two queued at once
+    otherwise). The pause lasts until that request is made, a minute longer at most."""
     with _manager(run, stack) as manager:
         paused = manager.post("/projects/PL/landing/pause/", json={"reason": "proof: a freeze"})
         stop.wait(run.pause_seconds)  # resumed even when the run is stopping
+        if run.fast_lane:
+            fast_lane(run, stack, stop, within=60)
         resumed = manager.post("/projects/PL/landing/resume/", json={"reason": "proof: thawed"})
     run.faults.append(
         {"kind": "pause", "paused": paused.status_code, "resumed": resumed.status_code}
     )
 
 
-def fast_lane(run: LandingRun, stack: Stack, stop: threading.Event) -> None:
+def fast_lane(run: LandingRun, stack: Stack, stop: threading.Event, within: float = 120) -> None:
     """A manager puts the last queued change first, once two or more are queued: it must
     land (or come back) in the first batch to start after the request."""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + within
     with _manager(run, stack) as manager:
         while time.monotonic() < deadline and not stop.is_set():
             queue = [
@@ -499,7 +504,7 @@ def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop
         events.append((0.4, "red"))
     if run.pause_seconds:
         events.append((0.3, "pause"))
-    if run.fast_lane:
+    if run.fast_lane and not run.pause_seconds:
         events.append((0.6, "fast"))
     for fraction, kind in sorted(events):
         while _done(stack.url) < run.tasks * fraction * 0.9:
