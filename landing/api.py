@@ -394,7 +394,30 @@ class LandingFlakyApi(ManagersWrite, APIView):
         return Response(FlakyTestSerializer(row).data)
 
 
-class TaskRevertApi(APIView):
+class _TaskRevertAction(APIView):
+    """A manager's action on a task's revert, with a reason; answers the task."""
+
+    writers = Writers(MANAGER)
+    service = None  # the landing service that acts: (task=, actor=, reason=) -> Task
+
+    def write_target(self, request, key):
+        return task_for(request.user, key)
+
+    @extend_schema(
+        request=RequiredReasonSerializer,
+        responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
+    )
+    def post(self, request, key):
+        data = ReasonSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        task = type(self).service(
+            task=self.target, actor=request.user, reason=data.validated_data["reason"]
+        )
+        task = Task.objects.select_related("project", "spec").get(pk=task.pk)
+        return Response(TaskSerializer(task).data)
+
+
+class TaskRevertApi(_TaskRevertAction):
     """Revert a task's landed change (managers of its project), with a reason: the revert is
     queued like a change (in its turn, or first through the fast lane), built with ``git
     revert`` on the target as it is then, verified there and pushed by the lander. When it
@@ -406,26 +429,10 @@ class TaskRevertApi(APIView):
     409 ``not_landed`` when the task's change is not on the target, ``landing_off`` when the
     project does not land through its lander, ``revert_queued`` when a revert is queued."""
 
-    writers = Writers(MANAGER)
-
-    def write_target(self, request, key):
-        return task_for(request.user, key)
-
-    @extend_schema(
-        request=RequiredReasonSerializer,
-        responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
-    )
-    def post(self, request, key):
-        data = ReasonSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        task = revert_request(
-            task=self.target, actor=request.user, reason=data.validated_data["reason"]
-        )
-        task = Task.objects.select_related("project", "spec").get(pk=task.pk)
-        return Response(TaskSerializer(task).data)
+    service = revert_request
 
 
-class TaskRevertCancelApi(APIView):
+class TaskRevertCancelApi(_TaskRevertAction):
     """Take back a task's queued revert (managers of its project), with a reason: it leaves
     the queue before the lander builds it, and the task stays done at its landed commit (an
     Event ``revert_cancelled``; the attempt's ``landing.revert`` is ``cancelled``, with who
@@ -435,20 +442,4 @@ class TaskRevertCancelApi(APIView):
     409 ``no_revert_queued`` when no revert of the task is queued (saying what the task is),
     ``landing_in_progress`` when a live batch is landing the revert now."""
 
-    writers = Writers(MANAGER)
-
-    def write_target(self, request, key):
-        return task_for(request.user, key)
-
-    @extend_schema(
-        request=RequiredReasonSerializer,
-        responses={200: TaskSerializer, **errors(400, 403, 404, 409)},
-    )
-    def post(self, request, key):
-        data = ReasonSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        task = revert_cancel(
-            task=self.target, actor=request.user, reason=data.validated_data["reason"]
-        )
-        task = Task.objects.select_related("project", "spec").get(pk=task.pk)
-        return Response(TaskSerializer(task).data)
+    service = revert_cancel

@@ -222,43 +222,45 @@ def landing_fast(request, slug, key):
     return redirect("landing", slug=task.project.slug)
 
 
+def _revert_action(request, slug, key, service, refused: str, done: str):
+    """Run a manager's revert service on a task from its page, with the reason as it came
+    (the service checks the role before reading it); back to the task page, saying what
+    happened (``done``) or why not (``refused``, then the refusal)."""
+    task = _task_or_404(request.user, slug, key)
+    try:
+        service(task=task, actor=request.user, reason=request.POST.get("reason", ""))
+    except (ServiceError, ValidationError) as exc:
+        messages.error(request, f"{refused}: {refusal_text(exc)}")
+    else:
+        messages.success(request, done)
+    return redirect("task-detail", key=key)
+
+
 @login_required
 @require_POST
 def landing_revert(request, slug, key):
-    """Revert a task's landed change (managers), with a reason, from the task page; back to
-    it, saying what happened or why not. The reason goes to the service as it came: it
-    checks the role before reading it."""
-    task = _task_or_404(request.user, slug, key)
-    try:
-        services.revert_request(
-            task=task, actor=request.user, reason=request.POST.get("reason", "")
-        )
-    except (ServiceError, ValidationError) as exc:
-        messages.error(request, f"{key} was not reverted: {refusal_text(exc)}")
-    else:
-        messages.success(
-            request,
-            f"The revert of {key} is queued: the lander lands it like any change, verified on "
-            "the target, and then the task reopens.",
-        )
-    return redirect("task-detail", key=key)
+    """Revert a task's landed change (managers), with a reason, from the task page."""
+    return _revert_action(
+        request,
+        slug,
+        key,
+        services.revert_request,
+        refused=f"{key} was not reverted",
+        done=f"The revert of {key} is queued: the lander lands it like any change, verified "
+        "on the target, and then the task reopens.",
+    )
 
 
 @login_required
 @require_POST
 def landing_revert_cancel(request, slug, key):
-    """Take back a task's queued revert (managers), with a reason, from the task page; back
-    to it, saying what happened or why not. The reason goes to the service as it came: it
-    checks the role before reading it."""
-    task = _task_or_404(request.user, slug, key)
-    try:
-        services.revert_cancel(task=task, actor=request.user, reason=request.POST.get("reason", ""))
-    except (ServiceError, ValidationError) as exc:
-        messages.error(request, f"The revert of {key} was not cancelled: {refusal_text(exc)}")
-    else:
-        messages.success(
-            request,
-            f"The revert of {key} is cancelled: the lander will not land it, and the task "
-            "stays done at its landed commit.",
-        )
-    return redirect("task-detail", key=key)
+    """Take back a task's queued revert (managers), with a reason, from the task page."""
+    return _revert_action(
+        request,
+        slug,
+        key,
+        services.revert_cancel,
+        refused=f"The revert of {key} was not cancelled",
+        done=f"The revert of {key} is cancelled: the lander will not land it, and the task "
+        "stays done at its landed commit.",
+    )
