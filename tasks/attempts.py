@@ -43,7 +43,7 @@ from tasks import claim_sql, selectors
 from tasks.comments import comments_resolve_changed
 from tasks.landing import approval_to_carry, attempt_requeue
 from tasks.models import Attempt, AttemptState, Task, TaskState
-from tasks.services import lock_task, lock_task_and_attempt
+from tasks.services import lock_landing_mode, lock_task, lock_task_and_attempt
 from tasks.usage import add_usage, clean_usage, cost_of, month_name, month_start
 
 log = logging.getLogger(__name__)
@@ -654,7 +654,7 @@ def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
             reason = "; ".join(f"{run.gate}: {run.summary}" for run in failures)
             return attempt_gates_failed(attempt=attempt, reason=f"gates failed — {reason}")
         carry = approval_to_carry(attempt)
-        if carry.carries and attempt.task.project.lands:
+        if carry.carries and lock_landing_mode(attempt.task).lands:
             return attempt_requeue(attempt=attempt, carry=carry)
         passed = ", ".join(run.gate for run in runs) or "no gates configured"
         reason = f"gates passed: {passed}" + (f"; {carry.why}" if carry.earlier else "")

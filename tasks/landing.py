@@ -24,7 +24,7 @@ from projects.models import Event
 from projects.queue import enqueue_on_commit
 from runner.mirror import FULL_ID
 from tasks.models import Attempt, AttemptState, Task, TaskState
-from tasks.services import lock_task_and_attempt
+from tasks.services import lock_landing_mode, lock_task_and_attempt
 
 LANDING_STATES = ("queued", "landing", "landed", "conflict", "failed", "error", "dequeued")
 # The lander's job, by name (``projects.queue``): it lives in the landing app, above tasks.
@@ -397,7 +397,7 @@ def attempt_revert_queue(*, task: Task, actor, reason: str) -> Attempt:
             raise Conflict(
                 f"{task} has no landed change to revert (it is {task.state})", code="not_landed"
             )
-        if not task.project.lands:
+        if not lock_landing_mode(task).lands:
             raise Conflict(
                 f"{task.project.slug} does not land changes through its lander now; revert "
                 f"{task.landed_commit[:12]} on the repository itself",

@@ -25,7 +25,7 @@ from tasks.comments import comment_add
 from tasks.context import accepted_decisions
 from tasks.landing import LAND_JOB, queued_landing
 from tasks.models import Attempt, Task, TaskState
-from tasks.services import lock_task_and_attempt
+from tasks.services import lock_landing_mode, lock_task_and_attempt
 
 # --- The verdict --------------------------------------------------------------------------
 
@@ -60,6 +60,8 @@ def task_review(
         number = attempt.number if attempt else None
         # Refuses the wrong state or the wrong reviewer before anything else is looked at.
         check(task, name, actor=actor)
+        if name == "approve":
+            lock_landing_mode(task)  # approved (queued to land) or done, by the mode now
         # Raised in the transaction: a refused verdict keeps nothing.
         record = judge(name, criteria, criteria_status(attempt))
         if name == "reject" and not reason:

@@ -164,6 +164,17 @@ def lock_task_and_attempt(
     return task, attempt
 
 
+def lock_landing_mode(task: Task) -> Project:
+    """Lock the task's project row (last, after the task and attempt: ADR 0002) and give the
+    task the project as it is now, so a change that lands or not by ``landing.mode`` is
+    decided by the mode in force when it commits: a manager's mode change (which locks the
+    row too, and refuses while changes are queued) waits for it, or it for the change."""
+    task.project = Project.objects.select_for_update(no_key=True, of=("self",)).get(
+        pk=task.project_id
+    )
+    return task.project
+
+
 def _task_transition(task: Task, name: str, *, actor, reason: str = "") -> Task:
     with transaction.atomic():
         task = _lock_task(task.pk)

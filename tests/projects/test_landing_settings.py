@@ -2,11 +2,16 @@
 field a 400 naming it, push only with a repository and the runner; recorded as an Event;
 a refusal changes nothing. An approval then queues the task instead of finishing it."""
 
-import pytest
+import threading
+import time
 
-from projects.models import Event
+import pytest
+from django.db import connections, transaction
+
+from projects.models import Event, Project
 from tasks import review
 from tasks.models import Attempt
+from tests.conftest import postgres_only
 from tests.factories import all_met
 
 VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml"}
@@ -218,3 +223,54 @@ def test_landing_mode_changes_once_the_queue_is_empty(flow, api):
     assert response.status_code == 200
     flow.project.refresh_from_db()
     assert flow.project.landing_settings["mode"] == "off"
+
+
+def _waiting_on_a_lock(deadline: float = 20.0) -> bool:
+    """Whether another backend is now waiting for a row lock (polled, not slept)."""
+    started = time.monotonic()
+    with connections["default"].cursor() as cursor:
+        while time.monotonic() - started < deadline:
+            # Inside a transaction the statistics are a snapshot taken at the first look.
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.05)
+    return False
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_an_approval_racing_landing_switched_off_waits_and_finishes_the_task(flow, api):
+    # The mode change locks the project row; the approval, which reads the mode to choose
+    # approved (queued) or done, must wait for it and read the mode it committed. Reading
+    # the row unlocked, it queued a task in a project that no longer lands.
+    flow.gates({})  # committed here, the submission's gates run: none, so it waits for review
+    task, attempt = flow.in_review()
+    assert patch(api, flow, **READY, landing={"mode": "push"}).status_code == 200
+    outcome: list = []
+
+    def approve():
+        try:
+            review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+            outcome.append("approved")
+        except Exception as exc:  # the test reads what it met
+            outcome.append(exc)
+        finally:
+            connections.close_all()  # this thread's own
+
+    with transaction.atomic():
+        project = Project.objects.select_for_update(no_key=True).get(pk=flow.project.pk)
+        project.landing = {**project.landing, "mode": "off"}
+        project.save(update_fields=["landing"])
+        approver = threading.Thread(target=approve)
+        approver.start()
+        assert _waiting_on_a_lock(), f"the approval did not wait for the project row: {outcome}"
+    approver.join(30)
+
+    assert outcome == ["approved"]
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, attempt.state, attempt.landing) == ("done", "approved", {})
