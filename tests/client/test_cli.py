@@ -6,7 +6,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import tomllib
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -24,6 +23,7 @@ from tasks.landing import task_land
 from tasks.models import Attempt, Task
 from tests.client.conftest import factory_in_process
 from tests.factories import expire_lease
+from tests.serving import serve_in_thread
 
 FACTORY = str(Path(sys.executable).parent / "factory")
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,7 +267,7 @@ def answering(status, content_type, body):
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:

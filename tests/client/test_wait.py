@@ -21,6 +21,7 @@ from tasks import attempts
 from tasks.models import Task
 from tests.client.conftest import factory_in_process
 from tests.client.test_mcp import call
+from tests.serving import serve_in_thread
 
 # The site answers from its own threads: commit for real.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -260,7 +261,7 @@ class Dropping(BaseHTTPRequestHandler):
 def test_events_reconnect_after_a_drop_with_the_last_event_id():
     Dropping.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Dropping)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     api = FactoryClient(f"http://127.0.0.1:{server.server_port}", "fm_unused")
 
     try:

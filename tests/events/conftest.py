@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from tests.serving import serve_in_thread
+
 
 class Receiver:
     """Answers ``self.status`` (after ``self.delay`` seconds); keeps what it got.
@@ -53,7 +55,7 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def types(self) -> list[str]:
         return [payload["type"] for _, payload in self.received]

@@ -9,7 +9,6 @@ import contextlib
 import datetime
 import socket
 import ssl
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +20,7 @@ from cryptography.x509.oid import NameOID
 
 from events import services
 from events.models import Delivery
+from tests.serving import serve_in_thread
 
 PUBLIC = "93.184.216.34"
 NAME = "hooks.example.com"
@@ -50,7 +50,7 @@ class Answering:
             tls.sni_callback = lambda sock, name, context: self.names.append(name)
             self.http.socket = tls.wrap_socket(self.http.socket, server_side=True)
         self.port = self.http.server_address[1]
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        serve_in_thread(self.http)
 
     def stop(self):
         self.http.shutdown()

@@ -17,6 +17,7 @@ from tests.github_standin.description import description
 from tests.github_standin.graphql_api import GraphQL
 from tests.github_standin.rest import ROUTES, Answer, Rest
 from tests.github_standin.world import World
+from tests.serving import serve_in_thread
 
 LEVELS = {"read": 1, "write": 2}
 
@@ -155,10 +156,10 @@ class StandIn:
         self.server.standin = self
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.rest = Rest(world, self.url)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = None
 
     def start(self) -> "StandIn":
-        self.thread.start()
+        self.thread = serve_in_thread(self.server)
         return self
 
     def stop(self) -> None:

@@ -7,7 +7,6 @@ import base64
 import hashlib
 import http.server
 import os
-import threading
 import zipfile
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from runner import cache, mirror
 from runner.verify import verify
 from tests.runner.conftest import SANDBOX_UID, project_for
 from tests.runner.test_hostile import WRITE_JUNIT
+from tests.serving import serve_in_thread
 
 WHEEL = "tinydep-1.0-py3-none-any.whl"
 # pip asks an index for its pages every time (max-age=0), so the recipe keeps a wheelhouse
@@ -89,7 +89,7 @@ def index(tmp_path_factory):
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}/simple/", requests
     server.shutdown()
     server.server_close()

@@ -8,7 +8,6 @@ import os
 import re
 import socket
 import stat
-import threading
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from runner import mirror
 from runner.verify import CommitNotFound, CommitRefused, RunnerUnavailable, verify
 from tests.evidence.test_memory import Peak
 from tests.runner.conftest import SANDBOX_UID, commit_files, orphan_commit
+from tests.serving import serve_in_thread
 
 NO_JUNIT = "JUnit report: the test command wrote nothing at reports/junit.xml"
 TIMED_OUT = "the test command stopped after its time limit (5 s)"
@@ -483,7 +483,7 @@ def test_a_repository_that_redirects_is_not_followed(hostile, runner_root):
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     project, sha = hostile({"test.py": WRITE_JUNIT})
     project.repository_url = f"http://127.0.0.1:{server.server_port}/repo.git"
     try:
