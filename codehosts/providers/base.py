@@ -209,6 +209,23 @@ class CodeHost(Protocol):
 
     def comment(self, number: int, body: str) -> Comment: ...
 
+    def review_comment(
+        self,
+        number: int,
+        *,
+        body: str,
+        commit: str,
+        path: str,
+        line: int,
+        start_line: int | None = None,
+        side: Literal["new", "old"] = "new",
+    ) -> Comment:
+        """A comment on lines ``start_line``..``line`` (one line when ``start_line`` is
+        None) of ``path`` in the pull request's diff at ``commit``: ``new`` the changed
+        file's lines, ``old`` the original's. ``Refused`` (422 on GitHub) when the diff
+        at that commit does not show those lines."""
+        ...
+
     def merge(self, pull: PullRequest, *, sha: str, method: MergeMethod = "merge") -> Merged: ...
 
     def update_branch(self, pull: PullRequest, *, expected_head_sha: str) -> None: ...

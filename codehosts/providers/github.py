@@ -71,6 +71,8 @@ ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit; the rest follow as updates of th
 # Reads are retried; a write whose answer was lost may have happened, so its caller
 # re-reads first (a second pull request, merge or check run would be wrong).
 RETRIED_METHODS = {"GET", "HEAD"}
+# A diff's side as the seam names it, and as GitHub's review comments do.
+SIDES = {"new": "RIGHT", "old": "LEFT"}
 MARKER = "<!-- factory-memory:task {task} -->"
 # GitHub refuses (422) a pull request body or a check run's summary longer than this.
 MAX_TEXT = 65_536
@@ -574,6 +576,33 @@ class GitHubHost:
             )
         ).json()
         return Comment(data["id"], data["html_url"])
+
+    def review_comment(
+        self,
+        number: int,
+        *,
+        body: str,
+        commit: str,
+        path: str,
+        line: int,
+        start_line: int | None = None,
+        side: str = "new",
+    ) -> Comment:
+        """A pull request review comment by line (not the deprecated diff ``position``);
+        a range names its first line and side too, both on the same side."""
+        data = {
+            "body": fitted(body),
+            "commit_id": commit,
+            "path": path,
+            "line": line,
+            "side": SIDES[side],
+        }
+        if start_line is not None and start_line != line:
+            data |= {"start_line": start_line, "start_side": SIDES[side]}
+        answer = self._call(
+            lambda g: g.rest.pulls.create_review_comment(self.owner, self.name, number, data=data)
+        ).json()
+        return Comment(answer["id"], answer["html_url"])
 
     def merge(self, pull: PullRequest, *, sha: str, method: str = "merge") -> Merged:
         """Merge pinned to ``sha``: GitHub refuses (409) if the head moved meanwhile."""

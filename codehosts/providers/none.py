@@ -41,6 +41,9 @@ class NoHost:
     def comment(self, number, body):
         _absent("comment on")
 
+    def review_comment(self, number, **_):
+        _absent("comment on lines on")
+
     def merge(self, pull, **_):
         _absent("merge on")
 

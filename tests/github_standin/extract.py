@@ -29,6 +29,7 @@ OPERATIONS = [
     ("patch", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("put", "/repos/{owner}/{repo}/pulls/{pull_number}/merge"),
     ("put", "/repos/{owner}/{repo}/pulls/{pull_number}/update-branch"),
+    ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
     ("post", "/repos/{owner}/{repo}/check-runs"),
     ("patch", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
     ("get", "/repos/{owner}/{repo}/issues"),

@@ -7,9 +7,18 @@ from datetime import timedelta
 from functools import cache
 
 from tests.github_standin.description import description, overlay, skeleton
-from tests.github_standin.world import Check, Comment, Issue, Pull, Repo, World
+from tests.github_standin.world import (
+    Check,
+    Comment,
+    Issue,
+    Pull,
+    Repo,
+    ReviewComment,
+    World,
+)
 
 DOCS = "https://docs.github.com/rest"
+THREAD = "pull_request_review_thread"  # how GitHub names a review comment's fields refused
 
 
 class Answer(Exception):
@@ -514,6 +523,79 @@ class Rest:
             },
         )
 
+    def create_review_comment(self, params, query, body, caller):
+        """A comment on lines the pull request's diff shows at ``commit_id``; refused (422,
+        in GitHub's words) for a commit not on the pull request, a file its diff does not
+        change, or a line it does not show on that side."""
+        repo = self.find_repo(params)
+        pull = self.find_pull(repo, params["pull_number"])
+        commit, path, line = body["commit_id"], body["path"], body.get("line")
+        side = body.get("side", "RIGHT")
+        start = body.get("start_line")
+        head = repo.git.head(pull.head)
+        if head is None or not repo.git.contains(commit, head):
+            raise _invalid("commit_id", "commit_id is not part of the pull request")
+        files = self.world.diff_lines(repo, pull, commit)
+        if path not in files:
+            raise _invalid(f"{THREAD}.path", f"{THREAD}.path could not be resolved")
+        if line is None or (start is not None and start > line):
+            raise _invalid(f"{THREAD}.line", f"{THREAD}.line could not be resolved")
+        if body.get("start_side", side) != side:
+            raise _invalid(f"{THREAD}.start_side", f"{THREAD}.start_side must match side")
+        wanted = range(line if start is None else start, line + 1)
+        if any(n not in files[path][side] for n in wanted):
+            raise _invalid(f"{THREAD}.line", f"{THREAD}.line must be part of the diff")
+        login = f"{self.world.app_slug}[bot]" if caller.installation else caller.login
+        made = ReviewComment(
+            self.world.next_id(), path, line, start, side, commit, body["body"], login
+        )
+        pull.review_comments.append(made)
+        base = f"{self.url}/repos/{repo.full_name}/pulls"
+        html = f"https://standin.invalid/{repo.full_name}/pull/{pull.number}"
+        return 201, shaped(
+            "pull-request-review-comment",
+            {
+                "id": made.id,
+                "node_id": f"PRRC_{made.id}",
+                "path": path,
+                "line": line,
+                "original_line": line,
+                "start_line": start,
+                "original_start_line": start,
+                "side": side,
+                "start_side": side if start is not None else None,
+                "commit_id": commit,
+                "original_commit_id": commit,
+                "body": made.body,
+                "user": self.user(login, bot=bool(caller.installation)),
+                "subject_type": "line",
+                "url": f"{base}/comments/{made.id}",
+                "html_url": f"{html}#discussion_r{made.id}",
+                "pull_request_url": f"{base}/{pull.number}",
+                "author_association": "NONE",
+                "_links": {
+                    "self": {"href": f"{base}/comments/{made.id}"},
+                    "html": {"href": f"{html}#discussion_r{made.id}"},
+                    "pull_request": {"href": f"{base}/{pull.number}"},
+                },
+            },
+        )
+
+
+def _invalid(field: str, message: str) -> Answer:
+    return Answer(
+        422,
+        "Validation Failed",
+        errors=[
+            {
+                "resource": "PullRequestReviewComment",
+                "code": "custom",
+                "field": field,
+                "message": message,
+            }
+        ],
+    )
+
 
 # The operations, what each needs of an installation's permissions, and its handler.
 ROUTES = {
@@ -539,6 +621,10 @@ ROUTES = {
     "PUT /repos/{owner}/{repo}/pulls/{pull_number}/update-branch": (
         ("contents", "write"),
         "update_branch",
+    ),
+    "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments": (
+        ("pull_requests", "write"),
+        "create_review_comment",
     ),
     "POST /repos/{owner}/{repo}/check-runs": (("checks", "write"), "create_check"),
     "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": (("checks", "write"), "update_check"),
