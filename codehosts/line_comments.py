@@ -6,8 +6,9 @@ review comment on the same file, lines and side, at the attempt's commit. When t
 request no longer shows that commit, or the host refuses the lines (GitHub: 422, not in
 its diff), it posts a plain comment on the pull request naming the file and lines
 instead, and says why. What was posted is kept on ``TaskPullRequest.posted["lines"]``
-by the comment's id, so the job runs again without posting twice. Called by a job after
-the comment committed, never inside the request (ADR 0038).
+by the comment's id, so the job runs again without posting twice; a post whose answer
+was lost is looked for on the host by its marker before anything is posted again. Called
+by a job after the comment committed, never inside the request (ADR 0038).
 """
 
 from django.db import transaction
@@ -41,20 +42,29 @@ def line_comment_post(*, comment_id: int, host=None) -> str:
     link = TaskPullRequest.objects.filter(task=task).first()
     if link is None:
         return f"{task.key}: no pull request to comment on"
-    done = (link.posted.get("lines") or {}).get(str(comment.pk))
-    if done:
+    done = (link.posted.get("lines") or {}).get(str(comment.pk)) or {}
+    if "id" in done:
         return f"{comment.where}: posted already as {done['as']} {done['id']}"
     host = host or provider_for(task.project)
+    if done.get("tried"):
+        # A post was sent and its answer lost: the host may hold it already.
+        found = host.comment_marked(link.number, marker(comment))
+        if found is not None:
+            kind, made = found
+            why = {"why": done["why"]} if kind == "comment" and done.get("why") else {}
+            _record(link, comment, {"as": kind, "id": made.id, "url": made.url, **why})
+            return f"{comment.where}: {kind} {made.id} on #{link.number} was posted already"
     commit = (comment.attempt.change or {}).get("commit") or ""
     pull = host.pull_request(link.number)
     why = ""
     if pull.head_sha != commit:
         why = f"pull request #{pull.number} no longer shows {comment.attempt}'s commit"
     else:
+        _record(link, comment, {"tried": True})
         try:
             made = host.review_comment(
                 link.number,
-                body=review_body(comment),
+                body=_marked(review_body(comment), comment),
                 commit=commit,
                 path=comment.path,
                 line=comment.end_line,
@@ -68,9 +78,15 @@ def line_comment_post(*, comment_id: int, host=None) -> str:
         else:
             _record(link, comment, {"as": "review", "id": made.id, "url": made.url})
             return f"{comment.where}: review comment {made.id} on #{link.number}"
+    _record(link, comment, {"tried": True, "why": why})
     made = host.comment(link.number, fallback_body(comment, why))
     _record(link, comment, {"as": "comment", "id": made.id, "url": made.url, "why": why})
     return f"{comment.where}: comment {made.id} on #{link.number} ({why})"
+
+
+def marker(comment: LineComment) -> str:
+    """What finds the comment on the host again (a post whose answer was lost)."""
+    return f"<!-- factory-memory:line-comment {comment.attempt.task.key} {comment.pk} -->"
 
 
 def reviewer(comment: LineComment) -> str:
@@ -93,12 +109,17 @@ def review_body(comment: LineComment) -> str:
     return "\n".join(lines)
 
 
+def _marked(text: str, comment: LineComment) -> str:
+    return f"{text}\n\n{marker(comment)}"
+
+
 def fallback_body(comment: LineComment, why: str) -> str:
     """The plain comment when the lines cannot carry it: the file and lines named first."""
     lines = f"{comment.line}" + (f"-{comment.end_line}" if comment.end_line != comment.line else "")
     side = "the original's lines" if comment.side == "old" else "the changed file's lines"
     where = f"On `{_spanned(comment.path)}:{lines}` ({side}):"
-    return "\n".join([where, review_body(comment), "", f"(Not on the lines: {why}.)"])
+    text = "\n".join([where, review_body(comment), "", f"(Not on the lines: {why}.)"])
+    return _marked(text, comment)
 
 
 def _spanned(text: str) -> str:

@@ -604,6 +604,29 @@ class GitHubHost:
         ).json()
         return Comment(answer["id"], answer["html_url"])
 
+    def comment_marked(self, number: int, marker: str) -> tuple[str, Comment] | None:
+        """Read the pull request's review comments, then its plain ones, page after page,
+        for the first body holding ``marker``."""
+        listings = {
+            "review": lambda g, page: g.rest.pulls.list_review_comments(
+                self.owner, self.name, number, per_page=self.page_size, page=page
+            ),
+            "comment": lambda g, page: g.rest.issues.list_comments(
+                self.owner, self.name, number, per_page=self.page_size, page=page
+            ),
+        }
+        for kind, listing in listings.items():
+            page = 1
+            while True:
+                response = self._call(lambda g, page=page, listing=listing: listing(g, page))
+                for data in response.json():
+                    if marker in (data.get("body") or ""):
+                        return kind, Comment(data["id"], data["html_url"])
+                if 'rel="next"' not in response.headers.get("Link", ""):
+                    break
+                page += 1
+        return None
+
     def merge(self, pull: PullRequest, *, sha: str, method: str = "merge") -> Merged:
         """Merge pinned to ``sha``: GitHub refuses (409) if the head moved meanwhile."""
         data = self._call(

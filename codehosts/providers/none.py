@@ -44,6 +44,9 @@ class NoHost:
     def review_comment(self, number, **_):
         _absent("comment on lines on")
 
+    def comment_marked(self, number, marker):
+        _absent("read comments from")
+
     def merge(self, pull, **_):
         _absent("merge on")
 

@@ -7,6 +7,7 @@ a project without a code host, and never in the way of the comment itself."""
 from codehosts import jobs
 from codehosts.line_comments import line_comment_post
 from codehosts.models import TaskPullRequest
+from codehosts.providers import provider_for
 from tasks import attempts, comments
 from tasks.api_review import LineCommentSerializer
 from tasks.models import LineComment
@@ -76,7 +77,7 @@ def test_a_line_comment_is_a_review_comment_at_its_line_naming_the_reviewer(
     assert review_comments(repo) == [(PATH, None, 3, "RIGHT", sha, "factory-memory[bot]")]
     assert posted[0].body == (
         f"`Ada Lovelace` on Factory Memory, reviewing WID-1#1 of {TASK}:\n\n"
-        "> this ignores dependencies"
+        f"> this ignores dependencies\n\n<!-- factory-memory:line-comment WID-1 {made.pk} -->"
     )
     assert repo.comments == []
     assert lines_posted(attempt) == {
@@ -128,6 +129,27 @@ def test_a_host_that_fails_once_is_tried_again_and_posts_once(
     assert repo.comments == []
 
 
+def test_a_post_whose_answer_was_lost_is_found_not_posted_again(
+    hosted, repo, github, django_capture_on_commit_callbacks
+):
+    attempt, _ = in_review(hosted, repo, django_capture_on_commit_callbacks)
+    github.fail("lost", match=POST)
+
+    made = commented(hosted, attempt, django_capture_on_commit_callbacks, line=3)
+
+    first = repo.pulls[1].review_comments
+    assert len(first) == 1
+    assert [c for c in github.calls() if "/comments" in c] == [
+        f"{POST} 0",
+        "GET /repos/octo-org/widgets/pulls/1/comments 200",
+    ]
+    assert lines_posted(attempt)[str(made.pk)] == {
+        "as": "review",
+        "id": first[0].id,
+        "url": f"https://standin.invalid/octo-org/widgets/pull/1#discussion_r{first[0].id}",
+    }
+
+
 def test_lines_the_host_refuses_become_a_comment_naming_them(
     hosted, repo, github, django_capture_on_commit_callbacks
 ):
@@ -152,7 +174,8 @@ def test_lines_the_host_refuses_become_a_comment_naming_them(
             1,
             "On `tasks/queue.py:2` (the original's lines):\n"
             f"`Ada Lovelace` on Factory Memory, reviewing WID-1#1 of {TASK}:\n\n"
-            f"> this ignores dependencies\n\n(Not on the lines: {why}.)",
+            f"> this ignores dependencies\n\n(Not on the lines: {why}.)\n\n"
+            f"<!-- factory-memory:line-comment WID-1 {made.pk} -->",
         )
     ]
     assert lines_posted(attempt)[str(made.pk)]["why"] == why
@@ -217,3 +240,23 @@ def test_the_comment_is_stored_and_answered_alike_while_the_host_is_down(
     assert lines_posted(attempt) is None
     assert repo.pulls[1].review_comments == []
     assert repo.comments == []
+
+
+def test_a_marked_comment_is_found_page_after_page(
+    hosted, repo, github, django_capture_on_commit_callbacks
+):
+    in_review(hosted, repo, django_capture_on_commit_callbacks)
+    host = provider_for(hosted.project, page_size=1)
+    host.comment(1, "first")
+    marked = host.comment(1, "second\n\n<!-- mark -->")
+
+    found = host.comment_marked(1, "<!-- mark -->")
+
+    assert found == ("comment", marked)
+    assert host.comment_marked(1, "<!-- nowhere -->") is None
+    assert [c for c in github.calls() if c.startswith("GET") and "/comments" in c][:4] == [
+        "GET /repos/octo-org/widgets/pulls/1/comments 200",
+        "GET /repos/octo-org/widgets/issues/1/comments 200",
+        "GET /repos/octo-org/widgets/issues/1/comments 200",
+        "GET /repos/octo-org/widgets/pulls/1/comments 200",
+    ]

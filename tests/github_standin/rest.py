@@ -508,20 +508,45 @@ class Rest:
         comment = Comment(self.world.next_id(), "", number, body["body"], login)
         comment.node_id = f"IC_{comment.id}"
         repo.comments.append(comment)
-        return 201, shaped(
+        return 201, self.issue_comment(repo, comment)
+
+    def list_issue_comments(self, params, query, body, caller):
+        repo = self.find_repo(params)
+        number = int(params["issue_number"])
+        self.find_issue(repo, params["issue_number"])
+        found = [c for c in repo.comments if c.issue == number]
+        chunk, headers = self.page(
+            found, query, f"/repos/{repo.full_name}/issues/{number}/comments"
+        )
+        return 200, [self.issue_comment(repo, c) for c in chunk], headers
+
+    def issue_comment(self, repo: Repo, comment: Comment) -> dict:
+        return shaped(
             "issue-comment",
             {
                 "id": comment.id,
                 "node_id": comment.node_id,
                 "body": comment.body,
-                "user": self.user(login, bot=bool(caller.installation)),
+                "user": self.user(comment.user, bot=comment.user.endswith("[bot]")),
                 "url": f"{self.url}/repos/{repo.full_name}/issues/comments/{comment.id}",
-                "html_url": f"https://standin.invalid/{repo.full_name}/issues/{number}"
+                "html_url": f"https://standin.invalid/{repo.full_name}/issues/{comment.issue}"
                 f"#issuecomment-{comment.id}",
-                "issue_url": f"{self.url}/repos/{repo.full_name}/issues/{number}",
+                "issue_url": f"{self.url}/repos/{repo.full_name}/issues/{comment.issue}",
                 "author_association": "NONE",
             },
         )
+
+    def page(self, found: list, query: dict, path: str) -> tuple[list, dict]:
+        """One page of ``found`` as ``per_page`` and ``page`` ask, and a ``Link`` to the
+        next when there is one, as GitHub pages a list."""
+        per_page = int(query.get("per_page", 30))
+        page = int(query.get("page", 1))
+        headers = {}
+        if page * per_page < len(found):
+            kept = {k: v for k, v in query.items() if k != "page"}
+            link = "&".join(f"{k}={v}" for k, v in {**kept, "page": page + 1}.items())
+            headers["Link"] = f'<{self.url}{path}?{link}>; rel="next"'
+        return found[(page - 1) * per_page : page * per_page], headers
 
     def create_review_comment(self, params, query, body, caller):
         """A comment on lines the pull request's diff shows at ``commit_id``; refused (422,
@@ -550,24 +575,34 @@ class Rest:
             self.world.next_id(), path, line, start, side, commit, body["body"], login
         )
         pull.review_comments.append(made)
+        return 201, self.review_comment(repo, pull, made)
+
+    def list_review_comments(self, params, query, body, caller):
+        repo = self.find_repo(params)
+        pull = self.find_pull(repo, params["pull_number"])
+        path = f"/repos/{repo.full_name}/pulls/{pull.number}/comments"
+        chunk, headers = self.page(pull.review_comments, query, path)
+        return 200, [self.review_comment(repo, pull, c) for c in chunk], headers
+
+    def review_comment(self, repo: Repo, pull: Pull, made: ReviewComment) -> dict:
         base = f"{self.url}/repos/{repo.full_name}/pulls"
         html = f"https://standin.invalid/{repo.full_name}/pull/{pull.number}"
-        return 201, shaped(
+        return shaped(
             "pull-request-review-comment",
             {
                 "id": made.id,
                 "node_id": f"PRRC_{made.id}",
-                "path": path,
-                "line": line,
-                "original_line": line,
-                "start_line": start,
-                "original_start_line": start,
-                "side": side,
-                "start_side": side if start is not None else None,
-                "commit_id": commit,
-                "original_commit_id": commit,
+                "path": made.path,
+                "line": made.line,
+                "original_line": made.line,
+                "start_line": made.start_line,
+                "original_start_line": made.start_line,
+                "side": made.side,
+                "start_side": made.side if made.start_line is not None else None,
+                "commit_id": made.commit,
+                "original_commit_id": made.commit,
                 "body": made.body,
-                "user": self.user(login, bot=bool(caller.installation)),
+                "user": self.user(made.user, bot=made.user.endswith("[bot]")),
                 "subject_type": "line",
                 "url": f"{base}/comments/{made.id}",
                 "html_url": f"{html}#discussion_r{made.id}",
@@ -622,6 +657,10 @@ ROUTES = {
         ("contents", "write"),
         "update_branch",
     ),
+    "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments": (
+        ("pull_requests", "read"),
+        "list_review_comments",
+    ),
     "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments": (
         ("pull_requests", "write"),
         "create_review_comment",
@@ -631,6 +670,10 @@ ROUTES = {
     "GET /repos/{owner}/{repo}/issues": (("issues", "read"), "list_issues"),
     "GET /repos/{owner}/{repo}/issues/{issue_number}": (("issues", "read"), "get_issue"),
     "PATCH /repos/{owner}/{repo}/issues/{issue_number}": (("issues", "write"), "update_issue"),
+    "GET /repos/{owner}/{repo}/issues/{issue_number}/comments": (
+        ("issues", "read"),
+        "list_issue_comments",
+    ),
     "POST /repos/{owner}/{repo}/issues/{issue_number}/comments": (
         ("issues", "write"),
         "create_comment",
