@@ -8,7 +8,7 @@ from codehosts import jobs
 from codehosts.line_comments import line_comment_post
 from codehosts.models import TaskPullRequest
 from codehosts.providers import provider_for
-from tasks import attempts, comments
+from tasks import attempts, comments, review
 from tasks.api_review import LineCommentSerializer
 from tasks.models import LineComment
 from tests.factories import Flow, ProjectFactory
@@ -100,6 +100,25 @@ def test_a_range_names_its_first_line_and_the_old_side_is_left(
     assert review_comments(repo) == [
         (PATH, 2, 3, "RIGHT", sha, "factory-memory[bot]"),
         (PATH, None, 2, "LEFT", sha, "factory-memory[bot]"),
+    ]
+
+
+def test_comments_written_with_a_rejection_reach_the_lines_beside_the_verdict(
+    hosted, repo, django_capture_on_commit_callbacks
+):
+    attempt, sha = in_review(hosted, repo, django_capture_on_commit_callbacks)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        review.task_reject(
+            task=attempt.task,
+            actor=hosted.reviewer,
+            reason="blocked tasks are claimed",
+            comments=[{"path": PATH, "line": 2, "end_line": 3, "body": "skip blocked ones"}],
+        )
+
+    assert review_comments(repo) == [(PATH, 2, 3, "RIGHT", sha, "factory-memory[bot]")]
+    assert [c.body.splitlines()[0] for c in repo.comments] == [
+        "wid-reviewer rejected WID-1#1 on Factory Memory."
     ]
 
 
