@@ -10,7 +10,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from codehosts import issues, pulls, sync
+from codehosts import issues, line_comments, pulls, sync
 from codehosts.providers import HostError, RateLimited, Unavailable
 from evidence.jobs import JOB_OPTIONS
 
@@ -48,6 +48,15 @@ def _with_retries(job, what: str, act) -> str:
 @shared_task(bind=True, **JOB_OPTIONS)
 def pull_request_sync_job(self, task_id: int) -> str:
     return _with_retries(self, f"task {task_id}", lambda: pulls.pull_request_sync(task_id=task_id))
+
+
+@shared_task(bind=True, **JOB_OPTIONS)
+def line_comment_post_job(self, comment_id: int) -> str:
+    return _with_retries(
+        self,
+        f"line comment {comment_id}",
+        lambda: line_comments.line_comment_post(comment_id=comment_id),
+    )
 
 
 @shared_task(bind=True, **JOB_OPTIONS)

@@ -62,8 +62,10 @@ class TaskPullRequest(models.Model):
     One per task: every attempt's branch goes to the same pull request while it is open,
     found on the host by the task's marker in its body, never by its number alone. What
     was posted (``posted``: the check runs' ids by attempt and gate, the review's check
-    run and comment) lets a job run again without posting twice. Written only by
-    ``codehosts.pulls.pull_request_sync``, from jobs, after the change it shows committed.
+    run and comment; under ``lines``, each reviewer's line comment by its id, as a review
+    comment or, when the lines could not carry it, a plain comment and why) lets a job run
+    again without posting twice. Written only by ``codehosts.pulls`` and
+    ``codehosts.line_comments``, from jobs, after the change it shows committed.
     """
 
     task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="pull_request")
@@ -75,7 +77,8 @@ class TaskPullRequest(models.Model):
         default=dict,
         blank=True,
         help_text='What was posted for each attempt: {"2": {"checks": {gate: {id, state}}, '
-        '"review": id, "comment": id}}.',
+        '"review": id, "comment": id}}, and for each line comment: {"lines": {"7": {"as": '
+        '"review" or "comment", "id", "url", "why"}}}.',
     )
     synced_at = models.DateTimeField(default=timezone.now)
 

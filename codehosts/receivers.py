@@ -7,6 +7,7 @@ from projects.queue import enqueue_on_commit
 
 SYNC_JOB = "codehosts.jobs.pull_request_sync_job"
 CLOSE_JOB = "codehosts.jobs.issue_close_job"
+LINE_JOB = "codehosts.jobs.line_comment_post_job"
 # What a task's pull request shows: its attempt, draft or ready, and the review.
 TASK_TRANSITIONS = {
     "submit",
@@ -22,7 +23,8 @@ TASK_TRANSITIONS = {
 
 
 def sync_on_event(sender, *, event, subject, **kwargs) -> None:
-    """Queue the task's pull request sync after commit, for a project with a code host.
+    """Queue the task's pull request sync after commit, for a project with a code host;
+    a reviewer's new line comment queues its post on the pull request instead.
 
     No I/O here: the receiver runs inside the transaction that wrote the event, and a
     host call there would hold the row locks for as long as the host takes, and would
@@ -31,12 +33,18 @@ def sync_on_event(sender, *, event, subject, **kwargs) -> None:
     if event.task_id is None or event.project_id is None:
         return
     label = subject._meta.label
-    wanted = (label == "tasks.Task" and event.transition in TASK_TRANSITIONS) or (
-        label == "evidence.GateRun" and event.to_state in FINISHED_GATE_STATES
+    comment = label == "tasks.LineComment" and event.transition == "comment"
+    wanted = (
+        comment
+        or (label == "tasks.Task" and event.transition in TASK_TRANSITIONS)
+        or (label == "evidence.GateRun" and event.to_state in FINISHED_GATE_STATES)
     )
     if not wanted:
         return
     if not Project.objects.filter(pk=event.project_id, code_host__provider="github").exists():
+        return
+    if comment:
+        enqueue_on_commit(LINE_JOB, subject.pk, robust=True)
         return
     task_id = event.task_id
     enqueue_on_commit(SYNC_JOB, task_id, robust=True)

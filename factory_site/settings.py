@@ -524,7 +524,8 @@ FACTORY_EAGER_BACKGROUND_QUEUES = env_list(
     "FACTORY_EAGER_BACKGROUND_QUEUES",
     "verify,land,events.jobs.deliver_job,"
     # A code host's answer is not waited for by the request that changed the task.
-    "codehosts.jobs.pull_request_sync_job,codehosts.jobs.delivery_process_job",
+    "codehosts.jobs.pull_request_sync_job,codehosts.jobs.delivery_process_job,"
+    "codehosts.jobs.line_comment_post_job",
 )
 
 # Webhooks (docs/api.md "Events out"). A try waits FACTORY_WEBHOOK_TIMEOUT seconds for an

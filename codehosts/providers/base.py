@@ -209,6 +209,29 @@ class CodeHost(Protocol):
 
     def comment(self, number: int, body: str) -> Comment: ...
 
+    def review_comment(
+        self,
+        number: int,
+        *,
+        body: str,
+        commit: str,
+        path: str,
+        line: int,
+        start_line: int | None = None,
+        side: Literal["new", "old"] = "new",
+    ) -> Comment:
+        """A comment on lines ``start_line``..``line`` (one line when ``start_line`` is
+        None) of ``path`` in the pull request's diff at ``commit``: ``new`` the changed
+        file's lines, ``old`` the original's. ``Refused`` (422 on GitHub) when the diff
+        at that commit does not show those lines."""
+        ...
+
+    def comment_marked(self, number: int, marker: str) -> tuple[str, Comment] | None:
+        """The pull request's comment whose body holds ``marker``: ``("review", …)`` on its
+        lines, ``("comment", …)`` a plain one; None when there is none. How a caller finds
+        a comment whose post's answer was lost before it posts again."""
+        ...
+
     def merge(self, pull: PullRequest, *, sha: str, method: MergeMethod = "merge") -> Merged: ...
 
     def update_branch(self, pull: PullRequest, *, expected_head_sha: str) -> None: ...

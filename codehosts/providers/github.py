@@ -71,6 +71,8 @@ ANNOTATIONS_PER_REQUEST = 50  # GitHub's limit; the rest follow as updates of th
 # Reads are retried; a write whose answer was lost may have happened, so its caller
 # re-reads first (a second pull request, merge or check run would be wrong).
 RETRIED_METHODS = {"GET", "HEAD"}
+# A diff's side as the seam names it, and as GitHub's review comments do.
+SIDES = {"new": "RIGHT", "old": "LEFT"}
 MARKER = "<!-- factory-memory:task {task} -->"
 # GitHub refuses (422) a pull request body or a check run's summary longer than this.
 MAX_TEXT = 65_536
@@ -574,6 +576,56 @@ class GitHubHost:
             )
         ).json()
         return Comment(data["id"], data["html_url"])
+
+    def review_comment(
+        self,
+        number: int,
+        *,
+        body: str,
+        commit: str,
+        path: str,
+        line: int,
+        start_line: int | None = None,
+        side: str = "new",
+    ) -> Comment:
+        """A pull request review comment by line (not the deprecated diff ``position``);
+        a range names its first line and side too, both on the same side."""
+        data = {
+            "body": fitted(body),
+            "commit_id": commit,
+            "path": path,
+            "line": line,
+            "side": SIDES[side],
+        }
+        if start_line is not None and start_line != line:
+            data |= {"start_line": start_line, "start_side": SIDES[side]}
+        answer = self._call(
+            lambda g: g.rest.pulls.create_review_comment(self.owner, self.name, number, data=data)
+        ).json()
+        return Comment(answer["id"], answer["html_url"])
+
+    def comment_marked(self, number: int, marker: str) -> tuple[str, Comment] | None:
+        """Read the pull request's review comments, then its plain ones, page after page,
+        for the first body holding ``marker``."""
+        listings = {
+            "review": lambda g, page: g.rest.pulls.list_review_comments(
+                self.owner, self.name, number, per_page=self.page_size, page=page
+            ),
+            "comment": lambda g, page: g.rest.issues.list_comments(
+                self.owner, self.name, number, per_page=self.page_size, page=page
+            ),
+        }
+        for kind, listing in listings.items():
+            page = 1
+            while True:
+                response = self._call(lambda g, page=page, listing=listing: listing(g, page))
+                for data in response.json():
+                    if marker in (data.get("body") or ""):
+                        return kind, Comment(data["id"], data["html_url"])
+                if 'rel="next"' not in response.headers.get("Link", ""):
+                    break
+                page += 1
+        return None
 
     def merge(self, pull: PullRequest, *, sha: str, method: str = "merge") -> Merged:
         """Merge pinned to ``sha``: GitHub refuses (409) if the head moved meanwhile."""

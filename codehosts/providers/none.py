@@ -41,6 +41,12 @@ class NoHost:
     def comment(self, number, body):
         _absent("comment on")
 
+    def review_comment(self, number, **_):
+        _absent("comment on lines on")
+
+    def comment_marked(self, number, marker):
+        _absent("read comments from")
+
     def merge(self, pull, **_):
         _absent("merge on")
 

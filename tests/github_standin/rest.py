@@ -7,9 +7,18 @@ from datetime import timedelta
 from functools import cache
 
 from tests.github_standin.description import description, overlay, skeleton
-from tests.github_standin.world import Check, Comment, Issue, Pull, Repo, World
+from tests.github_standin.world import (
+    Check,
+    Comment,
+    Issue,
+    Pull,
+    Repo,
+    ReviewComment,
+    World,
+)
 
 DOCS = "https://docs.github.com/rest"
+THREAD = "pull_request_review_thread"  # how GitHub names a review comment's fields refused
 
 
 class Answer(Exception):
@@ -499,20 +508,128 @@ class Rest:
         comment = Comment(self.world.next_id(), "", number, body["body"], login)
         comment.node_id = f"IC_{comment.id}"
         repo.comments.append(comment)
-        return 201, shaped(
+        return 201, self.issue_comment(repo, comment)
+
+    def list_issue_comments(self, params, query, body, caller):
+        repo = self.find_repo(params)
+        number = int(params["issue_number"])
+        self.find_issue(repo, params["issue_number"])
+        found = [c for c in repo.comments if c.issue == number]
+        chunk, headers = self.page(
+            found, query, f"/repos/{repo.full_name}/issues/{number}/comments"
+        )
+        return 200, [self.issue_comment(repo, c) for c in chunk], headers
+
+    def issue_comment(self, repo: Repo, comment: Comment) -> dict:
+        return shaped(
             "issue-comment",
             {
                 "id": comment.id,
                 "node_id": comment.node_id,
                 "body": comment.body,
-                "user": self.user(login, bot=bool(caller.installation)),
+                "user": self.user(comment.user, bot=comment.user.endswith("[bot]")),
                 "url": f"{self.url}/repos/{repo.full_name}/issues/comments/{comment.id}",
-                "html_url": f"https://standin.invalid/{repo.full_name}/issues/{number}"
+                "html_url": f"https://standin.invalid/{repo.full_name}/issues/{comment.issue}"
                 f"#issuecomment-{comment.id}",
-                "issue_url": f"{self.url}/repos/{repo.full_name}/issues/{number}",
+                "issue_url": f"{self.url}/repos/{repo.full_name}/issues/{comment.issue}",
                 "author_association": "NONE",
             },
         )
+
+    def page(self, found: list, query: dict, path: str) -> tuple[list, dict]:
+        """One page of ``found`` as ``per_page`` and ``page`` ask, and a ``Link`` to the
+        next when there is one, as GitHub pages a list."""
+        per_page = int(query.get("per_page", 30))
+        page = int(query.get("page", 1))
+        headers = {}
+        if page * per_page < len(found):
+            kept = {k: v for k, v in query.items() if k != "page"}
+            link = "&".join(f"{k}={v}" for k, v in {**kept, "page": page + 1}.items())
+            headers["Link"] = f'<{self.url}{path}?{link}>; rel="next"'
+        return found[(page - 1) * per_page : page * per_page], headers
+
+    def create_review_comment(self, params, query, body, caller):
+        """A comment on lines the pull request's diff shows at ``commit_id``; refused (422,
+        in GitHub's words) for a commit not on the pull request, a file its diff does not
+        change, or a line it does not show on that side."""
+        repo = self.find_repo(params)
+        pull = self.find_pull(repo, params["pull_number"])
+        commit, path, line = body["commit_id"], body["path"], body.get("line")
+        side = body.get("side", "RIGHT")
+        start = body.get("start_line")
+        head = repo.git.head(pull.head)
+        if head is None or not repo.git.contains(commit, head):
+            raise _invalid("commit_id", "commit_id is not part of the pull request")
+        files = self.world.diff_lines(repo, pull, commit)
+        if path not in files:
+            raise _invalid(f"{THREAD}.path", f"{THREAD}.path could not be resolved")
+        if line is None or (start is not None and start > line):
+            raise _invalid(f"{THREAD}.line", f"{THREAD}.line could not be resolved")
+        if body.get("start_side", side) != side:
+            raise _invalid(f"{THREAD}.start_side", f"{THREAD}.start_side must match side")
+        wanted = range(line if start is None else start, line + 1)
+        if any(n not in files[path][side] for n in wanted):
+            raise _invalid(f"{THREAD}.line", f"{THREAD}.line must be part of the diff")
+        login = f"{self.world.app_slug}[bot]" if caller.installation else caller.login
+        made = ReviewComment(
+            self.world.next_id(), path, line, start, side, commit, body["body"], login
+        )
+        pull.review_comments.append(made)
+        return 201, self.review_comment(repo, pull, made)
+
+    def list_review_comments(self, params, query, body, caller):
+        repo = self.find_repo(params)
+        pull = self.find_pull(repo, params["pull_number"])
+        path = f"/repos/{repo.full_name}/pulls/{pull.number}/comments"
+        chunk, headers = self.page(pull.review_comments, query, path)
+        return 200, [self.review_comment(repo, pull, c) for c in chunk], headers
+
+    def review_comment(self, repo: Repo, pull: Pull, made: ReviewComment) -> dict:
+        base = f"{self.url}/repos/{repo.full_name}/pulls"
+        html = f"https://standin.invalid/{repo.full_name}/pull/{pull.number}"
+        return shaped(
+            "pull-request-review-comment",
+            {
+                "id": made.id,
+                "node_id": f"PRRC_{made.id}",
+                "path": made.path,
+                "line": made.line,
+                "original_line": made.line,
+                "start_line": made.start_line,
+                "original_start_line": made.start_line,
+                "side": made.side,
+                "start_side": made.side if made.start_line is not None else None,
+                "commit_id": made.commit,
+                "original_commit_id": made.commit,
+                "body": made.body,
+                "user": self.user(made.user, bot=made.user.endswith("[bot]")),
+                "subject_type": "line",
+                "url": f"{base}/comments/{made.id}",
+                "html_url": f"{html}#discussion_r{made.id}",
+                "pull_request_url": f"{base}/{pull.number}",
+                "author_association": "NONE",
+                "_links": {
+                    "self": {"href": f"{base}/comments/{made.id}"},
+                    "html": {"href": f"{html}#discussion_r{made.id}"},
+                    "pull_request": {"href": f"{base}/{pull.number}"},
+                },
+            },
+        )
+
+
+def _invalid(field: str, message: str) -> Answer:
+    return Answer(
+        422,
+        "Validation Failed",
+        errors=[
+            {
+                "resource": "PullRequestReviewComment",
+                "code": "custom",
+                "field": field,
+                "message": message,
+            }
+        ],
+    )
 
 
 # The operations, what each needs of an installation's permissions, and its handler.
@@ -540,11 +657,23 @@ ROUTES = {
         ("contents", "write"),
         "update_branch",
     ),
+    "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments": (
+        ("pull_requests", "read"),
+        "list_review_comments",
+    ),
+    "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments": (
+        ("pull_requests", "write"),
+        "create_review_comment",
+    ),
     "POST /repos/{owner}/{repo}/check-runs": (("checks", "write"), "create_check"),
     "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": (("checks", "write"), "update_check"),
     "GET /repos/{owner}/{repo}/issues": (("issues", "read"), "list_issues"),
     "GET /repos/{owner}/{repo}/issues/{issue_number}": (("issues", "read"), "get_issue"),
     "PATCH /repos/{owner}/{repo}/issues/{issue_number}": (("issues", "write"), "update_issue"),
+    "GET /repos/{owner}/{repo}/issues/{issue_number}/comments": (
+        ("issues", "read"),
+        "list_issue_comments",
+    ),
     "POST /repos/{owner}/{repo}/issues/{issue_number}/comments": (
         ("issues", "write"),
         "create_comment",

@@ -26,7 +26,8 @@ LEVELS = {"read": 1, "write": 2}
 class Fault:
     """Answer ``count`` matching calls (or one in ``every``) with ``kind``: ``502``, ``429``
     (with ``Retry-After``), ``secondary`` (403, a secondary rate limit with Retry-After),
-    or ``timeout`` (no answer until the test ends)."""
+    ``timeout`` (no answer until the test ends), or ``lost`` (the call is acted on, then
+    answered 502: a write that happened though its caller cannot know)."""
 
     kind: str
     count: int = 1
@@ -87,7 +88,7 @@ class Handler(BaseHTTPRequestHandler):
         authorization = self.headers.get("Authorization", "")
         with standin.lock:
             fault = next((f for f in standin.faults if f.fires(call)), None)
-        if fault is not None:
+        if fault is not None and fault.kind != "lost":
             standin.record(Exchange(self.command, parts.path, 0, authorization))
             return self.fault(fault)
         try:
@@ -99,6 +100,9 @@ class Handler(BaseHTTPRequestHandler):
             status, answer, headers = standin.answer(
                 self.command, parts.path, dict(parse_qsl(parts.query)), body, authorization
             )
+        if fault is not None:  # "lost": done, and the answer lost on the way back
+            standin.record(Exchange(self.command, parts.path, 0, authorization))
+            return self.send(502, {"message": "Server Error", "documentation_url": ""})
         standin.record(Exchange(self.command, parts.path, status, authorization))
         self.send(status, answer, headers)
 

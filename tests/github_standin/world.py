@@ -51,6 +51,21 @@ class Review:
 
 
 @dataclass
+class ReviewComment:
+    """A comment on lines of a pull request's diff: ``line`` the last, ``start_line`` the
+    first of a range (None for one line), on ``side`` RIGHT (the head's lines) or LEFT."""
+
+    id: int
+    path: str
+    line: int
+    start_line: int | None
+    side: str
+    commit: str
+    body: str
+    user: str
+
+
+@dataclass
 class Pull:
     number: int
     node_id: str
@@ -68,6 +83,7 @@ class Pull:
     queued: bool = False
     reviews: list[Review] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+    review_comments: list[ReviewComment] = field(default_factory=list)
 
 
 @dataclass
@@ -260,6 +276,35 @@ class World:
         if statuses:
             return "success" if statuses[-1][2] == "success" else "failure"
         return "expected"
+
+    def diff_lines(self, repo: Repo, pull: Pull, commit: str) -> dict[str, dict[str, set]]:
+        """The lines the pull request's diff shows at ``commit`` (from where it left the
+        base, as GitHub's three-dot diff), by file and side: a review comment may name
+        these, context lines included, and no other."""
+        shown: dict[str, dict[str, set]] = {}
+        path, old, new = "", 0, 0
+        diff = repo.git.git("diff", "--no-color", "--no-renames", f"{pull.base}...{commit}")
+        for text in diff.splitlines():
+            if text.startswith("diff --git "):
+                path, old, new = text.split(" b/", 1)[1], 0, 0
+                shown[path] = {"LEFT": set(), "RIGHT": set()}
+            elif text.startswith("@@ "):
+                ranges = text.split(" ")
+                old = int(ranges[1][1:].split(",")[0])
+                new = int(ranges[2][1:].split(",")[0])
+            elif text.startswith(("--- ", "+++ ", "\\")) or not path or not (old or new):
+                continue
+            elif text.startswith("-"):
+                shown[path]["LEFT"].add(old)
+                old += 1
+            elif text.startswith("+"):
+                shown[path]["RIGHT"].add(new)
+                new += 1
+            elif text.startswith(" "):
+                shown[path]["LEFT"].add(old)
+                shown[path]["RIGHT"].add(new)
+                old, new = old + 1, new + 1
+        return shown
 
     def merge_refusal(self, repo: Repo, pull: Pull, sha: str | None) -> tuple[int, str] | None:
         """Why GitHub would refuse to merge ``pull`` now, as (status, message), or None."""

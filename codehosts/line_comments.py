@@ -1,0 +1,136 @@
+"""A reviewer's line comment on the task's pull request (docs/code-hosts.md, "A reviewer's
+line comment").
+
+``line_comment_post`` posts one ``tasks.LineComment`` to the pull request of its task as a
+review comment on the same file, lines and side, at the attempt's commit. When the pull
+request no longer shows that commit, or the host refuses the lines (GitHub: 422, not in
+its diff), it posts a plain comment on the pull request naming the file and lines
+instead, and says why. What was posted is kept on ``TaskPullRequest.posted["lines"]``
+by the comment's id, so the job runs again without posting twice; a post whose answer
+was lost is looked for on the host by its marker before anything is posted again. Called
+by a job after the comment committed, never inside the request (ADR 0038).
+"""
+
+from django.db import transaction
+
+from codehosts.models import TaskPullRequest
+from codehosts.providers import Refused, provider_for
+from codehosts.pulls import task_url
+from tasks.models import LineComment
+
+# GitHub's status for lines its diff does not show (and other refusals of the body).
+UNPROCESSABLE = 422
+
+
+def line_comment_post(*, comment_id: int, host=None) -> str:
+    """Post the line comment to its task's pull request once; return what was done.
+
+    Nothing happens for a project without a code host, a task without a pull request, or
+    a comment posted already. Raises the provider's ``HostError`` when the host cannot be
+    asked or refuses otherwise than the lines: the caller (a job) retries or logs it.
+    """
+    comment = (
+        LineComment.objects.select_related("attempt__task__project", "author")
+        .filter(pk=comment_id)
+        .first()
+    )
+    if comment is None:
+        return "no such comment"
+    task = comment.attempt.task
+    if (task.project.code_host or {}).get("provider", "none") == "none":
+        return "no code host"
+    link = TaskPullRequest.objects.filter(task=task).first()
+    if link is None:
+        return f"{task.key}: no pull request to comment on"
+    done = (link.posted.get("lines") or {}).get(str(comment.pk)) or {}
+    if "id" in done:
+        return f"{comment.where}: posted already as {done['as']} {done['id']}"
+    host = host or provider_for(task.project)
+    if done.get("tried"):
+        # A post was sent and its answer lost: the host may hold it already.
+        found = host.comment_marked(link.number, marker(comment))
+        if found is not None:
+            kind, made = found
+            why = {"why": done["why"]} if kind == "comment" and done.get("why") else {}
+            _record(link, comment, {"as": kind, "id": made.id, "url": made.url, **why})
+            return f"{comment.where}: {kind} {made.id} on #{link.number} was posted already"
+    commit = (comment.attempt.change or {}).get("commit") or ""
+    pull = host.pull_request(link.number)
+    why = ""
+    if pull.head_sha != commit:
+        why = f"pull request #{pull.number} no longer shows {comment.attempt}'s commit"
+    else:
+        _record(link, comment, {"tried": True})
+        try:
+            made = host.review_comment(
+                link.number,
+                body=_marked(review_body(comment), comment),
+                commit=commit,
+                path=comment.path,
+                line=comment.end_line,
+                start_line=comment.line if comment.line != comment.end_line else None,
+                side=comment.side,
+            )
+        except Refused as refused:
+            if refused.status != UNPROCESSABLE:
+                raise
+            why = f"the host refused the lines: {refused.detail}"
+        else:
+            _record(link, comment, {"as": "review", "id": made.id, "url": made.url})
+            return f"{comment.where}: review comment {made.id} on #{link.number}"
+    _record(link, comment, {"tried": True, "why": why})
+    made = host.comment(link.number, fallback_body(comment, why))
+    _record(link, comment, {"as": "comment", "id": made.id, "url": made.url, "why": why})
+    return f"{comment.where}: comment {made.id} on #{link.number} ({why})"
+
+
+def marker(comment: LineComment) -> str:
+    """What finds the comment on the host again (a post whose answer was lost)."""
+    return f"<!-- factory-memory:line-comment {comment.attempt.task.key} {comment.pk} -->"
+
+
+def reviewer(comment: LineComment) -> str:
+    """The reviewer's name here, in a code span: a name such as ``@octo-org/all`` must not
+    mention anyone on the host, nor be taken as markup."""
+    name = comment.author.get_full_name() or comment.author.get_username()
+    return f"`{_spanned(name)}`"
+
+
+def review_body(comment: LineComment) -> str:
+    """The review comment: who wrote it here, on which attempt and task (a link to its
+    page), and their words quoted."""
+    task = comment.attempt.task
+    lines = [
+        f"{reviewer(comment)} on Factory Memory, reviewing {comment.attempt} of "
+        f"[{task.key}]({task_url(task)}):",
+        "",
+    ]
+    lines += [f"> {line}" for line in comment.body.splitlines()]
+    return "\n".join(lines)
+
+
+def _marked(text: str, comment: LineComment) -> str:
+    return f"{text}\n\n{marker(comment)}"
+
+
+def fallback_body(comment: LineComment, why: str) -> str:
+    """The plain comment when the lines cannot carry it: the file and lines named first."""
+    lines = f"{comment.line}" + (f"-{comment.end_line}" if comment.end_line != comment.line else "")
+    side = "the original's lines" if comment.side == "old" else "the changed file's lines"
+    where = f"On `{_spanned(comment.path)}:{lines}` ({side}):"
+    text = "\n".join([where, review_body(comment), "", f"(Not on the lines: {why}.)"])
+    return _marked(text, comment)
+
+
+def _spanned(text: str) -> str:
+    return text.replace("`", "'")
+
+
+def _record(link: TaskPullRequest, comment: LineComment, made: dict) -> None:
+    # Under the row's lock, merged into what is there: another comment's job, or the pull
+    # request's sync, may be recording at the same time.
+    with transaction.atomic():
+        locked = TaskPullRequest.objects.select_for_update().get(pk=link.pk)
+        lines = {**(locked.posted.get("lines") or {}), str(comment.pk): made}
+        locked.posted = {**locked.posted, "lines": lines}
+        locked.save(update_fields=["posted"])
