@@ -130,7 +130,9 @@ def _record(link: TaskPullRequest, comment: LineComment, made: dict) -> None:
     # Under the row's lock, merged into what is there: another comment's job, or the pull
     # request's sync, may be recording at the same time.
     with transaction.atomic():
-        locked = TaskPullRequest.objects.select_for_update().get(pk=link.pk)
+        locked = TaskPullRequest.objects.select_for_update(no_key=True, of=("self",)).get(
+            pk=link.pk
+        )
         lines = {**(locked.posted.get("lines") or {}), str(comment.pk): made}
         locked.posted = {**locked.posted, "lines": lines}
         locked.save(update_fields=["posted"])

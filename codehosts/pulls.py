@@ -228,7 +228,9 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
             and (when is None or attempt.started_at.replace(microsecond=0) <= when)
             and attempt_withdraw(attempt=attempt, reason=reason)
         )
-        locked = TaskPullRequest.objects.select_for_update().get(pk=link.pk)
+        locked = TaskPullRequest.objects.select_for_update(no_key=True, of=("self",)).get(
+            pk=link.pk
+        )
         record = {"number": pull.number, "at": pull.closed_at, "by": closer}
         locked.posted = {**locked.posted, "closed": {**record, "attempt": task.attempt_count}}
         locked.save(update_fields=["posted"])
@@ -296,7 +298,9 @@ def _remember(task: Task, pull) -> TaskPullRequest:
 def _record(link: TaskPullRequest, number: int, posted: dict) -> None:
     # Saved after each post, so a failure later in the same run does not post it again.
     with transaction.atomic():
-        locked = TaskPullRequest.objects.select_for_update().get(pk=link.pk)
+        locked = TaskPullRequest.objects.select_for_update(no_key=True, of=("self",)).get(
+            pk=link.pk
+        )
         locked.posted = {**locked.posted, str(number): posted}
         locked.save(update_fields=["posted"])
         link.posted = locked.posted
