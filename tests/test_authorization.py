@@ -36,6 +36,11 @@ from tests.conftest import world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory, all_met, member
 from tests.test_hostile_inputs import BEADS_LINE
 
+# Who may call what is decided alike on both engines (before the body is read: ADR 0025), and
+# a refusal rolls back whole on either; each route's own queries run on PostgreSQL in its
+# module's tests and the route walks (ADR 0015, "engine_neutral").
+pytestmark = pytest.mark.engine_neutral
+
 MATRIX = Path(__file__).with_name("authz_matrix.tsv")
 JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
 
