@@ -2,6 +2,8 @@
 test that can reach the test database, and on no other: a test left out of that run must be
 one that pytest-django keeps away from the database."""
 
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -36,3 +38,17 @@ def test_the_rule_reads_the_whole_closure_of_fixtures(request):
     assert reaches_the_database(Item)
     Item.fixturenames = ("settings", "tmp_path")
     assert not reaches_the_database(Item)
+
+
+def test_no_module_left_out_of_the_postgresql_run_holds_a_test_that_runs_only_there():
+    tests = Path(__file__).parent
+    mark = "pytestmark = pytest.mark." + "engine_neutral"  # not this file's own text
+    neutral = [
+        path.relative_to(tests).as_posix()
+        for path in sorted(tests.rglob("test_*.py"))
+        if mark in path.read_text()
+    ]
+    assert neutral == ["test_authorization.py", "test_mass_assignment.py"]
+    for name in neutral:
+        text = (tests / name).read_text()
+        assert "postgres_only" not in text and "ON_POSTGRES" not in text, name
