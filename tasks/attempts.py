@@ -39,7 +39,7 @@ from projects.queue import enqueue_on_commit
 from projects.roles import Role
 from projects.selectors import project_ids_for
 from projects.services import check_storable
-from tasks import claim_sql, selectors
+from tasks import brief, claim_sql, selectors
 from tasks.comments import comments_resolve_changed
 from tasks.landing import approval_to_carry, attempt_requeue
 from tasks.models import Attempt, AttemptState, Task, TaskState
@@ -652,7 +652,7 @@ def attempt_checks_conclude(*, attempt: Attempt) -> Attempt:
         failures = [run for run in runs if run.counts_as_failure]
         if failures:
             reason = "; ".join(f"{run.gate}: {run.summary}" for run in failures)
-            return attempt_gates_failed(attempt=attempt, reason=f"gates failed — {reason}")
+            return attempt_gates_failed(attempt=attempt, reason=f"{brief.GATES}{reason}")
         carry = approval_to_carry(attempt)
         if carry.carries and lock_landing_mode(attempt.task).lands:
             return attempt_requeue(attempt=attempt, carry=carry)

@@ -9,6 +9,9 @@ included, can push a brief past a budget smaller than the task alone).
 
 import json
 
+# How the reason of an attempt that its gates failed begins (tasks.attempts writes it).
+GATES = "gates failed — "
+
 # (bundle section, manifest kind), in the order the bundle lists its items.
 SECTIONS = (
     ("task", "task"),
@@ -121,9 +124,11 @@ def _attempt(attempt: dict) -> list[str]:
     lines = [f"## Earlier attempt #{attempt['number']}: {attempt['state']}", ""]
     failed = [gate for gate in attempt["gates"] if "verdict" in gate]
     ended = f"By {attempt['agent']}."
-    # Said once: a rejection's reason is the review's, failed gates are listed below.
+    # Said once: a rejection's reason is the review's, failed gates are listed below. An
+    # attempt that failed otherwise with a gate failed (a counted close of its pull request
+    # while it was checked) keeps its own reason.
     told = (review and review["reason"] == attempt["ended_because"]) or (
-        failed and attempt["state"] == "failed"
+        failed and attempt["state"] == "failed" and attempt["ended_because"].startswith(GATES)
     )
     if attempt["ended_because"] and not told:
         ended += f" Ended because: {_line(attempt['ended_because'])}"

@@ -279,3 +279,23 @@ def test_a_format_other_than_json_or_markdown_given_once_is_a_json_400_and_nothi
     assert (response.status_code, response["Content-Type"]) == (400, "application/json")
     assert response.json()["fields"] == {"format": ["json or markdown, given once"]}
     assert Event.objects.count() == before
+
+
+def test_an_attempt_failed_by_a_counted_close_says_so_beside_its_failed_gate():
+    # Its pull request closed a third time while a gate had failed: the close ended it.
+    why = "its pull request was closed by octocat; 3 closes, 2 free: it counts as failed"
+    attempt = {
+        "number": 2,
+        "agent": "ada",
+        "state": "failed",
+        "ended_because": why,
+        "summary": "",
+        "change": {},
+        "gates": [{"gate": "tests-pass", "state": "failed", "summary": "1 failed", "verdict": {}}],
+        "evidence": [],
+    }
+
+    assert brief.block("attempt", attempt).startswith(
+        f"## Earlier attempt #2: failed\n\nBy ada. Ended because: {why}\nFailed gates:\n"
+        "- tests-pass (failed): 1 failed\n"
+    )
