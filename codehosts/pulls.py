@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 
+from codehosts.identities import user_for
 from codehosts.models import TaskPullRequest
 from codehosts.providers import Annotation, NotFound, provider_for
 from evidence.models import FINISHED_GATE_STATES, GateRunState
@@ -196,10 +197,11 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
     The task's live attempt (claimed, checking or in review) that started before the close
     is withdrawn (``tasks.attempts.attempt_withdraw``): the task is ready again, the
     attempt not counted against ``max_attempts``, and the reason — ``pull request #N closed
-    on GitHub by @login``, the closer as the host's issue answer names them, else without
-    a name — reaches the next attempt's context. Past the task's free withdrawals
-    (``tasks.attempts.WITHDRAWALS_FREE``) the attempt fails instead, as a rejected one
-    would, and the reason says why. An approved, landing or done task is left
+    on GitHub by @login (member here)``, the closer as the host's issue answer names them
+    (and the member their account number is, ``identities.user_for``), else without a name —
+    reaches the next attempt's context. Past the task's free withdrawals
+    (``tasks.attempts.WITHDRAWALS_FREE``), or when the closer is the attempt's own agent,
+    the attempt fails instead, as a rejected one would, and the reason says why. An approved, landing or done task is left
     as it is: the review on the site decided it. The close is remembered on the link
     (``posted["closed"]``: number, when, by whom, the newest attempt then), so the same
     close read again withdraws nothing more and the site does not open the pull request
@@ -211,8 +213,12 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
     closed = link.posted.get("closed") or {}
     if closed.get("number") == pull.number and closed.get("at") == pull.closed_at:
         return f"{task.key}: pull request #{pull.number} closed; acted on already"
-    closer = _closer(host, pull.number)
-    reason = f"pull request #{pull.number} closed on GitHub" + (f" by @{closer}" if closer else "")
+    closer, closer_id = _closer(host, pull.number)
+    member = user_for(task.project, host_id=closer_id) if closer_id is not None else None
+    here = f" ({member.get_username()} here)" if member is not None else ""
+    reason = f"pull request #{pull.number} closed on GitHub" + (
+        f" by @{closer}{here}" if closer else ""
+    )
     if pull.merged or (closer and closer == pull.author):
         # Merged is not withdrawn; and the site's own account opened it, so a close in that
         # name is the site's, not a person's.
@@ -226,7 +232,11 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
             and attempt is not None
             and task.state in WITHDRAWABLE
             and (when is None or attempt.started_at.replace(microsecond=0) <= when)
-            and attempt_withdraw(attempt=attempt, reason=reason)
+            and attempt_withdraw(
+                attempt=attempt,
+                reason=reason,
+                by_its_agent=member is not None and member.pk == attempt.agent_id,
+            )
         )
         locked = TaskPullRequest.objects.select_for_update(no_key=True, of=("self",)).get(
             pk=link.pk
@@ -256,12 +266,14 @@ def pull_request_reopened(*, task: Task, number: int) -> None:
             link.save(update_fields=["posted"])
 
 
-def _closer(host, number: int) -> str:
-    """Who closed it, as the host's issue answer says (a pull request's answer does not)."""
+def _closer(host, number: int) -> tuple[str, int | None]:
+    """Who closed it (login, account number), as the host's issue answer says (a pull
+    request's answer does not)."""
     try:
-        return host.issue(number).closed_by
+        issue = host.issue(number)
     except NotFound:
-        return ""
+        return "", None
+    return issue.closed_by, issue.closed_by_id
 
 
 def _when(closed_at) -> datetime | None:

@@ -557,7 +557,7 @@ def attempt_expire(*, attempt: Attempt) -> Attempt:
     return attempt
 
 
-def attempt_withdraw(*, attempt: Attempt, reason: str) -> bool:
+def attempt_withdraw(*, attempt: Attempt, reason: str, by_its_agent: bool = False) -> bool:
     """The system gives a live attempt's task back (→ ready) because a person withdrew it
     on the code host (closed its pull request): the attempt is released with ``reason``,
     which the next attempt's context carries, and, unlike a failure, it does not count
@@ -566,6 +566,8 @@ def attempt_withdraw(*, attempt: Attempt, reason: str) -> bool:
     Only the task's first ``WITHDRAWALS_FREE`` withdrawals (its ``withdraw`` Events, ever)
     are free: a later one ends the attempt ``failed`` and raises ``failed_attempts`` as a
     failure does (the task fails when they reach ``max_attempts``), the reason saying so.
+    None is free when the attempt's own agent closed it (``by_its_agent``): an agent that
+    withdraws its work before a verdict fails as if rejected.
 
     False, changing nothing, when the attempt is no longer live or no longer the task's
     current attempt (already withdrawn, rejected, approved): a close read twice withdraws
@@ -582,14 +584,17 @@ def attempt_withdraw(*, attempt: Attempt, reason: str) -> bool:
             object_id=task.pk,
             transition="withdraw",
         ).count()
-        counts = earlier >= WITHDRAWALS_FREE
-        why = (
-            f"; this task's pull requests were closed {earlier + 1} times, more than the"
-            f" {WITHDRAWALS_FREE} that are free, so this attempt counts as failed"
-            f" ({task.failed_attempts + 1} of {task.max_attempts} attempts used)"
-            if counts
-            else ""
-        )
+        counts = by_its_agent or earlier >= WITHDRAWALS_FREE
+        used = f"({task.failed_attempts + 1} of {task.max_attempts} attempts used)"
+        if by_its_agent:
+            why = f"; the attempt's own agent closed it, so this attempt counts as failed {used}"
+        elif counts:
+            why = (
+                f"; this task's pull requests were closed {earlier + 1} times, more than the"
+                f" {WITHDRAWALS_FREE} that are free, so this attempt counts as failed {used}"
+            )
+        else:
+            why = ""
         reason = reason[: 2000 - len(why)] + why
         fire(attempt, "withdraw", actor=None, reason=reason, end_reason=reason, counts=counts)
         extra = {"attempt": attempt.number} | ({"counts": True} if counts else {})

@@ -138,8 +138,10 @@ class Issue:
     url: str
     # GitHub's issues API answers a pull request's number too; such an issue is no task's.
     pull_request: bool = False
-    # Who closed it, as the host says (GitHub's issue answer; a pull request's does not say).
+    # Who closed it, as the host says (GitHub's issue answer; a pull request's does not say):
+    # the login, and the account's number, which a rename keeps (``HostUser.id``).
     closed_by: str = ""
+    closed_by_id: int | None = None
 
 
 @dataclass(frozen=True)

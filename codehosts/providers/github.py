@@ -675,6 +675,7 @@ class GitHubHost:
             url=data["html_url"],
             pull_request="pull_request" in data,
             closed_by=(data.get("closed_by") or {}).get("login", ""),
+            closed_by_id=(data.get("closed_by") or {}).get("id"),
         )
 
     def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]:

@@ -9,7 +9,7 @@ kept as it is."""
 import pytest
 
 from codehosts import sync
-from codehosts.models import HostDelivery, TaskPullRequest
+from codehosts.models import HostAccount, HostDelivery, TaskPullRequest
 from projects.models import Event
 from tasks import attempts, review
 from tasks.models import Task
@@ -313,3 +313,52 @@ def test_a_counted_close_delivered_again_changes_nothing(
     assert (task.state, task.failed_attempts, attempt.state, Event.objects.count()) == before
     assert before[:3] == ("ready", 1, "failed")
     assert withdrawals() == 3
+
+
+def linked(hosted, github, login, user) -> int:
+    """``login`` signs up on the host, and a manager links the account to ``user``."""
+    number = github.world.person(login)
+    HostAccount.objects.create(
+        project=hosted.project, host_id=number, login=login, user=user, linked_by=hosted.manager
+    )
+    return number
+
+
+def test_a_close_by_a_linked_member_names_them_here_and_withdraws_free(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    task, attempt = in_review
+    linked(hosted, github, "ann", hosted.reviewer)
+    github.world.close_pull(repo, 1, "ann")
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    reason = f"pull request #1 closed on GitHub by @ann ({hosted.reviewer.username} here)"
+    assert result == f"WID-1: {reason}; attempt 1 withdrawn"
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts) == ("ready", 0)
+    assert (attempt.state, attempt.end_reason) == ("released", reason)
+
+
+def test_a_close_by_the_attempts_own_agent_fails_the_attempt_at_once(
+    in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
+):
+    # An agent that closes its own pull request before the verdict spends the attempt, as
+    # a rejection would: its first close is not one of the task's free withdrawals.
+    task, attempt = in_review
+    Task.objects.filter(pk=task.pk).update(max_attempts=3)
+    linked(hosted, github, "agent-bot", hosted.agent)
+    github.world.close_pull(repo, 1, "agent-bot")
+
+    result = closed(client, github, django_capture_on_commit_callbacks)
+
+    reason = (
+        f"pull request #1 closed on GitHub by @agent-bot ({hosted.agent.username} here); the"
+        " attempt's own agent closed it, so this attempt counts as failed (1 of 3 attempts used)"
+    )
+    assert result == f"WID-1: {reason}; attempt 1 failed"
+    task.refresh_from_db(), attempt.refresh_from_db()
+    assert (task.state, task.failed_attempts, task.current_attempt_id) == ("ready", 1, None)
+    assert (attempt.state, attempt.end_reason) == ("failed", reason)
+    event = Event.objects.filter(transition="withdraw", object_key="WID-1").latest("pk")
+    assert event.extra == {"attempt": 1, "counts": True}
