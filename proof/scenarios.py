@@ -600,7 +600,7 @@ SCENARIOS = {
         Run(
             "kill_workers",
             agents=6 if short else 16,
-            tasks=80 if short else 300,
+            tasks=50 if short else 300,  # short: ~15 kills in about a minute
             gates={"tests-pass": {}, "diff-scope": {}, "proof-sleep": {"seconds": 0.4}},
             env={"FACTORY_EXTRA_GATES": "proof-sleep=proof.gates.SleepGate"},
             kills_server=True,
