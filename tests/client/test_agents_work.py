@@ -20,7 +20,9 @@ from tests.client.conftest import sh
 from tests.client.standins import check_output, install
 from tests.client.test_work import FACTORY, factory_work
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The client decides by the API's answers, which the API's own tests check on both engines;
+# its journeys here reach the database only through those calls (ADR 0015, "engine_neutral").
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.engine_neutral]
 
 PRICES = {
     "gpt-5-codex": {"input": "1.25", "output": "10", "cache_read": "0.125", "set_on": "2026-12-01"},

@@ -25,6 +25,10 @@ from tests.client.conftest import factory_in_process
 from tests.factories import expire_lease
 from tests.serving import serve_in_thread
 
+# The client decides by the API's answers, which the API's own tests check on both engines;
+# its calls here reach the database only through them (ADR 0015, "engine_neutral").
+pytestmark = pytest.mark.engine_neutral
+
 FACTORY = str(Path(sys.executable).parent / "factory")
 ROOT = Path(__file__).resolve().parents[2]
 JUNIT = (

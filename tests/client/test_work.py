@@ -29,7 +29,9 @@ from tests.factories import expire_lease
 FACTORY = str(Path(sys.executable).parent / "factory")
 AGENT = [sys.executable, str(Path(__file__).with_name("agent.py"))]
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The client decides by the API's answers, which the API's own tests check on both engines;
+# its journeys here reach the database only through those calls (ADR 0015, "engine_neutral").
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.engine_neutral]
 
 
 def factory_work(live_server, flow, clone, *args, env=None, timeout=120, process=False):
