@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from landing import selectors, services
@@ -74,6 +75,7 @@ def landing(request, slug):
     manager = has_role(request.user, project.pk, Role.MANAGER)
     for row in overview["reverts"]:
         row["may_fast"] = manager and row["lane"] == "normal" and row["state"] != "landing"
+        row["may_cancel"] = manager and row["state"] != "landing"
     lander = overview["lander"]
     lander["may_retry"] = lander["backing_off"] and may(lander["object"], "retry", request.user)
     lander["may_pause"] = manager
@@ -225,7 +227,8 @@ def landing_fast(request, slug, key):
 def _revert_action(request, slug, key, service, refused: str, done: str):
     """Run a manager's revert service on a task from its page, with the reason as it came
     (the service checks the role before reading it); back to the task page, saying what
-    happened (``done``) or why not (``refused``, then the refusal)."""
+    happened (``done``) or why not (``refused``, then the refusal). A form on the landing
+    page asks to go back there (``back=landing``)."""
     task = _task_or_404(request.user, slug, key)
     try:
         service(task=task, actor=request.user, reason=request.POST.get("reason", ""))
@@ -233,6 +236,8 @@ def _revert_action(request, slug, key, service, refused: str, done: str):
         messages.error(request, f"{refused}: {refusal_text(exc)}")
     else:
         messages.success(request, done)
+    if request.POST.get("back") == "landing":
+        return redirect(f"{reverse('landing', kwargs={'slug': task.project.slug})}#reverts")
     return redirect("task-detail", key=key)
 
 

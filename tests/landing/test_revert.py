@@ -757,3 +757,48 @@ def test_the_landing_page_offers_a_manager_the_fast_lane_for_a_queued_revert(cli
     assert f'action="/projects/FM/landing/{task.key}/fast/"' not in page  # in it already
     attempt.refresh_from_db()
     assert attempt.fast_at is not None
+
+
+def test_the_landing_pages_reverts_panel_offers_a_manager_the_cancel_and_returns_there(
+    client, lands
+):
+    task, attempt = landed(lands)
+    revert_request(task=task, actor=lands.manager, reason="wrong fix")
+    cancel = f'action="/projects/FM/landing/{task.key}/revert/cancel/"'
+
+    client.force_login(lands.reviewer)
+    theirs = client.get("/projects/FM/landing/").content.decode()
+    client.force_login(lands.manager)
+    page = client.get("/projects/FM/landing/").content.decode()
+    answer = client.post(
+        f"/projects/FM/landing/{task.key}/revert/cancel/",
+        {"reason": "a false alarm", "back": "landing"},
+        follow=True,
+    )
+
+    assert cancel in page and cancel not in theirs
+    assert f'data-revert-row="{task.key}"' in page
+    assert answer.redirect_chain == [("/projects/FM/landing/#reverts", 302)]
+    after = answer.content.decode()
+    assert f"The revert of {task.key} is cancelled" in after
+    assert f'data-revert-row="{task.key}"' not in after
+    attempt.refresh_from_db()
+    assert attempt.revert_at is None
+    assert (attempt.landing["revert"]["state"], task.state) == ("cancelled", "done")
+
+
+def test_a_refused_cancel_from_the_landing_page_says_why_there(client, lands):
+    task, _ = landed(lands)
+    client.force_login(lands.manager)
+    before = state_of(task)
+
+    answer = client.post(
+        f"/projects/FM/landing/{task.key}/revert/cancel/",
+        {"reason": "oops", "back": "landing"},
+        follow=True,
+    )
+
+    assert answer.redirect_chain == [("/projects/FM/landing/#reverts", 302)]
+    page = answer.content.decode()
+    assert f"The revert of {task.key} was not cancelled: no revert of {task.key} is queued" in page
+    assert state_of(task) == before

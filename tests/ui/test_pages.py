@@ -8,11 +8,11 @@ from playwright.sync_api import expect
 
 from events import services as events
 from landing.models import FlakyTest
-from landing.services import landing_fast, landing_pause, landing_quarantine
+from landing.services import landing_fast, landing_pause, landing_quarantine, revert_request
 from projects.models import Project
 from projects.roles import Role
 from tasks import attempts, review
-from tasks.landing import task_landing_return
+from tasks.landing import task_land, task_landing_return
 from tests.factories import ProjectFactory, member
 from tests.tasks.test_comments import FIRST
 from tests.tasks.test_criteria_verdicts import JUNIT
@@ -86,6 +86,10 @@ def a_bad_day(flow):
         quarantined=True,
         reason="fails on leap days; FM-99 fixes it",
     )
+    # A landed change a manager reverts: its revert waits in the Reverts panel.
+    reverted, landed = flow.done(title="Landed, then reverted")
+    task_land(attempt=landed, commit="d" * 40, batch=None, seconds=1.0)
+    revert_request(task=reverted, actor=flow.manager, reason="it broke the nightly build")
     spec = flow.spec()
     returned, attempt = flow.done(title="Returned from landing", spec=spec)
     attempt.refresh_from_db()
@@ -117,6 +121,7 @@ def a_bad_day(flow):
         "gate_failed": gate_failed,
         "spec": spec,
         "hook": hook,
+        "reverted": reverted,
     }
 
 
@@ -135,6 +140,7 @@ def test_a_manager_reads_every_page_on_a_bad_day(page, live_server, flow, login,
         f"/tasks/{day['returned'].key}/",
         f"/tasks/{day['gate_failed'].key}/",
         f"/tasks/{day['in_review'].key}/",
+        f"/tasks/{day['reverted'].key}/",
         f"/specs/{day['spec'].key}/",
         "/tokens/",
         "/webhooks/",
@@ -149,6 +155,7 @@ def test_a_manager_reads_every_page_on_a_bad_day(page, live_server, flow, login,
     expect(page.locator(".errorlist")).to_contain_text("inside the network")
     page.goto(f"{live_server.url}/projects/FM/landing/")
     expect(page.locator("#landing")).to_contain_text("main is red")
+    expect(page.locator("#reverts")).to_contain_text("Cancel the revert")
 
 
 def test_an_agent_reads_its_work_and_a_returned_landing(page, live_server, flow, login):
@@ -161,6 +168,8 @@ def test_an_agent_reads_its_work_and_a_returned_landing(page, live_server, flow,
     expect(page.locator(".page-head")).to_contain_text(day["gate_failed"].key)
     page.goto(f"{live_server.url}/projects/FM/landing/")
     expect(page.locator("#landing")).to_contain_text("main is red")
+    expect(page.locator("#reverts")).to_contain_text("it broke the nightly build")
+    expect(page.locator("#reverts")).not_to_contain_text("Cancel the revert")
 
 
 def test_a_visitor_logs_in_after_a_wrong_password(page, live_server, flow):
