@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from evidence.selectors import measured_run
@@ -169,6 +169,18 @@ def landing_queue(project_id: int) -> QuerySet[Attempt]:
         .select_related("task", "reviewed_by", "spec_version__spec")
         .order_by(F("fast_at").asc(nulls_last=True), "queued_at", "pk")
     )
+
+
+def queue_position(attempt: Attempt) -> int:
+    """Where a queued change stands in its project's landing queue (1: it lands next), in
+    ``landing_queue``'s order: the fast lane first, by when managers put changes there,
+    then the rest by when they were approved."""
+    before = Q(queued_at__lt=attempt.queued_at) | Q(queued_at=attempt.queued_at, pk__lt=attempt.pk)
+    if attempt.fast_at is None:
+        ahead = Q(fast_at__isnull=False) | Q(fast_at__isnull=True) & before
+    else:
+        ahead = Q(fast_at__lt=attempt.fast_at) | Q(fast_at=attempt.fast_at) & before
+    return landing_queue(attempt.task.project_id).filter(ahead).count() + 1
 
 
 def _queued(attempt_id: int) -> tuple[Task, Attempt] | None:

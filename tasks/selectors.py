@@ -4,7 +4,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, Min, OuterRef, QuerySet
 
 from evidence.models import Evidence, decisive
 from evidence.viewers import interdiff_view
@@ -12,7 +12,7 @@ from projects.kinds import Kind
 from projects.selectors import project_ids_for
 from projects.verify import LANDING_BATCH_MAX
 from tasks.costs import usage_sum
-from tasks.landing import approval_to_carry, change_id_of, landing_queue
+from tasks.landing import approval_to_carry, change_id_of, queue_position
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
 from tasks.usage import month_start
 
@@ -118,10 +118,7 @@ def landing_of(task: Task, attempt: Attempt | None) -> dict | None:
     queued = task.state == TaskState.APPROVED and task.current_attempt_id == attempt.pk
     position = None
     if queued and attempt.queued_at is not None:
-        ahead = landing_queue(task.project_id).filter(
-            Q(queued_at__lt=attempt.queued_at) | Q(queued_at=attempt.queued_at, pk__lt=attempt.pk)
-        )
-        position = ahead.count() + 1
+        position = queue_position(attempt)
     partners = []
     if landing.get("batch") is not None:
         partners = list(

@@ -11,6 +11,7 @@ from django.test import Client
 
 from landing.lander import land
 from landing.models import Batch, BatchState
+from landing.services import landing_fast
 from projects.models import Event
 from tasks.landing import attempt_landing_note, task_land, task_landing_return
 from tests.landing.conftest import backing_off, feature, lander_snapshot, queued, snapshot
@@ -278,6 +279,25 @@ def test_a_queued_task_shows_its_place_and_its_batch_partners(client, lands):
     assert "batch 4" in shown
     assert f'href="/tasks/{first.key}/" class="mono">{first.key}</a> First' in shown
     assert second.key not in re.sub(r"/tasks/[^/]+/", "", shown.split("Batch partners")[1])
+
+
+def test_the_task_page_counts_the_fast_lane_ahead_as_the_landing_page_does(client, lands):
+    first, _ = queued(lands, "First")
+    second, _ = queued(lands, "Second")
+    hotfix, _ = queued(lands, "Hotfix")
+    landing_fast(task=hotfix, actor=lands.manager, reason="the outage")
+
+    places = {
+        task.key: panel(page(client, lands.agent, f"/tasks/{task.key}/"))
+        for task in (first, second, hotfix)
+    }
+    queue = page(client, lands.agent, "/projects/FM/landing/")
+
+    assert "position 1 in the queue" in places[hotfix.key]
+    assert "position 2 in the queue" in places[first.key]
+    assert "position 3 in the queue" in places[second.key]
+    rows = re.findall(r'data-queue-row="([^"]+)"', queue)
+    assert rows == [hotfix.key, first.key, second.key]
 
 
 def test_a_landed_task_says_where_it_landed(client, lands):
