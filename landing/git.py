@@ -1,6 +1,7 @@
 """Git for the lander: build the target's tip plus approved changes, and push it forward.
 
-Everything is done in the project's mirror (``runner.mirror``), without a work tree:
+Everything is done in the project's mirror (``runner.mirror``, fetched by ``fetch``: the
+lander's git goes through this module alone), without a work tree:
 ``git merge-tree --write-tree`` merges two commits into a tree, ``git commit-tree`` makes
 the commit. So building a batch writes objects and never touches a ref; only ``push``
 moves anything, and only the remote's target branch, only forward, and only from the tip
@@ -48,6 +49,13 @@ class Conflicted:
             for item in self.against
         )
         return f"conflict in {who or ', '.join(self.paths)}"
+
+
+def fetch(project) -> Path:
+    """The project's mirror, fetched now (``runner.mirror``): where every step below works.
+    Raises ``GitError`` when the repository cannot be read."""
+    path, _ = mirror.mirror(project)
+    return path
 
 
 def tip(path: Path, branch: str) -> str | None:

@@ -53,7 +53,6 @@ from landing.verifying import Runs, verified_prefix
 from projects import metrics
 from projects.errors import Conflict
 from projects.models import Project
-from runner import mirror
 from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, RunnerUnavailable
 from tasks.landing import (
@@ -195,7 +194,7 @@ def _look(project: Project) -> tuple[object, str | None]:
     """The mirror, fetched, and the target's tip; (None, None) when they cannot be read
     (``land_batch`` then tries again and records why in its batch)."""
     try:
-        path, _ = mirror.mirror(project)
+        path = git.fetch(project)
         return path, git.tip(path, project.landing_target)
     except Exception:  # said by the batch that meets it again
         return None, None
@@ -206,7 +205,7 @@ def _said(exc: BaseException) -> str:
     detail = getattr(exc, "detail", None)
     if detail:
         return str(detail)
-    if isinstance(exc, (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError)):
+    if isinstance(exc, (LandingError, RunnerUnavailable, CommitRefused, git.GitError)):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
@@ -219,7 +218,7 @@ def settle_dead_batches(project: Project) -> int:
     # Only a batch that was pushing may be on the target: git is asked about those alone.
     path = None
     if any(batch.state == BatchState.PUSHING for batch in dead):
-        path, _ = mirror.mirror(project)
+        path = git.fetch(project)
     for batch in dead:
         tip = git.tip(path, batch.target) if batch.state == BatchState.PUSHING else None
         pushed = bool(
@@ -292,7 +291,7 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
     try:
         if changes:
             _work(project, batch, changes, started, path)
-    except (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError, Conflict) as exc:
+    except (LandingError, RunnerUnavailable, CommitRefused, git.GitError, Conflict) as exc:
         _error(project, batch, changes, _said(exc))
     except LockLost:
         raise  # another lander may hold the project now: this one changes nothing more
@@ -381,7 +380,7 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
     if not project.repository_url:
         raise LandingError("the project has no repository to land on (repository_url)")
     if path is None:
-        path, _ = mirror.mirror(project)
+        path = git.fetch(project)
     for change in changes:
         full = git.resolve(path, change.commit) if change.commit else None
         if full is None:
@@ -489,7 +488,7 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
     try:
         if changes:
             reverting.revert(project, batch, change, path)
-    except (LandingError, RunnerUnavailable, CommitRefused, mirror.GitError, Conflict) as exc:
+    except (LandingError, RunnerUnavailable, CommitRefused, git.GitError, Conflict) as exc:
         _error(project, batch, changes, _said(exc))
     except LockLost:
         raise

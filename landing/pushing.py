@@ -12,7 +12,6 @@ from landing.locks import ensure_held
 from landing.models import Batch
 from landing.states import move
 from projects.models import Project
-from runner import mirror
 
 
 class TargetMoved(Exception):
@@ -35,8 +34,8 @@ def push(project: Project, path, batch: Batch, head: str, base: str, *, refused:
     ensure_held(project.pk)  # a lander whose lock was lost meanwhile stops as a dead one
     try:
         git.push(path, project.repository_url, head, branch=batch.target, expected=base)
-    except mirror.GitError as exc:
-        path, _ = mirror.mirror(project)
+    except git.GitError as exc:
+        path = git.fetch(project)
         if git.tip(path, batch.target) == base:
             raise LandingError(f"the push was refused: {exc}") from exc
         refused += 1

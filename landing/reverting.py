@@ -9,7 +9,6 @@ from landing.models import Batch, BatchState
 from landing.states import move
 from landing.verifying import Runs, verified_prefix
 from projects.models import Project
-from runner import mirror
 from tasks.landing import attempt_revert_return, task_revert_land
 
 REVERT = "revert"  # the method of a batch that lands a revert
@@ -25,7 +24,7 @@ def revert(project: Project, batch: Batch, change, path) -> None:
     if not project.repository_url:
         raise LandingError("the project has no repository to land on (repository_url)")
     if path is None:
-        path, _ = mirror.mirror(project)
+        path = git.fetch(project)
     task = change.attempt.task
     revert = change.attempt.landing.get("revert") or {}
     landed = git.resolve(path, change.commit)

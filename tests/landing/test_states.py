@@ -61,3 +61,21 @@ def test_each_move_of_a_batch_is_an_event_in_order(queue, origin, flow, script):
         ("reach", "pushing", "landed"),
     ]
     assert first.state == BatchState.LANDED
+
+
+def test_the_lander_reaches_git_through_landing_git_alone():
+    # The mirror's fetch included: no other module of the lander imports the runner's git.
+    found = []
+    for path in sorted((ROOT / "landing").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("runner"):
+                names = {alias.name for alias in node.names}
+                if node.module == "runner.mirror" or "mirror" in names:
+                    found.append(
+                        f"{path.name}: from {node.module} import {', '.join(sorted(names))}"
+                    )
+    assert found == [
+        "git.py: from runner import mirror",
+        "git.py: from runner.mirror import GitError, git, stream",
+        "locks.py: from runner.mirror import root",  # where the lock files live, not git
+    ]
