@@ -5,12 +5,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.hostile.world import (
-    JSON,
-    Snapshot,
-    assert_refused,
-    schema_operations,
-)
+from tests.hostile.world import JSON, Snapshot, assert_refused, schema_operations
 
 # Keys in the path: a NUL cannot match any key, so the answer is a 404 (PostgreSQL refuses
 # to even compare a NUL in a text column, so the lookup must not reach the database with it).

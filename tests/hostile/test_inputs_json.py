@@ -13,15 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.factories import CRITERIA
-from tests.hostile.world import (
-    ENDPOINTS,
-    JSON,
-    NUL,
-    Snapshot,
-    assert_refused,
-    send_json,
-    valid,
-)
+from tests.hostile.world import ENDPOINTS, JSON, NUL, Snapshot, assert_refused, send_json, valid
 
 
 @pytest.mark.django_db

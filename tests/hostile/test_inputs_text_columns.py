@@ -5,13 +5,7 @@ import json
 
 import pytest
 
-from tests.hostile.world import (
-    NUL,
-    Snapshot,
-    assert_refused,
-    send_json,
-    valid,
-)
+from tests.hostile.world import NUL, Snapshot, assert_refused, send_json, valid
 
 # Strings that JSON carries but a text column cannot hold (PostgreSQL refuses NUL in text and
 # jsonb; a lone surrogate cannot be encoded as UTF-8). Where the API stores opaque JSON, the

@@ -13,16 +13,7 @@ from decisions.models import Decision
 from projects.models import Project
 from tests.factories import CRITERIA
 from tests.hostile.world import assert_refused
-from tests.hostile.writes import (
-    PAST,
-    READ_ONLY,
-    UNKNOWN,
-    Stored,
-    attempt_call,
-    call,
-    refused,
-    why,
-)
+from tests.hostile.writes import PAST, READ_ONLY, UNKNOWN, Stored, attempt_call, call, refused, why
 
 # A field a caller may not write is refused by the serializer before anything is stored, and
 # a dead token before any query but its own; the writes themselves run on PostgreSQL in their

@@ -14,12 +14,7 @@ from evidence.models import Evidence
 from projects.models import Membership
 from projects.roles import Role
 from tasks.models import Attempt, Task
-from tests.hostile.world import (
-    assert_refused,
-    multipart,
-    post_upload,
-    upload_body,
-)
+from tests.hostile.world import assert_refused, multipart, post_upload, upload_body
 from tests.hostile.writes import (
     FUTURE,
     PAST,

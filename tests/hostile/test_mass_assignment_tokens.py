@@ -11,12 +11,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from tests.hostile.world import assert_refused
-from tests.hostile.writes import (
-    OPERATIONS,
-    Stored,
-    caller_for,
-    request,
-)
+from tests.hostile.writes import OPERATIONS, Stored, caller_for, request
 
 # A field a caller may not write is refused by the serializer before anything is stored, and
 # a dead token before any query but its own; the writes themselves run on PostgreSQL in their
