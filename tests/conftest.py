@@ -35,10 +35,9 @@ KINDS = {
     "slow": (
         "test_schemathesis.py",
         "test_numbers.py",
-        "test_hostile_inputs.py",
+        "hostile/",  # hostile inputs and mass assignment
         "test_hostile_pages.py",
         "test_authorization.py",
-        "test_mass_assignment.py",
         "tasks/test_commands.py",
         "test_layout_migration.py",
         "evidence/test_memory.py",  # half-gigabyte reports, in bounded memory

@@ -34,7 +34,7 @@ from tasks.landing import task_land
 from tasks.models import Attempt, LineComment, Task
 from tests.conftest import world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory, all_met, member
-from tests.test_hostile_inputs import BEADS_LINE
+from tests.hostile.world import BEADS_LINE
 
 # Who may call what is decided alike on both engines (before the body is read: ADR 0025), and
 # a refusal rolls back whole on either; each route's own queries run on PostgreSQL in its

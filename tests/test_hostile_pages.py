@@ -2,7 +2,7 @@
 
 Every text field of the API is filled with script, through the API, as agents and people
 would, and every page is scanned for anything a browser would run. Apart from
-tests/test_hostile_inputs.py, whose world is built once per module: these build their own.
+tests/hostile/test_inputs_*.py, whose world is built once per module: these build their own.
 """
 
 import json
@@ -17,7 +17,7 @@ import pytest
 from evidence.models import Evidence
 from tasks.models import Attempt
 from tests.factories import Flow, ProjectFactory
-from tests.test_hostile_inputs import IMG, PNG, SCRIPT, XSS, post_upload, upload_body
+from tests.hostile.world import IMG, PNG, SCRIPT, XSS, post_upload, upload_body
 
 # --- Hostile text in every page -----------------------------------------------------------------
 

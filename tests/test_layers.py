@@ -12,7 +12,8 @@ with the reason it remains (docs/architecture.md, "Upward links that remain"). A
 upward link fails, and so does an exception whose link is gone.
 
 No module of an app is longer than ``MAX_LINES``: a newcomer finds a concern by its
-module's name, not by scrolling (docs/architecture.md, "What each app owns").
+module's name, not by scrolling (docs/architecture.md, "What each app owns"). Nor is a
+test module: a test is found by its file's name too.
 """
 
 import ast
@@ -254,3 +255,18 @@ def test_a_long_module_is_reported_with_its_path_and_length(tmp_path):
     (tmp_path / "tasks" / "migrations" / "0001_initial.py").write_text("x = 1\n" * 2000)
 
     assert long_modules(tmp_path, ["tasks"]) == {"tasks/long.py": MAX_LINES + 1}
+
+
+def test_no_test_module_is_longer_than_800_lines():
+    # Python files only: data the tests read (tests/authz_matrix.tsv, tests/fixtures/) is not
+    # code to walk through (issue 34).
+    assert long_modules(ROOT, ["tests"]) == {}, "split it by concern"
+
+
+def test_a_long_test_module_is_reported_with_its_path_and_length(tmp_path):
+    (tmp_path / "tests" / "tasks").mkdir(parents=True)
+    (tmp_path / "tests" / "tasks" / "test_long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "tests" / "test_short.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "tests" / "matrix.tsv").write_text("a\tb\n" * 2000)
+
+    assert long_modules(tmp_path, ["tests"]) == {"tests/tasks/test_long.py": MAX_LINES + 1}

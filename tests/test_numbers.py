@@ -29,7 +29,7 @@ from projects.numbers import usd, usd_pattern, usd_pattern_at_most, usd_text, wh
 from tasks.models import LineComment
 from tests.conftest import module_media, world_for_the_module
 from tests.factories import CRITERIA, Flow, ProjectFactory
-from tests.test_hostile_inputs import BEADS_LINE
+from tests.hostile.world import BEADS_LINE
 
 # "9" * 5000: past 4,300 digits ``int`` itself refuses to read a number (a ValueError).
 HOSTILE = ["²", "٣", "\uff13", "-1", "+1", " 1", "1.5", "1e3", "", "0x10", "9" * 19, "9" * 40]

@@ -1,9 +1,12 @@
 """What the tests with real Celery workers share: sending this process's jobs to Redis
 instead of running them eagerly, the database URL a worker process needs to reach the
-test database, and waiting for something a worker does."""
+test database, a worker process of the site, and waiting for something a worker does."""
 
 import contextlib
+import os
+import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from django.db import connection
 from kombu import pools as kombu_pools
 
 from factory_site.celery import app as celery_app
+from proof.workers import celery_worker
 
 
 def reset_connections() -> None:
@@ -84,3 +88,64 @@ def wait_for(condition, seconds: float, what: str, every: float = 0.2) -> None:
             return
         time.sleep(every)
     raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+
+
+class Worker:
+    """A worker process of the real site (``proof.workers.celery_worker``) taking ``queue``,
+    in a session of its own, logging to ``log_path``; ``ready()`` once its log says so.
+
+    It reaches the test database at ``database_url`` and Redis at ``broker_url``, keeps
+    evidence in ``media_root``, and sends the jobs it queues to ``default_queue`` (``queue``
+    unless given). ``env`` adds to or overrides the environment the module's tests need.
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        *,
+        log_path: Path,
+        broker_url: str,
+        database_url: str,
+        media_root,
+        default_queue: str | None = None,
+        name: str | None = None,
+        env: dict | None = None,
+    ):
+        environment = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "factory_site.settings",
+            "DATABASE_URL": database_url,
+            "CELERY_BROKER_URL": broker_url,
+            "CELERY_TASK_ALWAYS_EAGER": "0",
+            "CELERY_QUEUE": default_queue or queue,
+            "MEDIA_ROOT": str(media_root),
+            **(env or {}),
+        }
+        self.log_path = log_path
+        with open(log_path, "ab") as log:  # the process keeps its own copy
+            self.process = celery_worker(
+                env=environment,
+                queue=queue,
+                name=name or f"test-{queue}@%h",
+                log=log,
+                loglevel="INFO",
+            )
+
+    def ready(self) -> bool:
+        return b"ready." in self.log_path.read_bytes()
+
+    def kill(self) -> None:
+        """SIGKILL the worker with its pool child and whatever its job started (its whole
+        process group), as a crash or the OOM killer would."""
+        with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM, as a deploy stops it (it finishes its job first); SIGKILL after 30 s."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()

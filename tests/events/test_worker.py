@@ -31,9 +31,8 @@ from django.utils import timezone
 from events import services
 from events.models import Delivery
 from projects.models import Event, Project
-from proof.workers import celery_worker
 from tests.conftest import postgres_only
-from tests.workers import database_url, jobs_to_redis, wait_for
+from tests.workers import Worker, database_url, jobs_to_redis, wait_for
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -119,46 +118,37 @@ def fast_webhooks(settings):
     settings.FACTORY_WEBHOOK_RETRY_SCHEDULE = [float(s) for s in SCHEDULE.split(",")]
 
 
-class Worker:
-    """A worker process of the site on the test database, taking ``queue``."""
+class WebhookWorker(Worker):
+    """A worker process of the site on the test database, taking ``queue``, with the short
+    timeout and retry schedule of this module; ready when made."""
 
     def __init__(self, queue, log_path, timeout=TIMEOUT):
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-            "DATABASE_URL": database_url(),
-            "CELERY_BROKER_URL": REDIS_URL,
-            "CELERY_TASK_ALWAYS_EAGER": "0",
-            "CELERY_QUEUE": queue,
-            "MEDIA_ROOT": str(log_path.parent / "media"),
-            "FACTORY_WEBHOOK_TIMEOUT": str(timeout),
-            "FACTORY_WEBHOOK_RETRY_SCHEDULE": SCHEDULE,
-            "FACTORY_WEBHOOK_ALLOW_PRIVATE": "1",
-            "CELERY_TRACE_LOG_LEVEL": "INFO",  # a line for each job that finished
-        }
-        self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.process = celery_worker(
-                env=env, queue=queue, name=f"{queue}-{log_path.stem}@%h", log=log, loglevel="INFO"
-            )
-        wait_for(lambda: b"ready." in log_path.read_bytes(), 60, "the worker to start")
+        super().__init__(
+            queue,
+            log_path=log_path,
+            broker_url=REDIS_URL,
+            database_url=database_url(),
+            media_root=log_path.parent / "media",
+            name=f"{queue}-{log_path.stem}@%h",
+            env={
+                "FACTORY_WEBHOOK_TIMEOUT": str(timeout),
+                "FACTORY_WEBHOOK_RETRY_SCHEDULE": SCHEDULE,
+                "FACTORY_WEBHOOK_ALLOW_PRIVATE": "1",
+                "CELERY_TRACE_LOG_LEVEL": "INFO",  # a line for each job that finished
+            },
+        )
+        wait_for(self.ready, 60, "the worker to start")
 
     def finished(self) -> int:
         """How many jobs it has finished."""
         return self.log_path.read_bytes().count(b"] succeeded in ")
-
-    def kill(self):
-        """SIGKILL the worker and its pool child, as a crash or the OOM killer would."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def shared_worker(django_db_setup, tmp_path_factory):
     """One worker for the tests that neither kill it nor need it absent (a worker takes
     seconds to start), on a queue of its own."""
-    worker = Worker(f"{QUEUE}-shared", tmp_path_factory.mktemp("shared") / "worker.log")
+    worker = WebhookWorker(f"{QUEUE}-shared", tmp_path_factory.mktemp("shared") / "worker.log")
     yield worker
     worker.kill()
 
@@ -178,7 +168,7 @@ def start_worker(tmp_path):
     workers = []
 
     def start(timeout=TIMEOUT):
-        worker = Worker(QUEUE, tmp_path / f"worker{len(workers)}.log", timeout)
+        worker = WebhookWorker(QUEUE, tmp_path / f"worker{len(workers)}.log", timeout)
         workers.append(worker)
         return worker
 

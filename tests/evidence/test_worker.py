@@ -5,8 +5,6 @@ it reads the same evidence store. They use Redis database 15, emptied before and
 """
 
 import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,11 +13,10 @@ import redis
 
 from evidence.models import GateRun
 from projects.models import Event
-from proof.workers import celery_worker
 from tasks import attempts, reconciler, services
 from tasks.models import Task
 from tests.conftest import postgres_only
-from tests.workers import database_url, jobs_to_redis, wait_for
+from tests.workers import Worker, database_url, jobs_to_redis, wait_for
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -42,47 +39,24 @@ def broker(settings):
         yield queue
 
 
-class Worker:
-    def __init__(self, queue, media_root, log_path):
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-            "DATABASE_URL": database_url(),
-            "CELERY_BROKER_URL": REDIS_URL,
-            "CELERY_TASK_ALWAYS_EAGER": "0",
-            "CELERY_QUEUE": queue,
-            "MEDIA_ROOT": str(media_root),
-            "FACTORY_EXTRA_GATES": "slow=tests.gates.SlowGate",
-            "FACTORY_GATE_TIME_LIMIT": "20",
-        }
-        self.log_path = log_path
-        self.log = open(log_path, "ab")  # noqa: SIM115 (closed in stop())
-        self.process = celery_worker(
-            env=env, queue=queue, name=f"test-{queue}@%h", log=self.log, loglevel="INFO"
-        )
-        wait_for(lambda: b"ready." in Path(log_path).read_bytes(), 60, "the worker to start")
-
-    def kill(self):
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self):
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-
-
 @pytest.fixture
 def start_worker(broker, settings, tmp_path):
     workers = []
 
     def start():
-        worker = Worker(broker, settings.MEDIA_ROOT, tmp_path / f"worker{len(workers)}.log")
+        worker = Worker(
+            broker,
+            log_path=tmp_path / f"worker{len(workers)}.log",
+            broker_url=REDIS_URL,
+            database_url=database_url(),
+            media_root=settings.MEDIA_ROOT,
+            env={
+                "FACTORY_EXTRA_GATES": "slow=tests.gates.SlowGate",
+                "FACTORY_GATE_TIME_LIMIT": "20",
+            },
+        )
         workers.append(worker)
+        wait_for(worker.ready, 60, "the worker to start")
         return worker
 
     yield start

@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 from pathlib import Path
 
@@ -27,12 +26,11 @@ from landing.jobs import land_job
 from landing.models import ACTIVE_BATCH_STATES, Batch
 from projects import services as project_services
 from projects.models import Event
-from proof.workers import celery_worker
 from tasks import reconciler
 from tasks.models import Task
 from tests.landing.conftest import VERIFY, feature
 from tests.runner.conftest import SANDBOX_UID
-from tests.workers import database_for_workers, jobs_to_redis, wait_for
+from tests.workers import Worker, database_for_workers, jobs_to_redis, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,18 +55,8 @@ def broker():
         yield queue
 
 
-class Worker:
-    """A worker process of the real site taking ``land``, in a session of its own."""
-
-    def __init__(self, env: dict, log_path: Path):
-        self.log_path = log_path
-        self.log = open(log_path, "ab")  # noqa: SIM115 (closed in stop())
-        self.process = celery_worker(
-            env=env, queue="land", name=f"test-{log_path.stem}@%h", log=self.log, loglevel="INFO"
-        )
-
-    def ready(self) -> bool:
-        return b"ready." in self.log_path.read_bytes()
+class Lander(Worker):
+    """A worker of the real site taking ``land``, whose log tells what its jobs did."""
 
     def results(self) -> list[dict]:
         """What each lander's job this worker finished returned (its log is JSON lines)."""
@@ -84,19 +72,6 @@ class Worker:
         """How many lander's jobs this worker finished, returning or raising."""
         return len(ENDED.findall(self.log_path.read_bytes()))
 
-    def kill(self) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-
 
 @pytest.fixture
 def start_workers(database, broker, settings, tmp_path):
@@ -104,22 +79,27 @@ def start_workers(database, broker, settings, tmp_path):
     is stopped at the end."""
     workers = []
     env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-        "DATABASE_URL": database,
-        "CELERY_BROKER_URL": REDIS_URL,
-        "CELERY_TASK_ALWAYS_EAGER": "0",
-        "CELERY_QUEUE": broker,
         "CELERY_TRACE_LOG_LEVEL": "INFO",  # each job's result, in the worker's log
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
         "FACTORY_RUNNER_ROOT": str(settings.FACTORY_RUNNER_ROOT),
         "FACTORY_RUNNER_UID": str(SANDBOX_UID),
     }
 
-    def start(count: int = 1, **extra: str) -> list[Worker]:
+    def start(count: int = 1, **extra: str) -> list[Lander]:
         started = []
         for _ in range(count):
-            started.append(Worker({**env, **extra}, tmp_path / f"lander{len(workers)}.log"))
+            log_path = tmp_path / f"lander{len(workers)}.log"
+            started.append(
+                Lander(
+                    "land",
+                    log_path=log_path,
+                    broker_url=REDIS_URL,
+                    database_url=database,
+                    media_root=settings.MEDIA_ROOT,
+                    default_queue=broker,
+                    name=f"test-{log_path.stem}@%h",
+                    env={**env, **extra},
+                )
+            )
             workers.append(started[-1])
         wait_for(lambda: all(w.ready() for w in started), 60, "the workers to start")
         return started

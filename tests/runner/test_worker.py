@@ -8,7 +8,6 @@ evidence store, and use Redis database 15, emptied before and after.
 """
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -18,14 +17,13 @@ import pytest
 from evidence.models import Evidence, GateRun
 from projects import services as project_services
 from projects.models import Event
-from proof.workers import celery_worker
 from tasks import attempts, context, reconciler
 from tasks.demo.repository import FAILING_TEST, VERIFY, build
 from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
 from tasks.demo.runner_demo import CRITERIA, POLICY
 from tasks.models import Task
 from tests.conftest import postgres_only
-from tests.workers import database_url, jobs_to_redis, wait_for
+from tests.workers import Worker, database_url, jobs_to_redis, wait_for
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -40,45 +38,6 @@ def broker():
         yield queue
 
 
-class Worker:
-    """A worker process of the real site taking ``queue``, in a session of its own."""
-
-    def __init__(self, queue, *, default_queue, media_root, runner_root, log_path):
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "factory_site.settings",
-            "DATABASE_URL": database_url(),
-            "CELERY_BROKER_URL": REDIS_URL,
-            "CELERY_TASK_ALWAYS_EAGER": "0",
-            "CELERY_QUEUE": default_queue,
-            "MEDIA_ROOT": str(media_root),
-            "FACTORY_RUNNER_ROOT": str(runner_root),
-            # The production default; it only applies when Celery is eager, as here it is not.
-            "FACTORY_EAGER_BACKGROUND_QUEUES": "verify",
-        }
-        self.log_path = log_path
-        self.log = open(log_path, "ab")  # noqa: SIM115 (closed in stop())
-        self.process = celery_worker(
-            env=env, queue=queue, name=f"test-{queue}@%h", log=self.log, loglevel="INFO"
-        )
-
-    def ready(self) -> bool:
-        return b"ready." in self.log_path.read_bytes()
-
-    def kill(self):
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self):
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-
-
 @pytest.fixture
 def start_worker(broker, settings, tmp_path, runner_root):
     """``start_worker(*queues)``: one worker per queue, started together, ready when it
@@ -91,10 +50,17 @@ def start_worker(broker, settings, tmp_path, runner_root):
             started.append(
                 Worker(
                     queue,
-                    default_queue=broker,
-                    media_root=settings.MEDIA_ROOT,
-                    runner_root=runner_root,
                     log_path=tmp_path / f"worker{len(workers)}-{queue}.log",
+                    broker_url=REDIS_URL,
+                    database_url=database_url(),
+                    media_root=settings.MEDIA_ROOT,
+                    default_queue=broker,
+                    env={
+                        "FACTORY_RUNNER_ROOT": str(runner_root),
+                        # The production default; it only applies when Celery is eager, as
+                        # here it is not.
+                        "FACTORY_EAGER_BACKGROUND_QUEUES": "verify",
+                    },
                 )
             )
             workers.append(started[-1])
