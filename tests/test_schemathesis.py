@@ -44,10 +44,11 @@ from tests.factories import CRITERIA, Flow, ProjectFactory
 pytestmark = pytest.mark.django_db
 
 ROLES = ["agent", "verifier", "reviewer", "manager"]
-# On PostgreSQL the fuzzing calls as the agent (the lease holder's writes) and the manager
-# (every other write): the callers whose input reaches deepest, where the engines differ. The
-# verifier's and the reviewer's runs are the SQLite run's, the README's `make test` (ADR 0015).
-FUZZ_ROLES = ["agent", "manager"] if ON_POSTGRES else ROLES
+# On PostgreSQL the fuzzing calls as the agent (the lease holder's writes), the reviewer (the
+# verdict with its criteria, line comments: no one else may write them) and the manager
+# (every other write): the callers whose input reaches deepest, where the engines differ.
+# The verifier writes nothing the others do not; its run is the SQLite run's (ADR 0015).
+FUZZ_ROLES = ["agent", "reviewer", "manager"] if ON_POSTGRES else ROLES
 JUNIT = b"<testsuite tests='1'><testcase classname='t' name='a'/></testsuite>"
 
 # The API refuses NUL anywhere in stored text and JSON (PostgreSQL cannot hold it), and the
