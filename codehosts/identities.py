@@ -77,7 +77,7 @@ def host_account_link(*, actor, project: Project, login: str, user) -> HostAccou
         with transaction.atomic():
             # Locked: two managers linking the same account at once do not both win.
             account = (
-                HostAccount.objects.select_for_update()
+                HostAccount.objects.select_for_update(no_key=True, of=("self",))
                 .filter(project=project, host_id=found.id)
                 .select_related("user")
                 .first()
@@ -109,7 +109,7 @@ def host_account_unlink(*, actor, project: Project, host_id: int) -> None:
     require_role(actor, project.pk, Role.MANAGER)
     with transaction.atomic():
         account = (
-            HostAccount.objects.select_for_update()
+            HostAccount.objects.select_for_update(no_key=True, of=("self",))
             .filter(project=project, host_id=host_id)
             .select_related("user")
             .first()

@@ -225,7 +225,7 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
         reason = ""
     when = _when(pull.closed_at)
     with transaction.atomic():
-        task = Task.objects.select_for_update(of=("self",)).get(pk=task.pk)
+        task = Task.objects.select_for_update(no_key=True, of=("self",)).get(pk=task.pk)
         attempt = task.current_attempt
         withdrawn = (
             bool(reason)
@@ -260,7 +260,11 @@ def pull_request_reopened(*, task: Task, number: int) -> None:
     """The task's pull request is open again (a person reopened it): the site shows the
     task there again. Nothing withdrawn comes back; the next attempt updates it."""
     with transaction.atomic():
-        link = TaskPullRequest.objects.select_for_update().filter(task=task).first()
+        link = (
+            TaskPullRequest.objects.select_for_update(no_key=True, of=("self",))
+            .filter(task=task)
+            .first()
+        )
         if link is not None and (link.posted.get("closed") or {}).get("number") == number:
             link.posted = {k: v for k, v in link.posted.items() if k != "closed"}
             link.save(update_fields=["posted"])
