@@ -11,11 +11,9 @@ was lost is looked for on the host by its marker before anything is posted again
 by a job after the comment committed, never inside the request (ADR 0038).
 """
 
-from django.db import transaction
-
 from codehosts.models import TaskPullRequest
 from codehosts.providers import Refused, provider_for
-from codehosts.pulls import task_url
+from codehosts.pulls import record_posted, task_url
 from tasks.models import LineComment
 
 # GitHub's status for lines its diff does not show (and other refusals of the body).
@@ -127,12 +125,7 @@ def _spanned(text: str) -> str:
 
 
 def _record(link: TaskPullRequest, comment: LineComment, made: dict) -> None:
-    # Under the row's lock, merged into what is there: another comment's job, or the pull
-    # request's sync, may be recording at the same time.
-    with transaction.atomic():
-        locked = TaskPullRequest.objects.select_for_update(no_key=True, of=("self",)).get(
-            pk=link.pk
-        )
-        lines = {**(locked.posted.get("lines") or {}), str(comment.pk): made}
-        locked.posted = {**locked.posted, "lines": lines}
-        locked.save(update_fields=["posted"])
+    def merge(now: dict) -> dict:
+        return {**now, "lines": {**(now.get("lines") or {}), str(comment.pk): made}}
+
+    record_posted(link, merge)

@@ -201,11 +201,12 @@ def pull_request_closed(*, task: Task, pull, host) -> str:
     (and the member their account number is, ``identities.user_for``), else without a name —
     reaches the next attempt's context. Past the task's free withdrawals
     (``tasks.attempts.WITHDRAWALS_FREE``), or when the closer is the attempt's own agent,
-    the attempt fails instead, as a rejected one would, and the reason says why. An approved, landing or done task is left
-    as it is: the review on the site decided it. The close is remembered on the link
-    (``posted["closed"]``: number, when, by whom, the newest attempt then), so the same
-    close read again withdraws nothing more and the site does not open the pull request
-    again for that work; the next attempt's submission opens a new one.
+    the attempt fails instead, as a rejected one would, and the reason says why. An
+    approved, landing or done task is left as it is: the review on the site decided it.
+    The close is remembered on the link (``posted["closed"]``: number, when, by whom, the
+    newest attempt then), so the same close read again withdraws nothing more and the
+    site does not open the pull request again for that work; the next attempt's
+    submission opens a new one.
     """
     link = TaskPullRequest.objects.filter(task=task).first()
     if link is None or link.number != pull.number:
@@ -311,12 +312,19 @@ def _remember(task: Task, pull) -> TaskPullRequest:
     return link
 
 
-def _record(link: TaskPullRequest, number: int, posted: dict) -> None:
-    # Saved after each post, so a failure later in the same run does not post it again.
+def record_posted(link: TaskPullRequest, merge) -> None:
+    """Change what the link says was posted, ``merge(posted) -> posted``, under its row's
+    lock and on what is there now: the pull request's sync and each line comment's post
+    record on the same row, possibly at the same time."""
     with transaction.atomic():
         locked = TaskPullRequest.objects.select_for_update(no_key=True, of=("self",)).get(
             pk=link.pk
         )
-        locked.posted = {**locked.posted, str(number): posted}
+        locked.posted = merge(locked.posted)
         locked.save(update_fields=["posted"])
         link.posted = locked.posted
+
+
+def _record(link: TaskPullRequest, number: int, posted: dict) -> None:
+    # Saved after each post, so a failure later in the same run does not post it again.
+    record_posted(link, lambda now: {**now, str(number): posted})
