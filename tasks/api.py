@@ -153,7 +153,7 @@ class AllowedPathField(serializers.CharField):
 
 
 class TaskListCreateApi(generics.ListAPIView):
-    """List the tasks of your projects (filter by project, state, label), or create a draft."""
+    """List the tasks of your projects (filter by project, state, label, text), or create a draft."""
 
     serializer_class = TaskSerializer
     pagination_class = IdCursorPagination

@@ -11,7 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
-from django.db.models import Count, F, Func, IntegerField, OuterRef, Q, Subquery
+from django.db.models import Count, F, Func, IntegerField, OuterRef, Subquery
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -113,18 +113,18 @@ def task_board(request):
     form = BoardFilterForm(request.GET)
     form.is_valid()
     projects = user_projects(request.user)
-    tasks = in_project(
-        selectors.visible_tasks(request.user), projects, form.cleaned_data.get("project")
-    )
-    # The label is filtered as the API filters it; the project, above, as pages do.
-    tasks = TaskFilter({"label": form.cleaned_data.get("label", "")}, queryset=tasks).qs
-    if form.cleaned_data.get("q"):
-        text = form.cleaned_data["q"]
-        tasks = tasks.filter(Q(title__icontains=text) | Q(key__iexact=text))
+    # Filtered as the API filters its list: the same FilterSet, fed by the board's form.
+    tasks = TaskFilter(
+        {name: value for name, value in form.cleaned_data.items() if value},
+        queryset=selectors.visible_tasks(request.user),
+    ).qs
+    states = set(form.cleaned_data.get("state") or ())
     counts = dict(tasks.order_by().values_list("state").annotate(n=Count("pk")))
     limit = 50
     columns = []
     for state in STATE_ORDER:
+        if states and state not in states:
+            continue
         cards = list(
             tasks.filter(state=state)
             .select_related("current_attempt__agent")
@@ -143,7 +143,14 @@ def task_board(request):
     return render(
         request,
         "tasks/board.html",
-        {"columns": columns, "projects": projects, "form": form, "limit": limit, "nav": "board"},
+        {
+            "columns": columns,
+            "projects": projects,
+            "states": [(s.value, s.label) for s in STATE_ORDER],
+            "form": form,
+            "limit": limit,
+            "nav": "board",
+        },
     )
 
 
