@@ -23,6 +23,7 @@ from projects.models import Event
 from projects.numbers import WHOLE_MAX
 from projects.paths import ALLOWED_PATH_PATTERN
 from projects.rest import (
+    EditInputMixin,
     IdCursorPagination,
     JSONInputSerializer,
     ReasonSerializer,
@@ -152,6 +153,42 @@ class AllowedPathField(serializers.CharField):
     """A glob of ``allowed_paths``; ``projects.paths.clean_allowed_paths`` checks it."""
 
 
+# What a manager writes of a task, each field declared once: required and defaulted as at
+# its creation (TaskListCreateApi); an edit (TaskDetailApi) requires none and applies no
+# default. (No docstrings: drf-spectacular would show them on the input schemas.)
+class TaskInput(JSONInputSerializer):
+    read_only_from = TaskSerializer
+    title = serializers.CharField(max_length=200)
+    description = serializers.CharField(
+        max_length=100_000, required=False, allow_blank=True, default=""
+    )
+    spec = serializers.CharField(required=False, allow_null=True, help_text="Spec key, e.g. FM-S1.")
+    priority = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
+    labels = serializers.ListField(
+        child=LabelNameField(max_length=50), required=False, max_length=20, default=list
+    )
+    depends_on = serializers.ListField(
+        child=serializers.CharField(max_length=32), required=False, max_length=100, default=list
+    )
+    allowed_paths = serializers.ListField(
+        child=AllowedPathField(max_length=500),
+        required=False,
+        max_length=200,
+        default=list,
+        help_text=ALLOWED_PATHS_HELP,
+    )
+    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
+        required=False,
+        help_text="What one attempt may cost by its agent's self-reported usage; an "
+        "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
+    )
+
+
+class ProjectSlugInput(serializers.Serializer):
+    project = serializers.CharField(help_text="Project slug.")
+
+
 class TaskListCreateApi(generics.ListAPIView):
     """List the tasks of your projects (filter by project, state, label, text), or create a draft."""
 
@@ -160,38 +197,9 @@ class TaskListCreateApi(generics.ListAPIView):
     filterset_class = TaskFilter
     writers = Writers(MANAGER, project_field="project")
 
-    class InputSerializer(JSONInputSerializer):
-        read_only_from = TaskSerializer
-        project = serializers.CharField(help_text="Project slug.")
-        title = serializers.CharField(max_length=200)
-        description = serializers.CharField(
-            max_length=100_000, required=False, allow_blank=True, default=""
-        )
-        spec = serializers.CharField(
-            required=False, allow_null=True, help_text="Spec key, e.g. FM-S1."
-        )
-        priority = serializers.IntegerField(
-            required=False, default=0, min_value=-1000, max_value=1000
-        )
-        labels = serializers.ListField(
-            child=LabelNameField(max_length=50), required=False, max_length=20, default=list
-        )
-        depends_on = serializers.ListField(
-            child=serializers.CharField(max_length=32), required=False, max_length=100, default=list
-        )
-        allowed_paths = serializers.ListField(
-            child=AllowedPathField(max_length=500),
-            required=False,
-            max_length=200,
-            default=list,
-            help_text=ALLOWED_PATHS_HELP,
-        )
-        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
-            required=False,
-            help_text="What one attempt may cost by its agent's self-reported usage; an "
-            "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
-        )
+    # The project comes first, as it always has in the schema.
+    class InputSerializer(ProjectSlugInput, TaskInput):
+        pass
 
     def get_queryset(self):
         return (
@@ -245,30 +253,8 @@ class TaskDetailApi(APIView):
     def write_target(self, request, key):
         return selectors.task_for(request.user, key)
 
-    class InputSerializer(JSONInputSerializer):
-        read_only_from = TaskSerializer
-        title = serializers.CharField(max_length=200, required=False)
-        description = serializers.CharField(max_length=100_000, required=False, allow_blank=True)
-        spec = serializers.CharField(required=False, allow_null=True)
-        priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
-        labels = serializers.ListField(
-            child=LabelNameField(max_length=50), required=False, max_length=20
-        )
-        depends_on = serializers.ListField(
-            child=serializers.CharField(max_length=32), required=False, max_length=100
-        )
-        allowed_paths = serializers.ListField(
-            child=AllowedPathField(max_length=500),
-            required=False,
-            max_length=200,
-            help_text=ALLOWED_PATHS_HELP,
-        )
-        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
-            required=False,
-            help_text="What one attempt may cost by its agent's self-reported usage; an "
-            "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
-        )
+    class InputSerializer(EditInputMixin, TaskInput):
+        pass
 
     @extend_schema(responses={200: TaskSerializer, **errors(404)})
     def get(self, request, key):
