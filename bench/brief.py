@@ -2,7 +2,7 @@
 
     uv run python bench/brief.py [--max-chars 8000]
 
-Seeds the demo (``tasks.demo.seed``, with the runner demo when a sandbox is available)
+Seeds the demo (``demo.seed``, with the runner demo when a sandbox is available)
 into a temporary SQLite database and builds each task's bundle as a reviewer reads it
 (every earlier attempt included), without a budget: the brief's characters
 (``tasks.brief``) next to ``json.dumps`` of the bundle, and whether the brief names
@@ -47,8 +47,8 @@ def main():
     django.setup()
     from django.core.management import call_command
 
+    from demo.seed import seed
     from tasks import brief, context
-    from tasks.demo.seed import seed
     from tasks.models import Task
 
     call_command("migrate", verbosity=0)

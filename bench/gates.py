@@ -63,10 +63,10 @@ def prepare(demo, count: int, label: str):
     """Claimed attempts with their evidence attached, ready to submit."""
     from django.core.files.base import ContentFile
 
+    from demo import artifacts
     from evidence.services import evidence_attach
     from tasks import attempts as task_attempts
     from tasks import services
-    from tasks.demo import artifacts
 
     attempts = []
     for i in range(count):
@@ -189,9 +189,9 @@ def main():
     settings.MEDIA_ROOT = media
 
     from decisions import services as decisions
+    from demo import artifacts
+    from demo.seed import CLAIM_QUEUE_AFTER, CLAIM_QUEUE_BEFORE
     from projects import services as project_services
-    from tasks.demo import artifacts
-    from tasks.demo.seed import CLAIM_QUEUE_AFTER, CLAIM_QUEUE_BEFORE
     from tests.factories import CRITERIA, UserFactory
 
     demo = Demo()

@@ -3,7 +3,7 @@
     uv run python bench/landing.py [--suite-seconds 5] [--changes 32] [--quick]
 
 One real bare origin repository is built in a temporary directory: ``main`` with the
-runner demo's ``run_tests.py`` (``tasks.demo.repository.RUN_TESTS``, which writes
+runner demo's ``run_tests.py`` (``demo.repository.RUN_TESTS``, which writes
 ``reports/junit.xml``) and one test that sleeps ``--suite-seconds`` (a sleep, not work:
 the suite's length does not depend on how busy the machine is), then ``--changes``
 independent changes, each on its own branch off ``main`` adding a module and its test.
@@ -106,7 +106,7 @@ class Origin:
     """A bare repository: ``main`` (the suite) and one branch per change, all pushed."""
 
     def __init__(self, folder: Path, *, suite_seconds: float, names: list[str]):
-        from tasks.demo.repository import RUN_TESTS
+        from demo.repository import RUN_TESTS
 
         self.bare = folder / "origin.git"
         self.url = f"file://{self.bare}"

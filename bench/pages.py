@@ -47,9 +47,9 @@ def build(demo_size: int):
     from django.core.files.base import ContentFile
 
     from decisions.models import Decision
+    from demo import artifacts
     from evidence.services import evidence_attach
     from tasks import attempts, services
-    from tasks.demo import artifacts
 
     project, manager, agent, reviewer, spec = team_project("PB", spec_body="# spec")
     task = services.task_publish(

@@ -13,37 +13,19 @@ from django.db.models import Q
 from django.utils import timezone
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
-from projects.models import Imported, Project
+from projects.models import NumberedInProject, Project
 from projects.roles import MANAGER, Role, Rule, has_role, role_rule
 
 
-class Spec(Imported, models.Model):
+class Spec(NumberedInProject):
     """A requirement, identified by ``FM-S3``, whose content lives in its versions."""
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="specs")
-    number = models.PositiveIntegerField(editable=False)
-    key = models.CharField(max_length=32, unique=True, editable=False)
     title = models.CharField(max_length=200)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-
-    class Meta:
-        ordering = ["project", "number"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "number"], name="spec_number_unique_per_project"
-            ),
-            models.UniqueConstraint(
-                fields=["project", "origin"],
-                condition=~models.Q(origin=""),
-                name="spec_origin_unique_per_project",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.key
 
     def current_version(self) -> "SpecVersion | None":
         return self.versions.filter(state=SpecVersionState.ACCEPTED).first()
@@ -178,7 +160,7 @@ DECIDER = Rule(_decider_refusal, "decider")
 SUPERSEDER = role_rule(Role.REVIEWER, Role.MANAGER)
 
 
-class Decision(ConcurrentTransitionMixin, Imported, models.Model):
+class Decision(ConcurrentTransitionMixin, NumberedInProject):
     """An architecture/product decision record, ``FM-D7``.
 
     The rejected alternatives are part of the record. Guarantees: once decided, the
@@ -186,8 +168,6 @@ class Decision(ConcurrentTransitionMixin, Imported, models.Model):
     """
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="decisions")
-    number = models.PositiveIntegerField(editable=False)
-    key = models.CharField(max_length=32, unique=True, editable=False)
     title = models.CharField(max_length=200)
     context = models.TextField(help_text="The situation and forces that call for a decision.")
     decision = models.TextField(help_text="What was decided.")
@@ -220,22 +200,6 @@ class Decision(ConcurrentTransitionMixin, Imported, models.Model):
     tasks = models.ManyToManyField("tasks.Task", blank=True, related_name="decisions")
     specs = models.ManyToManyField(Spec, blank=True, related_name="decisions")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-
-    class Meta:
-        ordering = ["project", "number"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "number"], name="decision_number_unique_per_project"
-            ),
-            models.UniqueConstraint(
-                fields=["project", "origin"],
-                condition=~models.Q(origin=""),
-                name="decision_origin_unique_per_project",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.key
 
     @property
     def fsm_project_id(self) -> int:

@@ -117,7 +117,7 @@ def spec_create(
     if len(title.strip()) > Spec._meta.get_field("title").max_length:
         raise ValidationError({"title": "at most 200 characters"})
     with transaction.atomic():
-        number, key = project.next_key("spec")
+        number, key = Spec.next_key_in(project)
         spec = Spec.objects.create(
             project=project,
             number=number,
@@ -249,7 +249,7 @@ def decision_propose(
                 raise ValidationError({"project": "the attempt belongs to another project"})
             if attempt.task not in tasks:
                 tasks.append(attempt.task)
-        number, key = project.next_key("decision")
+        number, key = Decision.next_key_in(project)
         record = Decision.objects.create(
             project=project,
             number=number,

@@ -11,6 +11,7 @@ from events.selectors import delivery_of, managed_project, subscription_of
 from events.types import TYPES, WILDCARDS
 from projects.access import Writers
 from projects.rest import (
+    EditInputMixin,
     IdCursorPagination,
     JSONInputSerializer,
     NewestFirstPagination,
@@ -80,13 +81,30 @@ class TargetField(serializers.CharField):
     """``events.targets.refusal`` checks it against the same pattern (and the network)."""
 
 
-def types_field():
-    return serializers.ListField(
+TOKEN_EDIT_HELP = "Bearer token sent with commit statuses. A new url without it clears it."
+
+
+# What a manager writes of a webhook subscription, each field declared once: required as at
+# its creation (SubscriptionListApi); an edit (SubscriptionDetailApi) requires none and may
+# also switch it on or off. (No docstrings: drf-spectacular would show them on the schemas.)
+class SubscriptionInput(JSONInputSerializer):
+    read_only_from = NewSubscriptionSerializer
+    url = TargetField(max_length=targets.MAX_URL, help_text=URL_HELP)
+    types = serializers.ListField(
         child=serializers.ChoiceField(choices=TYPE_CHOICES),
         required=False,
         max_length=len(TYPE_CHOICES),
         help_text=TYPE_HELP,
     )
+    format = serializers.ChoiceField(choices=Format.values, required=False)
+    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    token = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        help_text="Bearer token sent with commit statuses; never shown again.",
+    )
+    context = serializers.CharField(max_length=100, required=False)
 
 
 class ManagedProjectWrite:
@@ -110,19 +128,8 @@ class SubscriptionListApi(ManagedProjectWrite, generics.ListAPIView):
             return Subscription.objects.none()
         return managed_project(self.request.user, self.kwargs["slug"]).subscriptions.all()
 
-    class InputSerializer(JSONInputSerializer):
-        read_only_from = NewSubscriptionSerializer
-        url = TargetField(max_length=targets.MAX_URL, help_text=URL_HELP)
-        types = types_field()
-        format = serializers.ChoiceField(choices=Format.values, required=False)
-        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        token = serializers.CharField(
-            max_length=500,
-            required=False,
-            allow_blank=True,
-            help_text="Bearer token sent with commit statuses; never shown again.",
-        )
-        context = serializers.CharField(max_length=100, required=False)
+    class InputSerializer(SubscriptionInput):
+        pass
 
     @extend_schema(responses={200: SubscriptionSerializer(many=True), **errors(400, 403, 404)})
     def get(self, request, *args, **kwargs):
@@ -147,19 +154,8 @@ class SubscriptionDetailApi(ManagedProjectWrite, APIView):
 
     A new URL without a token clears the stored one (``token_cleared`` in the answer)."""
 
-    class InputSerializer(JSONInputSerializer):
-        read_only_from = NewSubscriptionSerializer
-        url = TargetField(max_length=targets.MAX_URL, required=False, help_text=URL_HELP)
-        types = types_field()
-        format = serializers.ChoiceField(choices=Format.values, required=False)
-        description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-        token = serializers.CharField(
-            max_length=500,
-            required=False,
-            allow_blank=True,
-            help_text="Bearer token sent with commit statuses. A new url without it clears it.",
-        )
-        context = serializers.CharField(max_length=100, required=False)
+    class InputSerializer(EditInputMixin, SubscriptionInput):
+        edit_help = {"token": TOKEN_EDIT_HELP}
         active = serializers.BooleanField(required=False)
 
     @extend_schema(responses={200: SubscriptionSerializer, **errors(403, 404)})

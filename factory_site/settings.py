@@ -74,9 +74,11 @@ INSTALLED_APPS = [
     "runner",
     "tasks",
     "landing",
+    "oversight",
     "interop",
     "codehosts",
     "events",
+    "demo",
 ]
 
 MIDDLEWARE = [

@@ -19,6 +19,8 @@ from interop.urls import api_patterns as interop_api
 from interop.urls import ui_patterns as interop_ui
 from landing.urls import api_patterns as landing_api
 from landing.urls import ui_patterns as landing_ui
+from oversight.urls import api_patterns as oversight_api
+from oversight.urls import ui_patterns as oversight_ui
 from projects.urls import api_patterns as project_api
 from projects.urls import sso_patterns
 from projects.urls import ui_patterns as project_ui
@@ -37,6 +39,7 @@ urlpatterns = [
         include(
             project_api
             + task_api
+            + oversight_api
             + landing_api
             + decision_api
             + evidence_api
@@ -54,6 +57,7 @@ urlpatterns = [
         name="api-docs",
     ),
     *task_ui,
+    *oversight_ui,
     *landing_ui,
     *evidence_ui,
     *project_ui,

@@ -229,6 +229,47 @@ class Imported(models.Model):
         abstract = True
 
 
+class NumberedInProject(Imported):
+    """A row numbered per project, with origin: a spec, a decision record or a task.
+
+    Guarantees (database constraints): ``number`` is unique in the project and ``key``
+    (``FM-12``, ``FM-S3``, ``FM-D7``: the slug, the kind's letter, the number) everywhere; an
+    ``origin``, when not empty, is unique in the project. Numbers come from the project's
+    counter of the model's kind (``Project.KEYS``, by the model's name), never reused.
+
+    Each model declares its own ``project`` foreign key: its reverse name (``specs``,
+    ``decisions``, ``tasks``) is part of its migrations' state, which a ``%(class)s``
+    name declared here would change (Django keeps the name as written).
+    """
+
+    number = models.PositiveIntegerField(editable=False)
+    key = models.CharField(max_length=32, unique=True, editable=False)
+
+    class Meta:
+        abstract = True
+        ordering = ["project", "number"]
+        # "%(class)s" keeps each model's names as they were: spec_number_unique_per_project.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "number"], name="%(class)s_number_unique_per_project"
+            ),
+            models.UniqueConstraint(
+                fields=["project", "origin"],
+                condition=~models.Q(origin=""),
+                name="%(class)s_origin_unique_per_project",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @classmethod
+    def next_key_in(cls, project: Project) -> tuple[int, str]:
+        """Allocate the next ``(number, key)`` of this kind in ``project``, inside the
+        caller's transaction (``Project.next_key``)."""
+        return project.next_key(cls._meta.model_name)
+
+
 class Membership(models.Model):
     """A user's role in a project. A user may hold several roles in one project.
 

@@ -25,6 +25,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions, serializers
+from rest_framework.fields import empty
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -289,6 +290,24 @@ class JSONInputSerializer(KnownFieldsSerializer):
             if (problem := _type_problem(field, data[name]))
         }
         return wrong_type | super().problems(data)
+
+
+# An edit's input made of its creation's: each field is declared once, on the create
+# serializer this is mixed in before. On an edit no field is required and no default is
+# applied (what DRF's ``partial=True`` does when it validates; said here so the schema says
+# it too); ``edit_help`` gives a field whose meaning changes on an edit the help it has there.
+# (No docstring: drf-spectacular would show it on the input schema.)
+class EditInputMixin:
+    edit_help: dict[str, str] = {}
+
+    def get_fields(self):
+        fields = super().get_fields()
+        for name, field in fields.items():
+            field.required = False
+            field.default = empty
+            if name in self.edit_help:
+                field.help_text = self.edit_help[name]
+        return fields
 
 
 def usd_schema(digits: int, *, at_most: int | None = None) -> dict:

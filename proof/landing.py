@@ -48,13 +48,13 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from demo.repository import RUN_TESTS
 from proof import carry
 from proof.coder import GIT_ENV, edit, git
 from proof.invariants import check_all
 from proof.stack import REDIS_DB, ROOT, Stack
 from proof.workers import celery_worker
 from runner.sandbox import Bubblewrap
-from tasks.demo.repository import RUN_TESTS
 
 ACTIVE = ("building", "verifying", "pushing")
 REGISTRY_TEST = """\

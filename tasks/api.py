@@ -8,7 +8,6 @@ permissions, locks and state. Every object is looked up through the caller's mem
 so another project's task or attempt is a 404.
 """
 
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
@@ -23,6 +22,7 @@ from projects.models import Event
 from projects.numbers import WHOLE_MAX
 from projects.paths import ALLOWED_PATH_PATTERN
 from projects.rest import (
+    EditInputMixin,
     IdCursorPagination,
     JSONInputSerializer,
     ReasonSerializer,
@@ -30,12 +30,9 @@ from projects.rest import (
     errors,
     whole_number_param,
 )
-from projects.roles import MANAGER, Role
+from projects.roles import MANAGER
 from projects.selectors import visible_project
-from projects.services import require_role
 from tasks import brief, selectors, services
-from tasks.costs import TASKS_SHOWN, cost_figures
-from tasks.dashboard import window_start
 from tasks.filters import TaskFilter
 from tasks.handoff import handoff
 from tasks.models import Task, TaskState
@@ -152,46 +149,53 @@ class AllowedPathField(serializers.CharField):
     """A glob of ``allowed_paths``; ``projects.paths.clean_allowed_paths`` checks it."""
 
 
+# What a manager writes of a task, each field declared once: required and defaulted as at
+# its creation (TaskListCreateApi); an edit (TaskDetailApi) requires none and applies no
+# default. (No docstrings: drf-spectacular would show them on the input schemas.)
+class TaskInput(JSONInputSerializer):
+    read_only_from = TaskSerializer
+    title = serializers.CharField(max_length=200)
+    description = serializers.CharField(
+        max_length=100_000, required=False, allow_blank=True, default=""
+    )
+    spec = serializers.CharField(required=False, allow_null=True, help_text="Spec key, e.g. FM-S1.")
+    priority = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
+    labels = serializers.ListField(
+        child=LabelNameField(max_length=50), required=False, max_length=20, default=list
+    )
+    depends_on = serializers.ListField(
+        child=serializers.CharField(max_length=32), required=False, max_length=100, default=list
+    )
+    allowed_paths = serializers.ListField(
+        child=AllowedPathField(max_length=500),
+        required=False,
+        max_length=200,
+        default=list,
+        help_text=ALLOWED_PATHS_HELP,
+    )
+    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
+        required=False,
+        help_text="What one attempt may cost by its agent's self-reported usage; an "
+        "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
+    )
+
+
+class ProjectSlugInput(serializers.Serializer):
+    project = serializers.CharField(help_text="Project slug.")
+
+
 class TaskListCreateApi(generics.ListAPIView):
-    """List the tasks of your projects (filter by project, state, label), or create a draft."""
+    """List the tasks of your projects (filter by project, state, label, text), or create a draft."""
 
     serializer_class = TaskSerializer
     pagination_class = IdCursorPagination
     filterset_class = TaskFilter
     writers = Writers(MANAGER, project_field="project")
 
-    class InputSerializer(JSONInputSerializer):
-        read_only_from = TaskSerializer
-        project = serializers.CharField(help_text="Project slug.")
-        title = serializers.CharField(max_length=200)
-        description = serializers.CharField(
-            max_length=100_000, required=False, allow_blank=True, default=""
-        )
-        spec = serializers.CharField(
-            required=False, allow_null=True, help_text="Spec key, e.g. FM-S1."
-        )
-        priority = serializers.IntegerField(
-            required=False, default=0, min_value=-1000, max_value=1000
-        )
-        labels = serializers.ListField(
-            child=LabelNameField(max_length=50), required=False, max_length=20, default=list
-        )
-        depends_on = serializers.ListField(
-            child=serializers.CharField(max_length=32), required=False, max_length=100, default=list
-        )
-        allowed_paths = serializers.ListField(
-            child=AllowedPathField(max_length=500),
-            required=False,
-            max_length=200,
-            default=list,
-            help_text=ALLOWED_PATHS_HELP,
-        )
-        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
-            required=False,
-            help_text="What one attempt may cost by its agent's self-reported usage; an "
-            "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
-        )
+    # The project comes first, as it always has in the schema.
+    class InputSerializer(ProjectSlugInput, TaskInput):
+        pass
 
     def get_queryset(self):
         return (
@@ -245,30 +249,8 @@ class TaskDetailApi(APIView):
     def write_target(self, request, key):
         return selectors.task_for(request.user, key)
 
-    class InputSerializer(JSONInputSerializer):
-        read_only_from = TaskSerializer
-        title = serializers.CharField(max_length=200, required=False)
-        description = serializers.CharField(max_length=100_000, required=False, allow_blank=True)
-        spec = serializers.CharField(required=False, allow_null=True)
-        priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
-        labels = serializers.ListField(
-            child=LabelNameField(max_length=50), required=False, max_length=20
-        )
-        depends_on = serializers.ListField(
-            child=serializers.CharField(max_length=32), required=False, max_length=100
-        )
-        allowed_paths = serializers.ListField(
-            child=AllowedPathField(max_length=500),
-            required=False,
-            max_length=200,
-            help_text=ALLOWED_PATHS_HELP,
-        )
-        max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-        budget_usd = budget_field(services.TASK_BUDGET_DIGITS)(
-            required=False,
-            help_text="What one attempt may cost by its agent's self-reported usage; an "
-            "attempt that reaches it is ended (409 budget_exhausted). Null: no limit.",
-        )
+    class InputSerializer(EditInputMixin, TaskInput):
+        pass
 
     @extend_schema(responses={200: TaskSerializer, **errors(404)})
     def get(self, request, key):
@@ -477,114 +459,3 @@ class TaskEventsApi(generics.ListAPIView):
     @extend_schema(responses={200: EventSerializer(many=True), **errors(400, 404)})
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
-
-
-# --- Costs ------------------------------------------------------------------------------------
-
-DEFAULT_WEEKS = 12
-MAX_WEEKS = 520  # ten years
-
-
-def amount_field(help_text: str = "", **kwargs):
-    return serializers.DecimalField(
-        max_digits=24, decimal_places=6, help_text=help_text or "US dollars, six places.", **kwargs
-    )
-
-
-class UsageSerializer(serializers.Serializer):
-    attempts = serializers.IntegerField()
-    cost_usd = amount_field("reported_cost_usd + priced_cost_usd, US dollars, six places.")
-    reported_cost_usd = amount_field("What the agents reported as their cost.")
-    priced_cost_usd = amount_field(
-        "What the project's price table priced, for tokens reported without a cost."
-    )
-    cost_source = serializers.CharField(
-        help_text='"reported", "priced", "reported + priced" or "none": where cost_usd came from.'
-    )
-    input_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    wall_seconds = amount_field("Seconds, six places.")
-
-
-class WorkerCostSerializer(UsageSerializer):
-    reviewed = serializers.IntegerField(
-        help_text="Attempts that reached a reviewer's verdict (approved or rejected)."
-    )
-    first_pass = serializers.IntegerField(
-        help_text="Of those, approved with every gate run passed at its first try."
-    )
-    first_pass_rate = serializers.FloatField(
-        allow_null=True, help_text="first_pass / reviewed; null when nothing was reviewed."
-    )
-
-
-class AgentCostSerializer(WorkerCostSerializer):
-    agent = serializers.CharField(source="name", help_text="The agent's username.")
-
-
-class ModelCostSerializer(WorkerCostSerializer):
-    model = serializers.CharField(source="name", help_text='As reported; "unknown model" if not.')
-
-
-class SpecCostSerializer(UsageSerializer):
-    spec = serializers.CharField(
-        source="key", allow_null=True, help_text="null: tasks without one."
-    )
-    title = serializers.CharField(source="name")
-    tasks = serializers.IntegerField()
-
-
-class TaskCostSerializer(UsageSerializer):
-    task = serializers.CharField(source="key")
-    title = serializers.CharField(source="name")
-    state = serializers.ChoiceField(choices=TaskState.choices)
-    spec = serializers.CharField(allow_null=True)
-
-
-class CostsSerializer(serializers.Serializer):
-    project = serializers.CharField()
-    self_reported = serializers.BooleanField(
-        help_text="Always true: every figure is what the agents reported (Attempt.usage)."
-    )
-    weeks = serializers.IntegerField()
-    window_start = serializers.DateTimeField(help_text="Monday 00:00 of the oldest week.")
-    window_end = serializers.DateTimeField()
-    total = UsageSerializer(help_text="Every attempt started in the window.")
-    reported = serializers.IntegerField(help_text="Attempts that reported a cost at all.")
-    approved_tasks = serializers.IntegerField()
-    landed_tasks = serializers.IntegerField()
-    cost_per_approved_task = amount_field(
-        "The window's whole cost / approved_tasks.", allow_null=True
-    )
-    cost_per_landed_task = amount_field("The window's whole cost / landed_tasks.", allow_null=True)
-    agents = AgentCostSerializer(many=True, help_text="Most expensive first.")
-    models = ModelCostSerializer(many=True, help_text="Most expensive first.")
-    specs = SpecCostSerializer(many=True, help_text="Most expensive first.")
-    tasks = TaskCostSerializer(many=True, help_text=f"The {TASKS_SHOWN} most expensive.")
-    tasks_total = serializers.IntegerField(help_text="Tasks with an attempt in the window.")
-
-
-class ProjectCostsApi(APIView):
-    """What a project's work cost, as its agents reported it, per task, spec, agent and
-    model, with the cost per approved and landed task and the first-pass rate (managers;
-    ``tasks.costs.cost_figures``)."""
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "weeks",
-                {"type": "integer", "minimum": 1, "maximum": MAX_WEEKS},
-                description="The last ISO weeks to count, this one included (default 12).",
-            )
-        ],
-        responses={200: CostsSerializer, **errors(400, 403, 404)},
-    )
-    def get(self, request, slug):
-        project = visible_project(request.user, slug)
-        require_role(request.user, project.pk, Role.MANAGER)
-        weeks = whole_number_param(request, "weeks") or DEFAULT_WEEKS
-        if weeks > MAX_WEEKS:
-            raise serializers.ValidationError({"weeks": [f"at most {MAX_WEEKS}"]})
-        now = timezone.now()
-        figures = cost_figures(project_ids=[project.pk], start=window_start(weeks, now), end=now)
-        return Response(CostsSerializer({**figures, "project": project.slug, "weeks": weeks}).data)

@@ -2,6 +2,7 @@
 
 from django import forms
 
+from tasks.filters import TEXT_MAX
 from tasks.models import TaskState
 
 
@@ -32,9 +33,12 @@ class ReasonForm(forms.Form):
 
 
 class BoardFilterForm(forms.Form):
+    """The board's filters, as ``tasks.filters.TaskFilter`` reads them (the API's too)."""
+
     project = forms.CharField(required=False)
+    state = forms.MultipleChoiceField(choices=TaskState.choices, required=False)
     label = forms.CharField(required=False)
-    q = forms.CharField(required=False, max_length=200)
+    q = forms.CharField(required=False, max_length=TEXT_MAX)
 
 
 STATE_ORDER = [

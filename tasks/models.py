@@ -15,7 +15,7 @@ from django_fsm import RETURN_VALUE, ConcurrentTransitionMixin, FSMField, transi
 
 from projects.errors import Conflict, PermissionDenied
 from projects.fsm import Condition
-from projects.models import Imported, Project
+from projects.models import NumberedInProject, Project
 from projects.roles import HOLDER, MANAGER, REVIEWER_NOT_HOLDER, SYSTEM, Role, role_rule
 
 AGENT = role_rule(Role.AGENT)
@@ -85,7 +85,7 @@ DEPENDENCIES_DONE = Condition(_dependencies_refusal, "dependencies_done")
 ATTEMPTS_LEFT = Condition(_attempts_left_refusal, "attempts_left")
 
 
-class Task(ConcurrentTransitionMixin, Imported, models.Model):
+class Task(ConcurrentTransitionMixin, NumberedInProject):
     """A unit of work an agent can claim, with the boundary its change must stay inside.
 
     Guarantees: ``key`` is unique and never reused; the state changes only through the
@@ -94,8 +94,6 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
     """
 
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="tasks")
-    number = models.PositiveIntegerField(editable=False)
-    key = models.CharField(max_length=32, unique=True, editable=False)
     title = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     spec = models.ForeignKey(
@@ -144,18 +142,7 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        ordering = ["project", "number"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "number"], name="task_number_unique_per_project"
-            ),
-            models.UniqueConstraint(
-                fields=["project", "origin"],
-                condition=~models.Q(origin=""),
-                name="task_origin_unique_per_project",
-            ),
-        ]
+    class Meta(NumberedInProject.Meta):
         indexes = [
             # The claim query's filter and order: the first unlocked row is found without a sort.
             models.Index(
@@ -163,9 +150,6 @@ class Task(ConcurrentTransitionMixin, Imported, models.Model):
                 name="task_claim_order",
             ),
         ]
-
-    def __str__(self) -> str:
-        return self.key
 
     @property
     def fsm_project_id(self) -> int:

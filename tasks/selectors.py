@@ -11,10 +11,9 @@ from evidence.viewers import interdiff_view
 from projects.kinds import Kind
 from projects.selectors import project_ids_for
 from projects.verify import LANDING_BATCH_MAX
-from tasks.costs import usage_sum
 from tasks.landing import approval_to_carry, change_id_of, queue_position
 from tasks.models import Attempt, AttemptState, Label, Task, TaskState
-from tasks.usage import month_start
+from tasks.usage import month_start, usage_sum
 
 
 def claimable_tasks(*, project_ids: Iterable[int], labels: Iterable[str] = ()) -> QuerySet[Task]:

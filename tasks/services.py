@@ -114,7 +114,7 @@ def task_create(
     )
     task.full_clean(exclude=["number", "key", "state"], validate_unique=False)
     with transaction.atomic():
-        task.number, task.key = project.next_key("task")
+        task.number, task.key = Task.next_key_in(project)
         task.save()
         task.labels.set(_labels_for(project, labels))
         task.depends_on.set(depends_on)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from tasks import api, api_attempts, api_plan, api_review, views
+from tasks import api, api_attempts, api_review, views
 
 api_patterns = [
     path("tasks/", api.TaskListCreateApi.as_view(), name="api-tasks"),
@@ -16,8 +16,6 @@ api_patterns = [
     path("tasks/<key:key>/unblock/", api.TaskUnblockApi.as_view(), name="api-task-unblock"),
     path("tasks/<key:key>/reopen/", api.TaskReopenApi.as_view(), name="api-task-reopen"),
     path("tasks/<key:key>/cancel/", api.TaskCancelApi.as_view(), name="api-task-cancel"),
-    path("projects/<key:slug>/plan/", api_plan.PlanApi.as_view(), name="api-plan"),
-    path("projects/<key:slug>/costs/", api.ProjectCostsApi.as_view(), name="api-project-costs"),
     path("attempts/<id:attempt_id>/", api_attempts.AttemptDetailApi.as_view(), name="api-attempt"),
     path(
         "attempts/<id:attempt_id>/heartbeat/",
@@ -80,7 +78,4 @@ ui_patterns = [
         name="task-comment-resolve",
     ),
     path("tasks/<key:key>/<str:action>/", views.task_action, name="task-action"),
-    path("dashboard/", views.dashboard, name="dashboard"),
-    path("plan/", views.plan_index, name="plan-index"),
-    path("projects/<key:slug>/plan/", views.plan, name="plan"),
 ]

@@ -43,6 +43,10 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db.models import Case, DecimalField, Sum, Value, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
+from django.db.models.lookups import Regex
 
 from projects.numbers import usd, usd_text
 from projects.services import check_storable
@@ -326,3 +330,27 @@ def month_start(now: datetime) -> datetime:
 def month_name(now: datetime) -> str:
     """``2026-12``: the month a budget's spend is counted in."""
     return month_start(now).strftime("%Y-%m")
+
+
+# --- Sums in the database: the budgets (tasks.selectors) and the cost views (oversight.costs)
+
+AMOUNT = DecimalField(max_digits=24, decimal_places=6)
+# What a self-reported amount may look like to count; anything else (a sign, an exponent,
+# words) counts as 0 rather than failing the cast on PostgreSQL.
+DECIMAL_TEXT = r"^[0-9]{1,15}(\.[0-9]{1,12})?$"
+WHOLE_TEXT = r"^[0-9]{1,15}$"
+
+
+def _reported(key: str, pattern: str, field):
+    """``usage[key]`` as a number of type ``field`` when it is one, else 0."""
+    text = KeyTextTransform(key, "usage")
+    return Case(
+        When(Regex(text, pattern), then=Cast(text, field)),
+        default=Value(0, output_field=field),
+        output_field=field,
+    )
+
+
+def usage_sum(key: str, pattern: str = DECIMAL_TEXT, field=AMOUNT):
+    """The sum of ``usage[key]`` over the rows, what is not a number counting 0."""
+    return Coalesce(Sum(_reported(key, pattern, field)), Value(0, output_field=field))

@@ -1,4 +1,5 @@
-"""The review UI for tasks: home, review queue, board, task page, dashboard, plan.
+"""The review UI for tasks: home, review queue, board, task page (the dashboard and the
+plan are the manager's view, ``oversight.views``).
 
 Every state change goes through the same service as the API; a refusal comes back
 as a message on the page. Objects are reached through the user's memberships, so
@@ -11,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
-from django.db.models import Count, F, Func, IntegerField, OuterRef, Q, Subquery
+from django.db.models import Count, F, Func, IntegerField, OuterRef, Subquery
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -19,25 +20,21 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
-from decisions.models import Check, DecisionState, Spec, SpecVersion
+from decisions.models import Check, DecisionState, SpecVersion
 from evidence import viewers
 from evidence.models import GateRun, GateRunState
 from evidence.selectors import criteria_status, runner_view
-from projects.errors import NotFound, ServiceError, refusal_text
+from projects.errors import ServiceError, refusal_text
 from projects.forms import ProjectFilterForm
-from projects.models import Event, Project
+from projects.models import Event
 from projects.numbers import query_number
 from projects.pages import in_project, is_htmx, may, navigation, user_projects
 from projects.roles import Role, has_role
-from projects.selectors import project_ids_for, visible_project
-from tasks import handoff, plan_svg, review, selectors, services
+from tasks import handoff, review, selectors, services
 from tasks.comments import comment_add, comment_resolve
-from tasks.costs import cost_figures
-from tasks.dashboard import dashboard_context
 from tasks.filters import TaskFilter
 from tasks.forms import STATE_ORDER, BoardFilterForm, CommentForm, ReasonForm, ReviewForm
 from tasks.models import AttemptState, LineComment, Task, TaskState
-from tasks.plan import plan_for, spec_in
 from tasks.usage import shown_with_void
 
 MANAGER_ACTIONS = {
@@ -113,18 +110,18 @@ def task_board(request):
     form = BoardFilterForm(request.GET)
     form.is_valid()
     projects = user_projects(request.user)
-    tasks = in_project(
-        selectors.visible_tasks(request.user), projects, form.cleaned_data.get("project")
-    )
-    # The label is filtered as the API filters it; the project, above, as pages do.
-    tasks = TaskFilter({"label": form.cleaned_data.get("label", "")}, queryset=tasks).qs
-    if form.cleaned_data.get("q"):
-        text = form.cleaned_data["q"]
-        tasks = tasks.filter(Q(title__icontains=text) | Q(key__iexact=text))
+    # Filtered as the API filters its list: the same FilterSet, fed by the board's form.
+    tasks = TaskFilter(
+        {name: value for name, value in form.cleaned_data.items() if value},
+        queryset=selectors.visible_tasks(request.user),
+    ).qs
+    states = set(form.cleaned_data.get("state") or ())
     counts = dict(tasks.order_by().values_list("state").annotate(n=Count("pk")))
     limit = 50
     columns = []
     for state in STATE_ORDER:
+        if states and state not in states:
+            continue
         cards = list(
             tasks.filter(state=state)
             .select_related("current_attempt__agent")
@@ -143,7 +140,14 @@ def task_board(request):
     return render(
         request,
         "tasks/board.html",
-        {"columns": columns, "projects": projects, "form": form, "limit": limit, "nav": "board"},
+        {
+            "columns": columns,
+            "projects": projects,
+            "states": [(s.value, s.label) for s in STATE_ORDER],
+            "form": form,
+            "limit": limit,
+            "nav": "board",
+        },
     )
 
 
@@ -416,64 +420,3 @@ def task_action(request, key, action):
     else:
         messages.success(request, f"{task.key}: {action} done.")
     return redirect("task-detail", key=key)
-
-
-@login_required
-def dashboard(request):
-    """Throughput, first-pass yield, gate failure rate and review latency, drawn as SVG;
-    for the projects the user manages, what the work cost (self-reported)."""
-    form = ProjectFilterForm(request.GET)
-    form.is_valid()
-    projects = user_projects(request.user)
-    chosen = [p for p in projects if p.slug == form.cleaned_data.get("project")] or projects
-    context = dashboard_context(project_ids=[p.pk for p in chosen])
-    # What the work cost is for the managers of each project, as in the API.
-    managed = set(project_ids_for(request.user, Role.MANAGER))
-    costly = [p.pk for p in chosen if p.pk in managed]
-    costs = None
-    if costly:
-        costs = cost_figures(
-            project_ids=costly, start=context["window_start"], end=context["window_end"]
-        )
-    return render(
-        request,
-        "tasks/dashboard.html",
-        {**context, "costs": costs, "projects": projects, "form": form, "nav": "dashboard"},
-    )
-
-
-@login_required
-def plan_index(request):
-    """The user's projects, each with its plan; one project goes straight there."""
-    projects = user_projects(request.user)
-    if len(projects) == 1:
-        return redirect("plan", slug=projects[0].slug)
-    return render(request, "tasks/plan_index.html", {"projects": projects, "nav": "plan"})
-
-
-@login_required
-def plan(request, slug):
-    """The plan of a project drawn as SVG, its critical path, forecast and every task as a
-    table (members); ``?spec=`` narrows it to a spec's tasks and what they wait on."""
-    try:
-        project = visible_project(request.user, slug)
-    except Project.DoesNotExist:
-        raise Http404("no such project among yours") from None
-    try:
-        spec = spec_in(project, request.GET.get("spec"))
-    except NotFound as exc:
-        raise Http404(exc.detail) from None
-    result = plan_for(project, spec=spec)
-    by_key = {n["key"]: n for n in result["nodes"]}
-    context = {
-        "project": project,
-        "plan": result,
-        "svg": plan_svg.draw(result),
-        "rows": plan_svg.table_rows(result),
-        "path": [by_key[k] for k in result["critical_path"]["keys"]],
-        "specs": list(Spec.objects.filter(project=project).order_by("number").only("key", "title")),
-        "spec": spec,
-        "states": [s for s in STATE_ORDER if s in {n["state"] for n in result["nodes"]}],
-        "nav": "plan",
-    }
-    return render(request, "tasks/plan.html", context)

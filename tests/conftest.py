@@ -25,7 +25,7 @@ TESTS = Path(__file__).parent
 # the real-worker tests share Redis databases (tests/workers.py).
 KINDS = {
     "browser": ("ui/",),
-    "sandbox": ("runner/", "landing/", "client/test_work.py", "tasks/test_seed_demo.py"),
+    "sandbox": ("runner/", "landing/", "client/test_work.py", "demo/test_seed_demo.py"),
     "workers": (
         "runner/test_worker.py",
         "evidence/test_worker.py",

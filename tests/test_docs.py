@@ -45,6 +45,7 @@ DOCS = [
 ]
 PACKAGES = {
     *("projects", "decisions", "evidence", "runner", "tasks", "events", "interop", "codehosts"),
+    *("oversight", "demo"),
     *("factory_site", "factory_client", "proof", "bench", "tests"),
 }
 # Paths the docs name in other people's repositories, not in this one.

@@ -22,7 +22,7 @@ from pathlib import Path
 from django.apps import apps
 from django.db.migrations.loader import MigrationLoader
 
-from tasks.plan import strongly_connected
+from oversight.plan import strongly_connected
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,9 +34,11 @@ LAYERS = [
     "runner",
     "tasks",
     "landing",
+    "oversight",
     "interop",
     "codehosts",
     "events",
+    "demo",
     "factory_site",
 ]
 

@@ -12,8 +12,8 @@ from unittest import mock
 import pytest
 from factory_client.cli import main
 
+from demo.repository import VERIFY, build
 from projects import services as project_services
-from tasks.demo.repository import VERIFY, build
 
 
 @contextmanager

@@ -13,8 +13,8 @@ from django.utils import timezone
 from factory_client import instructions
 
 from evidence.models import GateRun
+from oversight.costs import cost_figures
 from projects import services as project_services
-from tasks.costs import cost_figures
 from tasks.models import Attempt
 from tests.client.conftest import sh
 from tests.client.standins import check_output, install

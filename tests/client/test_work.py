@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from knox.models import AuthToken
 
+from demo.repository import VERIFY
 from evidence.models import GateRun
 from projects.models import Project
 from tasks import attempts, review
-from tasks.demo.repository import VERIFY
 from tasks.models import Attempt, Task
 from tests.client.conftest import factory_in_process, sh
 from tests.factories import expire_lease

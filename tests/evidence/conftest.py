@@ -3,7 +3,7 @@ pytest-xdist's workers): they are bytes, so every test still attaches and parses
 
 import pytest
 
-from tasks.demo.artifacts import run_suite
+from demo.artifacts import run_suite
 from tests.evidence.real_reports import made_once, run_suites, run_tiny_suite
 
 

@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 
+from demo.artifacts import _difflib_diff
 from evidence.parsers import (
     CHUNK,
     DETAILS_CHARS,
@@ -22,7 +23,6 @@ from evidence.parsers import (
     summarize,
 )
 from projects.errors import TooLarge
-from tasks.demo.artifacts import _difflib_diff
 from tests.evidence.real_reports import CALC
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"

@@ -5,9 +5,9 @@ import re
 import pytest
 from django.utils.html import escape
 
+from demo.artifacts import git_diff, screenshot
 from evidence import viewers
 from evidence.viewers import LIMIT_BYTES, LOG_TAIL_LINES, ansi_to_html
-from tasks.demo.artifacts import git_diff, screenshot
 
 JUNIT_MIXED = b"""<?xml version="1.0" encoding="utf-8"?>
 <testsuite name="pytest" tests="5">

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
+from demo.repository import RUN_TESTS
 from landing import backoff
 from landing.locks import lander_lock
 from landing.models import Batch, BatchState, Lander
@@ -23,7 +24,6 @@ from projects import services as project_services
 from projects.models import Event, Project
 from runner.verify import Result
 from tasks import attempts, review
-from tasks.demo.repository import RUN_TESTS
 from tasks.models import Attempt, Task
 from tests.conftest import open_to_the_sandbox
 from tests.factories import all_met

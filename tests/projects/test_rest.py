@@ -1,9 +1,11 @@
-"""``projects.rest.validated_by``: a serializer built once validates as one made per request."""
+"""``projects.rest.validated_by``: a serializer built once validates as one made per request;
+``projects.rest.EditInputMixin``: an edit's input is its creation's fields, none required and
+none defaulted."""
 
 import pytest
 from rest_framework import serializers
 
-from projects.rest import validated_by
+from projects.rest import EditInputMixin, JSONInputSerializer, validated_by
 from tasks.api_attempts import CLAIM_INPUT, TaskClaimApi
 
 BODIES = [
@@ -46,3 +48,26 @@ def test_a_serializer_built_once_answers_every_body_as_one_made_for_it(body):
 
     assert answer_of_the_shared_serializer(body) == expected
     assert answer_of_the_shared_serializer(body) == expected  # and again: it kept nothing
+
+
+class Created(JSONInputSerializer):
+    title = serializers.CharField(max_length=5, help_text="A title.")
+    priority = serializers.IntegerField(required=False, default=0)
+
+
+class Edited(EditInputMixin, Created):
+    edit_help = {"priority": "A new priority."}
+
+
+def test_an_edit_takes_the_creations_fields_with_none_required_and_no_default():
+    created, edited = Created(data={}), Edited(data={})
+
+    assert (created.is_valid(), edited.is_valid()) == (False, True)
+    assert edited.validated_data == {}
+    assert Created(data={"title": "t"}).is_valid()
+    assert not Edited(data={"title": "t" * 6}).is_valid()  # the creation's checks still hold
+    assert [(f.help_text, f.required) for f in edited.fields.values()] == [
+        ("A title.", False),
+        ("A new priority.", False),
+    ]
+    assert Created().fields["priority"].default == 0

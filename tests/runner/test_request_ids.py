@@ -3,9 +3,9 @@ sends on (the runner's sandbox needs bubblewrap: tests/runner/conftest.py)."""
 
 import pytest
 
+from demo.repository import VERIFY, build
+from demo.runner_demo import CRITERIA
 from projects import services as project_services
-from tasks.demo.repository import VERIFY, build
-from tasks.demo.runner_demo import CRITERIA
 from tests.test_request_ids import FOLLOWED
 
 POLICY = {"runner": {"required": True}, "tests-pass": {}}

@@ -1,6 +1,6 @@
 """The runner as a gate: it verifies the submitted commit itself, and what it measured decides.
 
-Each test drives a real git repository (tasks/demo/repository.py) through the real
+Each test drives a real git repository (demo/repository.py) through the real
 services, with the runner's job run in the submitting thread (Celery eager).
 """
 
@@ -9,6 +9,9 @@ import time
 
 import pytest
 
+from demo.repository import FAILING_TEST, VERIFY, build
+from demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
+from demo.runner_demo import CRITERIA, POLICY
 from evidence import services as evidence_services
 from evidence.models import Evidence, GateRun
 from projects import services as project_services
@@ -16,9 +19,6 @@ from projects.models import Event
 from projects.queue import BACKGROUND
 from runner.jobs import verify_job
 from tasks import attempts, context, reconciler
-from tasks.demo.repository import FAILING_TEST, VERIFY, build
-from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
-from tasks.demo.runner_demo import CRITERIA, POLICY
 from tests.runner.conftest import commit_files, orphan_commit
 
 OPTIONAL = {**POLICY, "runner": {"required": False}}

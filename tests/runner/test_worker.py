@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from demo.repository import FAILING_TEST, VERIFY, build
+from demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
+from demo.runner_demo import CRITERIA, POLICY
 from evidence.models import Evidence, GateRun
 from projects import services as project_services
 from projects.models import Event
 from tasks import attempts, context, reconciler
-from tasks.demo.repository import FAILING_TEST, VERIFY, build
-from tasks.demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
-from tasks.demo.runner_demo import CRITERIA, POLICY
 from tasks.models import Task
 from tests.conftest import postgres_only
 from tests.workers import Worker, database_url, jobs_to_redis, wait_for

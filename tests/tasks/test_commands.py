@@ -1,4 +1,4 @@
-"""Management commands: create_user and issue_token (seed_demo: tests/tasks/test_seed_demo.py)."""
+"""Management commands: create_user and issue_token (seed_demo: tests/demo/test_seed_demo.py)."""
 
 import io
 from datetime import timedelta

@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from oversight.costs import cost_figures
 from projects.models import Event, Project
-from tasks.costs import cost_figures
 from tasks.models import Attempt, Task
 from tests.tasks.test_budgets import heartbeat, snapshot, submit
 

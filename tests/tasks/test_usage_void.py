@@ -7,9 +7,9 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from oversight.costs import cost_figures
 from projects.models import Event, Project
 from tasks import selectors
-from tasks.costs import cost_figures
 from tasks.models import Attempt, Task
 from tests.factories import member
 

@@ -3,8 +3,8 @@ files over the inline limit, and another project's evidence."""
 
 import pytest
 
+from demo.artifacts import git_diff, screenshot
 from evidence import storage
-from tasks.demo.artifacts import git_diff, screenshot
 from tests.tasks.pages import JUNIT_PASSED, html
 
 # --- Evidence --------------------------------------------------------------------------------

@@ -8,8 +8,11 @@ from django.utils import timezone
 
 from evidence import services as evidence_services
 from evidence.models import GateRun
+from projects.models import Membership
+from projects.roles import Role
 from tasks import attempts
 from tasks.filters import TaskFilter
+from tasks.forms import STATE_ORDER
 from tasks.models import Attempt, Task, TaskState
 from tests.factories import member
 from tests.tasks.pages import html, queries_for
@@ -251,6 +254,56 @@ def test_board_filters_labels_through_the_apis_filterset(client, api, flow, monk
     assert [t.key for c in board.context["columns"] for t in c["cards"]] == ["FM-1"]
     assert [t["key"] for t in listed.json()["results"]] == ["FM-1"]
     assert asked == ["ui", "ui"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "project=OT",
+        "project=FM&state=ready",
+        "state=draft&state=ready",
+        "label=ui",
+        "label=ui&state=draft",
+        "q=login",
+        "q=fm-3",
+        "q=ot-1&project=OT",
+        "project=NOPE",
+    ],
+)
+def test_board_and_api_give_the_same_tasks_for_the_same_filters(
+    client, api, flow, other_flow, query
+):
+    flow.draft(title="Fix the login page", labels=["ui"])
+    flow.ready(title="Login by token", labels=["api"])
+    flow.ready(title="Write the guide", labels=["ui"])
+    other_flow.ready(title="Their login", labels=["ui"])
+    other_flow.draft(title="Theirs")
+    Membership.objects.create(user=flow.manager, project=other_flow.project, role=Role.MANAGER)
+    client.force_login(flow.manager)
+
+    board = client.get(f"/tasks/?{query}")
+    listed = api(flow.manager).get(f"/api/v1/tasks/?{query}")
+
+    assert listed.status_code == 200
+    on_board = sorted(t.key for c in board.context["columns"] for t in c["cards"])
+    assert on_board == sorted(t["key"] for t in listed.json()["results"])
+
+
+@pytest.mark.django_db
+def test_board_shows_only_the_columns_of_the_states_asked_for(client, flow):
+    flow.draft(title="Drafted")
+    flow.ready(title="Published")
+    client.force_login(flow.manager)
+
+    response = client.get("/tasks/?state=ready&state=bogus")
+    filtered = client.get("/tasks/?state=ready")
+
+    assert [c["state"] for c in response.context["columns"]] == [s for s in STATE_ORDER]
+    assert [(c["state"], [t.key for t in c["cards"]]) for c in filtered.context["columns"]] == [
+        ("ready", ["FM-2"])
+    ]
 
 
 @pytest.mark.django_db

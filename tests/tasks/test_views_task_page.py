@@ -6,9 +6,9 @@ import re
 import pytest
 
 from decisions import services as decision_services
+from demo.artifacts import git_diff
 from projects.models import Event
 from tasks import attempts
-from tasks.demo.artifacts import git_diff
 from tests.factories import member
 from tests.tasks.pages import JUNIT_PASSED, html, messages_of, queries_for, state_of
 

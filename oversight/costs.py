@@ -28,52 +28,28 @@ from django.db.models import (
     BigIntegerField,
     Case,
     Count,
-    DecimalField,
     Exists,
     OuterRef,
     Q,
-    Sum,
     TextField,
     Value,
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
-from django.db.models.lookups import Regex
+from django.db.models.functions import Coalesce
 
 from evidence.models import GateRun, GateRunState
-from tasks.dashboard import ratio_text
+from oversight.dashboard import ratio_text
 from tasks.models import Attempt, AttemptState
+from tasks.usage import DECIMAL_TEXT, WHOLE_TEXT, usage_sum
 
 SELF_REPORTED = "self-reported"
 UNKNOWN_MODEL = "unknown model"
 NO_SPEC = "no spec"
 TASKS_SHOWN = 100  # the most expensive tasks, for the page and the API
 PLACES = Decimal("0.000001")
-AMOUNT = DecimalField(max_digits=24, decimal_places=6)
-# What a self-reported amount may look like to count; anything else (a sign, an exponent,
-# words) counts as 0 rather than failing the cast on PostgreSQL.
-DECIMAL_TEXT = r"^[0-9]{1,15}(\.[0-9]{1,12})?$"
-WHOLE_TEXT = r"^[0-9]{1,15}$"
-
-
 # Missing and empty are one group: the unknown model.
 MODEL = Coalesce(KeyTextTransform("model", "usage"), Value(""), output_field=TextField())
-
-
-def _reported(key: str, pattern: str, field):
-    """``usage[key]`` as a number of type ``field`` when it is one, else 0."""
-    text = KeyTextTransform(key, "usage")
-    return Case(
-        When(Regex(text, pattern), then=Cast(text, field)),
-        default=Value(0, output_field=field),
-        output_field=field,
-    )
-
-
-def usage_sum(key: str, pattern: str = DECIMAL_TEXT, field=AMOUNT):
-    """The sum of ``usage[key]`` over the rows, what is not a number counting 0."""
-    return Coalesce(Sum(_reported(key, pattern, field)), Value(0, output_field=field))
 
 
 def _sums() -> dict:
@@ -205,7 +181,7 @@ def _by_cost(row: Group):
 
 
 def _number(value, whole=False):
-    """A stored figure that is a plain non-negative number, else 0 (as ``_reported``)."""
+    """A stored figure that is a plain non-negative number, else 0 (as ``tasks.usage.usage_sum``)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return 0 if whole else Decimal(0)
     text = repr(value) if isinstance(value, float) else str(value)

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand
 
+from demo.runner_demo import SLUG as RUNNER_SLUG
+from demo.seed import PASSWORD, SLUG, USERS, seed
 from projects.models import Project
-from tasks.demo.runner_demo import SLUG as RUNNER_SLUG
-from tasks.demo.seed import PASSWORD, SLUG, USERS, seed
 
 
 class Command(BaseCommand):

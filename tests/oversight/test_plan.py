@@ -7,11 +7,9 @@ from datetime import UTC, date, datetime, timedelta
 import django.utils.timezone
 import pytest
 
-from projects.models import Event
-from tasks import plan as plan_module
-from tasks import review
-from tasks.api_plan import PlanSerializer
-from tasks.plan import (
+from oversight import plan as plan_module
+from oversight.api import PlanSerializer
+from oversight.plan import (
     DEFAULT_HOURS,
     Completion,
     PlanTask,
@@ -22,6 +20,8 @@ from tasks.plan import (
     forecast,
     key_order,
 )
+from projects.models import Event
+from tasks import review
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 TODAY = date(2025, 3, 3)

@@ -16,6 +16,7 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 
 from decisions import services as decisions
+from demo.repository import VERIFY, build
 from evidence import services as evidence
 from evidence.models import FINISHED_GATE_STATES
 from projects import services as project_services
@@ -25,7 +26,6 @@ from projects.policy import declares
 from projects.queue import enqueue, foreground
 from runner.sandbox import SandboxUnavailable, sandbox
 from tasks import attempts, review, services
-from tasks.demo.repository import VERIFY, build
 from tasks.landing import LAND_JOB
 from tasks.models import AttemptState
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from evidence.models import GateRunState
 from evidence.services import gate_run_finish, gate_run_requeue, gate_run_start, gate_runs_create
+from oversight.costs import cost_figures
 from projects.roles import Role
 from tasks import attempts, review
-from tasks.costs import cost_figures
 from tasks.models import Attempt, Task
 from tests.conftest import world_for_the_module
 from tests.factories import Flow, ProjectFactory, all_met, member

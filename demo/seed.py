@@ -10,13 +10,13 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 
 from decisions import services as decisions
+from demo import artifacts
+from demo.runner_demo import seed_runner_demo
 from evidence import services as evidence
 from projects import services as project_services
 from projects.models import Project
 from projects.roles import Role
 from tasks import attempts, review, services
-from tasks.demo import artifacts
-from tasks.demo.runner_demo import seed_runner_demo
 
 SLUG = "FM"
 PASSWORD = "factory-demo"

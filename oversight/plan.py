@@ -3,8 +3,8 @@ the open work may be done.
 
 Pure functions over plain data (``PlanTask``, dependency links, ``Completion``) build the
 plan; ``plan_for`` loads what they need in a constant number of queries, whatever the
-project's size. The API (``tasks.api_plan``) answers the dict ``build_plan`` returns and
-the page (``tasks.plan_svg``) draws it. docs/api.md, "The plan", says what each field means.
+project's size. The API (``oversight.api``) answers the dict ``build_plan`` returns and
+the page (``oversight.plan_svg``) draws it. docs/api.md, "The plan", says what each field means.
 """
 
 import hashlib
@@ -24,9 +24,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from decisions.models import Spec
+from oversight.dashboard import percentile
 from projects.errors import NotFound
 from projects.models import Event
-from tasks.dashboard import percentile
 from tasks.models import Attempt, Label, Task, TaskState
 
 # A task in one of these states is finished: it neither waits nor is waited on.

@@ -11,7 +11,7 @@ drawn in a grid below. Each task is a link to its page; the critical path is dra
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from tasks.plan import key_order, strongly_connected
+from oversight.plan import key_order, strongly_connected
 
 NODE_W, NODE_H = 172, 48
 COL_GAP, ROW_GAP = 48, 12

@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 
 from evidence.models import GateRunState
 from evidence.services import gate_run_finish, gate_run_start, gate_runs_create
+from oversight.dashboard import bar_chart, dashboard_context, hbar_chart, percentile
 from projects.roles import Role
 from tasks import attempts, review
-from tasks.dashboard import bar_chart, dashboard_context, hbar_chart, percentile
 from tests.factories import member
 
 PASSED, FAILED, ERROR = GateRunState.PASSED, GateRunState.FAILED, GateRunState.ERROR
