@@ -138,7 +138,9 @@ def subscription_update(*, subscription: Subscription, actor, **changes) -> Subs
     if "active" in changes and not isinstance(changes["active"], bool):
         raise ValidationError({"active": "true or false"})
     with transaction.atomic():
-        subscription = Subscription.objects.select_for_update(no_key=True).get(pk=subscription.pk)
+        subscription = Subscription.objects.select_for_update(no_key=True, of=("self",)).get(
+            pk=subscription.pk
+        )
         given = set(changes)
         changes = {k: v for k, v in changes.items() if getattr(subscription, k) != v}
         subscription.token_cleared = bool(
@@ -277,7 +279,7 @@ def _claim(delivery_id: int) -> Delivery | None:
         delivery = (
             # ``of=self``: a writer holding the project or subscription row (numbering a
             # task, inserting an event) must not make this try skip.
-            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            Delivery.objects.select_for_update(no_key=True, skip_locked=True, of=("self",))
             .select_related("subscription__project")
             .filter(pk=delivery_id, status=DeliveryStatus.PENDING)
             .first()
@@ -472,7 +474,9 @@ def delivery_redeliver(*, delivery: Delivery, actor) -> Delivery:
     require_role(actor, delivery.subscription.project_id, Role.MANAGER)
     with transaction.atomic():
         delivery = (
-            Delivery.objects.select_for_update().select_related("subscription").get(pk=delivery.pk)
+            Delivery.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("subscription")
+            .get(pk=delivery.pk)
         )
         if not delivery.subscription.active:
             raise ValidationError(

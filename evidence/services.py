@@ -136,7 +136,7 @@ def _lock_quotas(attempt) -> None:
     attempt.fence, then next_key), ``FOR NO KEY UPDATE`` as ADR 0002 says.
     """
     if any(_quotas().values()):
-        Project.objects.select_for_update(no_key=True).values_list("pk").get(
+        Project.objects.select_for_update(no_key=True, of=("self",)).values_list("pk").get(
             pk=attempt.task.project_id
         )
 

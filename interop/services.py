@@ -125,7 +125,11 @@ def import_apply(*, run: ImportRun, actor) -> ImportRun:
     run is a 409, and the same files imported again change nothing (every item unchanged).
     """
     with transaction.atomic():
-        run = ImportRun.objects.select_for_update().select_related("project").get(pk=run.pk)
+        run = (
+            ImportRun.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("project")
+            .get(pk=run.pk)
+        )
         if run.state == ImportState.APPLIED:
             # Refused by the transition below too; said here with the reason a person needs.
             raise Conflict(f"import #{run.pk} was applied already", code="invalid_state")
@@ -156,7 +160,11 @@ def imports_expire(*, now: datetime | None = None) -> int:
     stale = ImportRun.objects.filter(state=ImportState.CHECKED, created_at__lt=since)
     for run_id in stale.values_list("pk", flat=True):
         with transaction.atomic():
-            run = ImportRun.objects.select_for_update().filter(pk=run_id).first()
+            run = (
+                ImportRun.objects.select_for_update(no_key=True, of=("self",))
+                .filter(pk=run_id)
+                .first()
+            )
             if run is None or run.state != ImportState.CHECKED or run.created_at >= since:
                 continue  # applied (or expired) by someone else meanwhile
             days = settings.FACTORY_IMPORT_KEEP_DAYS

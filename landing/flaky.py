@@ -174,7 +174,7 @@ def record(project: Project, tests: list[str], *, tree: str) -> None:
     now = timezone.now()
     for test in tests:
         with transaction.atomic():
-            row, _ = FlakyTest.objects.select_for_update().get_or_create(
+            row, _ = FlakyTest.objects.select_for_update(no_key=True, of=("self",)).get_or_create(
                 project=project, test=test[:500], defaults={"first_seen": now}
             )
             row.flakes += 1
@@ -203,7 +203,7 @@ def count_runs(project: Project, run: Run) -> None:
         project=project, quarantined=True, test__in=run.quarantined_passing
     ).update(passes=F("passes") + 1)
     with transaction.atomic():
-        for row in FlakyTest.objects.select_for_update().filter(
+        for row in FlakyTest.objects.select_for_update(no_key=True, of=("self",)).filter(
             project=project, quarantined=True, passes__gte=after
         ):
             set_quarantine(row, actor=None, on=False, reason=f"passed {row.passes} runs in a row")

@@ -31,7 +31,7 @@ def paused(project, *, now: datetime | None = None) -> bool:
     if lander.paused_until is None or lander.paused_until > now:
         return True
     with transaction.atomic():
-        lander = Lander.objects.select_for_update(no_key=True).get(pk=lander.pk)
+        lander = Lander.objects.select_for_update(no_key=True, of=("self",)).get(pk=lander.pk)
         if lander.paused and lander.paused_until is not None and lander.paused_until <= now:
             ended = lander.paused_until.isoformat()
             lift(lander, actor=None, reason=f"the pause ended at {ended}", wake=False)

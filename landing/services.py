@@ -132,7 +132,9 @@ def landing_pause(*, project: Project, actor, reason: str, until: datetime | Non
             code="until_passed",
         )
     with transaction.atomic():
-        lander, _ = Lander.objects.select_for_update(no_key=True).get_or_create(project=project)
+        lander, _ = Lander.objects.select_for_update(no_key=True, of=("self",)).get_or_create(
+            project=project
+        )
         if lander.paused:
             by = lander.paused_by.get_username() if lander.paused_by_id else "someone"
             raise Conflict(
@@ -162,7 +164,11 @@ def landing_resume(*, project: Project, actor, reason: str = "") -> Lander:
     require_role(actor, project.pk, Role.MANAGER)
     reason = (reason or "").strip() or "a manager resumed landing"
     with transaction.atomic():
-        lander = Lander.objects.select_for_update(no_key=True).filter(project=project).first()
+        lander = (
+            Lander.objects.select_for_update(no_key=True, of=("self",))
+            .filter(project=project)
+            .first()
+        )
         if lander is None or not lander.paused:
             raise Conflict(
                 f"landing in {project.slug} is not paused; there is nothing to resume",
@@ -194,7 +200,11 @@ def landing_quarantine(
     if quarantined and not reason:
         raise ValidationError({"reason": ["say why the test is quarantined: the page shows it"]})
     with transaction.atomic():
-        row = FlakyTest.objects.select_for_update().filter(project=project, test=test).first()
+        row = (
+            FlakyTest.objects.select_for_update(no_key=True, of=("self",))
+            .filter(project=project, test=test)
+            .first()
+        )
         if quarantined and row is not None and row.quarantined:
             raise Conflict(
                 f"{test} is already quarantined: {row.reason}", code="already_quarantined"

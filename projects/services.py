@@ -242,7 +242,7 @@ def project_update(*, project: Project, actor, **changes) -> Project:
         # The host is asked outside the transaction: no row stays locked while it answers.
         check_code_host_reachable(changes["code_host"])
     with transaction.atomic():
-        project = Project.objects.select_for_update(no_key=True).get(pk=project.pk)
+        project = Project.objects.select_for_update(no_key=True, of=("self",)).get(pk=project.pk)
         changes = {k: v for k, v in changes.items() if getattr(project, k) != v}
         if "landing" in changes:
             check_mode_change(
@@ -448,7 +448,7 @@ def _lock_identity(identity: Identity) -> Identity:
     meanwhile is judged too."""
     # No join in the locking query: PostgreSQL re-checks a locked row that changed meanwhile
     # against the joined row it read first, and would drop an identity repointed since.
-    return Identity.objects.select_for_update(no_key=True).get(pk=identity.pk)
+    return Identity.objects.select_for_update(no_key=True, of=("self",)).get(pk=identity.pk)
 
 
 def _check_identity_rights(actor, action: str, *, current=None, wanted=None) -> None:

@@ -64,7 +64,9 @@ def token_issue(*, user, days: int | None = None) -> tuple[AuthToken, str]:
     cap = settings.FACTORY_TOKEN_MAX_PER_USER
     with transaction.atomic():
         # Lock the user's row so two issues at once cannot both see room under the cap.
-        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        get_user_model().objects.select_for_update(no_key=True, of=("self",)).filter(
+            pk=user.pk
+        ).first()
         held = live_tokens(user).count()
         if held >= cap:
             raise ValidationError(

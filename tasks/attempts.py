@@ -329,7 +329,7 @@ def _note_project_spend(task: Task, attempt: Attempt, cost: Decimal, now) -> Non
     # The project row, after the attempt's (as evidence quotas take it): of two reports
     # at once, exactly one sees the spend cross the budget.
     budget = (
-        Project.objects.select_for_update(no_key=True)
+        Project.objects.select_for_update(no_key=True, of=("self",))
         .values_list("budget_usd", flat=True)
         .get(pk=task.project_id)
     )

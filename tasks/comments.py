@@ -115,7 +115,9 @@ def comment_resolve(*, comment: LineComment, actor) -> LineComment:
         code, reason = refused
         raise PermissionDenied(reason, code=code)
     with transaction.atomic():
-        comment = LineComment.objects.select_for_update().get(pk=comment.pk)
+        comment = LineComment.objects.select_for_update(no_key=True, of=("self",)).get(
+            pk=comment.pk
+        )
         if comment.resolved_at is not None:
             raise Conflict(f"{comment} is already resolved", code="invalid_state")
         comment.resolved_at = timezone.now()

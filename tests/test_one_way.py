@@ -1,5 +1,6 @@
 """Each rule written once, read from the source: who is the runner, how jobs start after a
-commit, how a task and its attempt are locked, where API addresses are made.
+commit, how a task and its attempt are locked, how any row is locked, where API addresses
+are made.
 
 Source scans, like tests/test_layers.py: they fail when a second way creeps back in.
 """
@@ -113,6 +114,42 @@ def test_an_attempt_is_locked_beside_its_task_only_by_lock_task_and_attempt():
     assert {path: found for path, found in callers.items() if found} == {
         "tasks/services.py": ["lock_task_and_attempt"]
     }
+
+
+def row_locks(source: str) -> list[tuple[int, str]]:
+    """``(line, call)`` of each ``select_for_update`` in ``source`` that is not ``FOR NO KEY
+    UPDATE`` of its own rows (``no_key=True, of=("self",)``, ADR 0002)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "select_for_update":
+            given = {k.arg: ast.unparse(k.value) for k in node.keywords}
+            if given.get("no_key") != "True" or given.get("of") not in ("('self',)", '("self",)'):
+                found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_every_row_lock_is_for_no_key_update_of_its_own_rows():
+    # A plain FOR UPDATE blocks the inserts that merely refer to the row (their foreign-key
+    # checks take FOR KEY SHARE): bench/gates.py's deadlock. Without of=self a join locks
+    # the joined rows too.
+    found = {
+        f"{path.relative_to(ROOT)}:{line}": call
+        for path in server_modules()
+        for line, call in row_locks(path.read_text())
+    }
+
+    assert found == {}
+
+
+def test_the_lock_scan_finds_a_plain_lock_and_one_that_locks_its_joins():
+    source = (
+        "a = Task.objects.select_for_update().get(pk=1)\n"
+        "b = Task.objects.select_for_update(no_key=True).select_related('project').get(pk=1)\n"
+        "c = Task.objects.select_for_update(of=('self',)).get(pk=1)\n"
+        "d = Task.objects.select_for_update(no_key=True, skip_locked=True, of=('self',))\n"
+    )
+
+    assert [line for line, _ in row_locks(source)] == [1, 2, 3]
 
 
 def test_no_model_builds_an_api_address():
