@@ -207,11 +207,12 @@ class GitHubHost:
         backoff: float = 1.0,
         sleep=time.sleep,
         page_size: int = 100,
+        max_pages: int = 100,
     ):
         self.api_url = api_url.rstrip("/")
         self.repository_name = repository
         self.owner, self.name = repository.split("/")
-        self.page_size = page_size
+        self.page_size, self.max_pages = page_size, max_pages
         self._token = token
         self._app_id, self._installation_id = app_id, installation_id
         self._keys = [key for key in private_keys if key]
@@ -605,8 +606,8 @@ class GitHubHost:
         return Comment(answer["id"], answer["html_url"])
 
     def comment_marked(self, number: int, marker: str) -> tuple[str, Comment] | None:
-        """Read the pull request's review comments, then its plain ones, page after page,
-        for the first body holding ``marker``."""
+        """Read the pull request's review comments, then its plain ones, page after page
+        (``_pages``), for the first body holding ``marker``."""
         listings = {
             "review": lambda g, page: g.rest.pulls.list_review_comments(
                 self.owner, self.name, number, per_page=self.page_size, page=page
@@ -616,16 +617,26 @@ class GitHubHost:
             ),
         }
         for kind, listing in listings.items():
-            page = 1
-            while True:
-                response = self._call(lambda g, page=page, listing=listing: listing(g, page))
-                for data in response.json():
+            for found in self._pages(f"{kind}s on #{number}", listing):
+                for data in found:
                     if marker in (data.get("body") or ""):
                         return kind, Comment(data["id"], data["html_url"])
-                if 'rel="next"' not in response.headers.get("Link", ""):
-                    break
-                page += 1
         return None
+
+    def _pages(self, what: str, listing):
+        """Each page's items of ``listing(g, page)``, as long as the host's ``Link`` names a
+        next one, ``max_pages`` at most: past them a ``HostError`` names ``what``, so a
+        host that always names a next page (or a listing grown past any sense) ends the
+        call rather than holding the job for ever."""
+        for page in range(1, self.max_pages + 1):
+            response = self._call(lambda g, page=page: listing(g, page))
+            yield response.json()
+            if 'rel="next"' not in response.headers.get("Link", ""):
+                return
+        raise HostError(
+            f"the host named a page after {self.max_pages} pages of {what}"
+            f" ({self.page_size} a page): not read further"
+        )
 
     def merge(self, pull: PullRequest, *, sha: str, method: str = "merge") -> Merged:
         """Merge pinned to ``sha``: GitHub refuses (409) if the head moved meanwhile."""
@@ -679,25 +690,20 @@ class GitHubHost:
         )
 
     def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]:
-        """Every issue carrying ``label`` (pull requests left out), page after page, as
-        long as the host's ``Link`` names a next one."""
-        found: list[Issue] = []
-        page = 1
-        while True:
-            response = self._call(
-                lambda g, page=page: g.rest.issues.list_for_repo(
-                    self.owner,
-                    self.name,
-                    labels=label,
-                    state=state,
-                    per_page=self.page_size,
-                    page=page,
-                )
+        """Every issue carrying ``label`` (pull requests left out), page after page
+        (``_pages``)."""
+
+        def listing(g, page):
+            return g.rest.issues.list_for_repo(
+                self.owner, self.name, labels=label, state=state, per_page=self.page_size, page=page
             )
-            found += [self._issue(i) for i in response.json() if "pull_request" not in i]
-            if 'rel="next"' not in response.headers.get("Link", ""):
-                return found
-            page += 1
+
+        return [
+            self._issue(i)
+            for found in self._pages(f"issues labelled {label!r}", listing)
+            for i in found
+            if "pull_request" not in i
+        ]
 
     def issue(self, number: int) -> Issue:
         return self._issue(

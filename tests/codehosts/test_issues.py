@@ -15,8 +15,8 @@ from django.db import connection
 
 from codehosts import issues, jobs, sync
 from codehosts.models import HostDelivery, TaskIssue
+from codehosts.providers import HostError, Unavailable, provider_for
 from codehosts.providers import Issue as HostIssue
-from codehosts.providers import Unavailable, provider_for
 from decisions.models import Spec, SpecVersionState
 from projects import services as project_services
 from projects.models import Event
@@ -334,6 +334,21 @@ def test_nothing_is_brought_in_without_the_label_or_without_a_manager_to_vouch(f
         "#8: no manager vouches for the followed label; save the code host again"
     )
     assert (Task.objects.count(), Spec.objects.count()) == (0, 0)
+
+
+def test_issues_past_the_page_bound_end_the_listing_with_a_reason(following, repo, github):
+    for number in (3, 4, 5):
+        opened(repo, number=number, body=f"- [ ] item {number}\n")
+    host = provider_for(following.project, page_size=1, max_pages=2)
+
+    with pytest.raises(HostError) as ended:
+        host.issues_with_label("factory")
+
+    assert ended.value.detail == (
+        "the host named a page after 2 pages of issues labelled 'factory' (1 a page):"
+        " not read further"
+    )
+    assert Task.objects.count() == 0
 
 
 def test_the_sweep_asks_the_host_for_what_deliveries_missed_page_after_page(

@@ -4,10 +4,12 @@ the attempt's commit; once however often the job runs; as a plain comment naming
 when the pull request no longer shows the commit or the host refuses the lines; never for
 a project without a code host, and never in the way of the comment itself."""
 
+import pytest
+
 from codehosts import jobs
 from codehosts.line_comments import line_comment_post
 from codehosts.models import TaskPullRequest
-from codehosts.providers import provider_for
+from codehosts.providers import HostError, provider_for
 from tasks import attempts, comments, review
 from tasks.api_review import LineCommentSerializer
 from tasks.models import LineComment
@@ -259,6 +261,24 @@ def test_the_comment_is_stored_and_answered_alike_while_the_host_is_down(
     assert lines_posted(attempt) is None
     assert repo.pulls[1].review_comments == []
     assert repo.comments == []
+
+
+def test_a_listing_longer_than_the_page_bound_ends_with_a_reason_not_a_repost(
+    hosted, repo, github, django_capture_on_commit_callbacks
+):
+    in_review(hosted, repo, django_capture_on_commit_callbacks)
+    host = provider_for(hosted.project, page_size=1, max_pages=2)
+    for body in ("first", "second", "third"):
+        host.comment(1, body)
+
+    with pytest.raises(HostError) as ended:
+        host.comment_marked(1, "<!-- nowhere -->")
+
+    assert ended.value.detail == (
+        "the host named a page after 2 pages of comments on #1 (1 a page): not read further"
+    )
+    listed = [c for c in github.calls() if c.startswith("GET /repos/octo-org/widgets/issues/1/")]
+    assert len(listed) == 2
 
 
 def test_a_marked_comment_is_found_page_after_page(
