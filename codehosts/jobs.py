@@ -47,7 +47,13 @@ def _with_retries(job, what: str, act) -> str:
 
 @shared_task(bind=True, **JOB_OPTIONS)
 def pull_request_sync_job(self, task_id: int) -> str:
-    return _with_retries(self, f"task {task_id}", lambda: pulls.pull_request_sync(task_id=task_id))
+    def act():
+        synced = pulls.pull_request_sync(task_id=task_id)
+        # A line comment written while the task had no pull request is posted now.
+        posted = line_comments.line_comments_post_pending(task_id=task_id)
+        return "; ".join([synced, *posted])
+
+    return _with_retries(self, f"task {task_id}", act)
 
 
 @shared_task(bind=True, **JOB_OPTIONS)

@@ -14,7 +14,7 @@ by a job after the comment committed, never inside the request (ADR 0038).
 from codehosts.models import TaskPullRequest
 from codehosts.providers import Refused, provider_for
 from codehosts.pulls import record_posted, task_url
-from tasks.models import LineComment
+from tasks.models import LineComment, Task
 
 # GitHub's status for lines its diff does not show (and other refusals of the body).
 UNPROCESSABLE = 422
@@ -80,6 +80,27 @@ def line_comment_post(*, comment_id: int, host=None) -> str:
     made = host.comment(link.number, fallback_body(comment, why))
     _record(link, comment, {"as": "comment", "id": made.id, "url": made.url, "why": why})
     return f"{comment.where}: comment {made.id} on #{link.number} ({why})"
+
+
+def line_comments_post_pending(*, task_id: int, host=None) -> list[str]:
+    """Post the line comments on the task's current attempt that its pull request does not
+    show yet: those written while it had none (the host was down when the attempt was
+    submitted, so the comment's own job found nothing to comment on). Called after each
+    sync of the pull request; what each post did, in comment order."""
+    task = Task.objects.select_related("project").filter(pk=task_id).first()
+    if task is None or task.current_attempt_id is None:
+        return []
+    link = TaskPullRequest.objects.filter(task=task).first()
+    if link is None:
+        return []
+    done = {key for key, made in (link.posted.get("lines") or {}).items() if "id" in made}
+    waiting = (
+        LineComment.objects.filter(attempt_id=task.current_attempt_id)
+        .exclude(pk__in=[int(key) for key in done])
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    return [line_comment_post(comment_id=pk, host=host) for pk in waiting]
 
 
 def marker(comment: LineComment) -> str:

@@ -21,11 +21,12 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from codehosts import issues
+from codehosts.line_comments import line_comments_post_pending
 from codehosts.models import HostDelivery
 from codehosts.providers import HostError, NotFound, provider_for
 from codehosts.pulls import pull_request_closed, pull_request_reopened, pull_request_sync
 from projects.models import Project
-from tasks.models import Attempt, Task, TaskState
+from tasks.models import Attempt, LineComment, Task, TaskState
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,23 @@ def hosts_reconcile(*, limit: int | None = None) -> dict:
                 "task %s: the host could not be brought up to date: %s", task_id, exc.detail
             )
             counts["pull_requests_failed"] += 1
+    # Line comments whose own job found no pull request then, or gave up on the host: those
+    # on the current attempt of a task still under review or approved.
+    commented = LineComment.objects.filter(attempt=OuterRef("current_attempt"))
+    reviewed = (
+        Task.objects.filter(project__code_host__provider="github", pull_request__isnull=False)
+        .filter(state__in=[TaskState.IN_REVIEW, TaskState.APPROVED])
+        .filter(Exists(commented))
+        .order_by("updated_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    counts |= {"line_comments_posted": 0, "line_comments_failed": 0}
+    for task_id in list(reviewed):
+        try:
+            counts["line_comments_posted"] += len(line_comments_post_pending(task_id=task_id))
+        except HostError as exc:
+            logger.warning("task %s: a line comment could not be posted: %s", task_id, exc.detail)
+            counts["line_comments_failed"] += 1
     counts |= {"issues_created": 0, "issues_read": 0, "issues_left": 0, "issues_failed": 0}
     # Issues followed by label: what deliveries missed, read from the host (pages followed).
     following = Project.objects.filter(code_host__provider="github").exclude(code_host__issues=None)

@@ -18,7 +18,15 @@ from tests.github_standin.world import Pull
 
 SECRET = "It's a Secret to Everybody"
 # What the sweep says of issues when no project follows a label.
-NO_ISSUES = {"issues_created": 0, "issues_read": 0, "issues_left": 0, "issues_failed": 0}
+# What the sweep counts besides pull requests and deliveries, when it had none to do.
+NOTHING_MORE = {
+    "line_comments_posted": 0,
+    "line_comments_failed": 0,
+    "issues_created": 0,
+    "issues_read": 0,
+    "issues_left": 0,
+    "issues_failed": 0,
+}
 
 
 def deliver(client, github, *, delivery, number=1, repository="octo-org/widgets", **fields):
@@ -179,7 +187,7 @@ def test_the_sweep_runs_on_the_reconcilers_beat_and_prunes_and_reconciles(db, se
         "pull_requests_synced": 0,
         "pull_requests_failed": 0,
         "deliveries_retried": 0,
-        **NO_ISSUES,
+        **NOTHING_MORE,
     }
     assert settings.CELERY_BEAT_SCHEDULE["code-hosts"] == {
         "task": "codehosts.jobs.hosts_sweep_job",

@@ -13,7 +13,15 @@ from tasks import attempts, review
 from tasks.models import Task
 from tests.factories import Flow, ProjectFactory, all_met
 
-NO_ISSUES = {"issues_created": 0, "issues_read": 0, "issues_left": 0, "issues_failed": 0}
+# What the sweep counts besides pull requests and deliveries, when it had none to do.
+NOTHING_MORE = {
+    "line_comments_posted": 0,
+    "line_comments_failed": 0,
+    "issues_created": 0,
+    "issues_read": 0,
+    "issues_left": 0,
+    "issues_failed": 0,
+}
 
 BRANCH = "fm/WID-1"
 FAILING_JUNIT = (
@@ -265,7 +273,7 @@ def test_a_host_down_through_every_retry_is_repaired_by_the_sweep(
         "pull_requests_synced": 1,
         "pull_requests_failed": 0,
         "deliveries_retried": 0,
-        **NO_ISSUES,
+        **NOTHING_MORE,
     }
     assert (repo.pulls[1].draft, checks(repo), len(repo.comments)) == (
         False,

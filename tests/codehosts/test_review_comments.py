@@ -6,7 +6,7 @@ a project without a code host, and never in the way of the comment itself."""
 
 import pytest
 
-from codehosts import jobs
+from codehosts import jobs, sync
 from codehosts.line_comments import line_comment_post
 from codehosts.models import TaskPullRequest
 from codehosts.providers import HostError, provider_for
@@ -279,6 +279,41 @@ def test_a_listing_longer_than_the_page_bound_ends_with_a_reason_not_a_repost(
     )
     listed = [c for c in github.calls() if c.startswith("GET /repos/octo-org/widgets/issues/1/")]
     assert len(listed) == 2
+
+
+def test_a_comment_written_while_the_task_had_no_pull_request_is_posted_once_by_the_sweep(
+    hosted, repo, github, django_capture_on_commit_callbacks
+):
+    github.fail("502", count=100, match="/pulls")
+    attempt, sha = in_review(hosted, repo, django_capture_on_commit_callbacks)
+    comment = commented(hosted, attempt, django_capture_on_commit_callbacks, line=3)
+    assert (repo.pulls, TaskPullRequest.objects.exists()) == ({}, False)
+    github.faults.clear()
+
+    first = sync.hosts_reconcile()
+    second = sync.hosts_reconcile()
+
+    assert (first["pull_requests_synced"], first["line_comments_posted"]) == (1, 1)
+    assert (second["pull_requests_synced"], second["line_comments_posted"]) == (0, 0)
+    assert review_comments(repo) == [(PATH, None, 3, "RIGHT", sha, "factory-memory[bot]")]
+    assert list(lines_posted(attempt)) == [str(comment.pk)]
+
+
+def test_the_next_sync_of_the_pull_request_posts_a_comment_written_while_it_had_none(
+    hosted, repo, github, django_capture_on_commit_callbacks
+):
+    github.fail("502", count=100, match="/pulls")
+    attempt, sha = in_review(hosted, repo, django_capture_on_commit_callbacks)
+    comment = commented(hosted, attempt, django_capture_on_commit_callbacks, line=3)
+    github.faults.clear()
+
+    said = jobs.pull_request_sync_job.delay(attempt.task_id).get()
+
+    assert said == (
+        f"WID-1: pull request #1; {comment.where}: review comment"
+        f" {repo.pulls[1].review_comments[0].id} on #1"
+    )
+    assert review_comments(repo) == [(PATH, None, 3, "RIGHT", sha, "factory-memory[bot]")]
 
 
 def test_a_marked_comment_is_found_page_after_page(
