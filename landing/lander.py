@@ -15,7 +15,10 @@ project, anywhere) and works the queue until it is empty, a batch at a time:
    the base: a target that fails on its own lands nothing and blames nobody;
 4. write the plan and the commit to push (the commit point), then push with a lease on
    the base; if someone moved the target meanwhile, build again on the new tip (their
-   commits kept), at most ``FACTORY_LANDING_PUSH_TRIES`` times;
+   commits kept), at most ``FACTORY_LANDING_PUSH_TRIES`` times. Landing through pull
+   requests (``landing.mode: pull_request``, one change per batch), the commit goes on
+   the task's pull request and the host merges it instead (``landing.through_host``);
+   such a batch left ``pushing`` is settled by asking the host, not git;
 5. mark each landed task done at its own commit, and store each run's JUnit and log as
    ``runner`` evidence on the attempts it judged.
 

@@ -42,8 +42,9 @@ class TeamCI:
                 check = Check(len(repo.checks) + 9000, "CR", "ci", commit, "completed",
                               self.conclusion, None)  # fmt: skip
                 repo.checks[check.id] = check
-            if self.then is not None:
-                self.then(), setattr(self, "then", None)
+            then, self.then = self.then, None  # once
+            if then is not None:
+                then()
 
         monkeypatch.setattr(host_landing.HostLanding, "post_checks", post_checks)
 
@@ -131,6 +132,34 @@ def test_a_change_lands_through_its_pull_request_on_a_protected_target(
         head,
         f"merged as {merged} through the pull request, tree {batch.tree}",
     )
+
+
+def test_a_merge_whose_tree_is_not_the_verified_one_is_a_loud_error(
+    through, repo, monkeypatch, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    real = repo.git.merge_tree
+
+    def smuggling(base, head):  # a host that merges one file more than it was given
+        listing = repo.git.git("ls-tree", real(base, head))
+        blob = repo.git.git("hash-object", "-w", "--stdin", stdin=b"smuggled\n")
+        return repo.git.git("mktree", stdin=f"{listing}\n100644 blob {blob}\tSMUGGLED\n".encode())
+
+    monkeypatch.setattr(repo.git, "merge_tree", smuggling)
+    errors = []
+    monkeypatch.setattr(
+        "landing.lander.logger.error", lambda text, *args: errors.append(text % args)
+    )
+
+    land(through.project)
+
+    merged = repo.git.head("main")
+    task.refresh_from_db()
+    assert (task.state, task.landed_commit) == ("done", merged)  # it is on the target
+    batch = Batch.objects.get()
+    assert batch.reason.startswith(f"merged as {merged}, whose tree ")
+    assert f"is NOT the verified tree {batch.tree}" in batch.reason
+    assert errors == [f"landing batch {batch.pk} of WID: {batch.reason}"]
 
 
 def test_the_protected_target_refuses_a_direct_push(through, repo):
@@ -392,3 +421,29 @@ def test_a_revert_is_refused_in_pull_request_mode(
 
     assert (response.status_code, response.json()["code"]) == (409, "landing_off")
     assert Event.objects.count() == before
+
+
+def test_a_lander_killed_before_the_merge_is_abandoned_and_the_next_lands_on_its_branch(
+    through, repo, team_ci, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+
+    def killed():
+        raise Killed
+
+    team_ci.then = killed
+    with pytest.raises(Killed):
+        land(through.project)
+    first = repo.git.head(BRANCH)  # the site's own commit is on the branch now
+    assert (repo.pulls[1].merged, state(task)[:2]) == (False, ("approved", "landing"))
+
+    counts = land(through.project)
+
+    task.refresh_from_db()
+    assert (counts["settled"], counts["landed"]) == (1, 1)
+    assert (task.state, task.landed_commit) == ("done", repo.git.head("main"))
+    assert [b.state for b in Batch.objects.order_by("pk")] == [
+        BatchState.ABANDONED,
+        BatchState.LANDED,
+    ]
+    assert first in Attempt.objects.get(task=task).landing["pull"]["heads"]
