@@ -78,20 +78,21 @@ def through(hosted, repo, github, settings, monkeypatch, team_ci):
     return hosted
 
 
-def approved(flow, repo, capture, files=None):
-    """A task whose change (on ``BRANCH``) has its pull request (opened by the sync job) and
+def approved(flow, repo, capture, files=None, branch=BRANCH):
+    """A task whose change (on ``branch``) has its pull request (opened by the sync job) and
     is approved, queued to land; the lander has not run."""
-    task, attempt = flow.claimed(title="Add alpha")
-    sha = repo.git.commit(BRANCH, files or feature("alpha"), "alpha", start="main")
+    task, attempt = flow.claimed(title=f"Add {branch}")
+    sha = repo.git.commit(branch, files or feature("alpha"), "alpha", start="main")
     with capture(execute=True):
         attempts.attempt_submit(
-            attempt=attempt, actor=flow.agent, summary="alpha", change={"commit": sha, "branch": BRANCH}
+            attempt=attempt, actor=flow.agent, summary="alpha", change={"commit": sha, "branch": branch}
         )  # fmt: skip
     attempt.refresh_from_db()
     review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
     task.refresh_from_db()
     attempt.refresh_from_db()
-    assert (task.state, attempt.landing["state"], list(repo.pulls)) == ("approved", "queued", [1])
+    assert (task.state, attempt.landing["state"]) == ("approved", "queued")
+    assert repo.pulls[max(repo.pulls)].head == branch
     return task, attempt, sha
 
 
@@ -172,15 +173,26 @@ def test_the_protected_target_refuses_a_direct_push(through, repo):
 
 
 def test_one_change_per_merge(through, repo, django_capture_on_commit_callbacks):
-    _task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    first, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    second, _, _ = approved(
+        through, repo, django_capture_on_commit_callbacks, feature("beta"), branch="fm/WID-2"
+    )
     Project = type(through.project)
     Project.objects.filter(pk=through.project.pk).update(
         landing={**through.project.landing, "batch_max": 4}
     )
+    base = repo.git.head("main")
 
-    land(Project.objects.get(pk=through.project.pk))
+    counts = land(Project.objects.get(pk=through.project.pk))
 
-    assert [len(b.changes) for b in Batch.objects.all()] == [1]
+    assert counts["landed"] == 2
+    assert [len(b.changes) for b in Batch.objects.order_by("pk")] == [1, 1]
+    assert [repo.pulls[n].merged for n in sorted(repo.pulls)] == [True, True]
+    first.refresh_from_db(), second.refresh_from_db()
+    assert repo.git.git("rev-list", "--reverse", f"{base}..main").split() == [
+        first.landed_commit,
+        second.landed_commit,
+    ]
 
 
 def test_a_failing_required_check_sends_the_change_back_naming_it(
