@@ -128,6 +128,12 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
         # attempt's submission opens a new one.
         TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
         return f"{task.key}: pull request #{link.number} was closed on the host"
+    merged = ((attempt.landing or {}).get("pull") or {}).get("number")
+    if link is not None and task.state == TaskState.DONE and merged == link.number:
+        # The lander merged it (landing through the pull request, ADR 0041): its branch is
+        # on the target, and a pull request opened from it again would be nobody's.
+        TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
+        return f"{task.key}: pull request #{link.number} merged by the landing"
     host = host or provider_for(task.project)
     draft = task.state not in READY_STATES
     pull = host.open_or_update_pull_request(

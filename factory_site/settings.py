@@ -481,6 +481,11 @@ FACTORY_LANDING_TIME_LIMIT = env_int("FACTORY_LANDING_TIME_LIMIT", 6 * 3600)
 # each time nothing changed, up to the most (ADR 0020); a manager may wake it sooner.
 FACTORY_LANDING_BACKOFF_SECONDS = env_int("FACTORY_LANDING_BACKOFF_SECONDS", 30)
 FACTORY_LANDING_BACKOFF_MAX_SECONDS = env_int("FACTORY_LANDING_BACKOFF_MAX_SECONDS", 600)
+# Landing through a pull request (ADR 0041): how long the lander waits for the target's
+# required checks (the team's CI) on the verified commit before the change goes back, and
+# how often it looks meanwhile.
+FACTORY_LANDING_CHECKS_TIMEOUT = env_int("FACTORY_LANDING_CHECKS_TIMEOUT", 30 * 60)
+FACTORY_LANDING_CHECKS_POLL_SECONDS = env_int("FACTORY_LANDING_CHECKS_POLL_SECONDS", 15)
 # Code hosts (docs/code-hosts.md): the API bases a project's code_host may name (GitHub
 # Enterprise Server by adding its https://HOST/api/v3), and the largest webhook delivery
 # taken (GitHub sends at most 25 MB).

@@ -258,6 +258,23 @@ def push(path: Path, url: str, commit: str, *, branch: str, expected: str) -> No
     ``expected``: if anyone moved it meanwhile, the push is refused (``GitError``) and
     nothing changes. Never a forced rewind.
     """
+    _push_with_lease(path, url, commit, branch=branch, expected=expected)
+
+
+def force_branch(path: Path, url: str, commit: str, *, branch: str, expected: str) -> None:
+    """Make ``branch`` of the repository at ``url`` exactly ``commit``, whatever it descends
+    from, only if the branch is still at ``expected`` (a pull request's branch, set to the
+    verified commit: ADR 0041). If anyone moved it meanwhile, the push is refused
+    (``GitError``) and nothing changes. Never the target: only a task's own branch."""
+    _push_with_lease(path, url, commit, branch=branch, expected=expected)
+
+
+def message_of(path: Path, commit: str) -> str:
+    """``commit``'s message as git keeps it."""
+    return git("log", "-1", "--format=%B", commit, "--", cwd=path).strip()
+
+
+def _push_with_lease(path: Path, url: str, commit: str, *, branch: str, expected: str) -> None:
     pins = check_repository_location(url)
     # Detached: a lander killed mid-push (its worker's process group) must not take the
     # receiving git of a local repository with it, which would leave its ref locks behind

@@ -15,7 +15,10 @@ project, anywhere) and works the queue until it is empty, a batch at a time:
    the base: a target that fails on its own lands nothing and blames nobody;
 4. write the plan and the commit to push (the commit point), then push with a lease on
    the base; if someone moved the target meanwhile, build again on the new tip (their
-   commits kept), at most ``FACTORY_LANDING_PUSH_TRIES`` times;
+   commits kept), at most ``FACTORY_LANDING_PUSH_TRIES`` times. Landing through pull
+   requests (``landing.mode: pull_request``, one change per batch), the commit goes on
+   the task's pull request and the host merges it instead (``landing.through_host``);
+   such a batch left ``pushing`` is settled by asking the host, not git;
 5. mark each landed task done at its own commit, and store each run's JUnit and log as
    ``runner`` evidence on the attempts it judged.
 
@@ -43,7 +46,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from evidence.services import evidence_measured
-from landing import backoff, flaky, git, pause, pushing, reverting
+from landing import backoff, flaky, git, pause, pushing, reverting, through_host
 from landing.errors import LandingError
 from landing.locks import LockLost, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
@@ -140,7 +143,9 @@ def _work_queue(project: Project, counts: dict) -> bool:
             return True
         if pause.paused(project):
             return True  # paused meanwhile: the batches so far stand; land() says paused
-        queue = batch_of(list(landing_queue(project.pk)[: project.landing_settings["batch_max"]]))
+        # Through a pull request, one change per merge (ADR 0041).
+        room = 1 if project.lands_through_host else project.landing_settings["batch_max"]
+        queue = batch_of(list(landing_queue(project.pk)[:room]))
         # A manager's revert lands in its turn (or the fast lane), always alone.
         revert = revert_queue(project.pk).first()
         if revert is not None and not revert_goes_first(revert, queue[0] if queue else None):
@@ -170,7 +175,7 @@ def _work_queue(project: Project, counts: dict) -> bool:
                 head=head,
                 tip=batch.base,
                 reason=batch.reason,
-                verified=batch.verify_runs > 0,
+                verified=batch.verify_runs > 0 and not getattr(batch, "host_trouble", False),
                 batch=batch,
             )
             return False  # nothing moved: looking again now would find the same
@@ -215,22 +220,27 @@ def settle_dead_batches(project: Project) -> int:
     lander is gone): landed if the commit it was about to push is on the target, else
     abandoned with its changes still queued. Returns how many it settled."""
     dead = list(Batch.objects.filter(project=project, state__in=ACTIVE_BATCH_STATES))
-    # Only a batch that was pushing may be on the target: git is asked about those alone.
+    # Only a batch that was pushing may be on the target: git is asked about those alone,
+    # and the host about those that were landing through a pull request (ADR 0041).
     path = None
-    if any(batch.state == BatchState.PUSHING for batch in dead):
+    if any(batch.state == BatchState.PUSHING and not _through(batch) for batch in dead):
         path = git.fetch(project)
     for batch in dead:
-        tip = git.tip(path, batch.target) if batch.state == BatchState.PUSHING else None
-        pushed = bool(
-            batch.state == BatchState.PUSHING
-            and batch.result
-            and tip is not None
-            and git.is_ancestor(path, batch.result, tip)
-        )
+        if batch.state == BatchState.PUSHING and _through(batch):
+            planned = through_host.merged(project, batch)
+            pushed = bool(planned)
+        else:
+            tip = git.tip(path, batch.target) if batch.state == BatchState.PUSHING else None
+            pushed = bool(
+                batch.state == BatchState.PUSHING
+                and batch.result
+                and tip is not None
+                and git.is_ancestor(path, batch.result, tip)
+            )
+            planned = {item["attempt"]: item["built"] for item in batch.plan} if pushed else {}
         attempts = Attempt.objects.select_related("task").in_bulk(
             [change["attempt"] for change in batch.changes]
         )
-        planned = {item["attempt"]: item["built"] for item in batch.plan} if pushed else {}
         for change in batch.changes:
             attempt = attempts[change["attempt"]]
             if change["attempt"] in planned and batch.method == REVERT:
@@ -256,7 +266,10 @@ def settle_dead_batches(project: Project) -> int:
             batch,
             "settle" if pushing else "abandon",
             **({"pushed": pushed} if pushing else {}),
-            why="its lander stopped after pushing; settled from the target"
+            why=(
+                "its lander stopped after pushing; settled from the "
+                + ("host: its pull request is merged" if _through(batch) else "target")
+            )
             if pushed
             else "its lander stopped before pushing; its changes stay queued",
         )
@@ -264,6 +277,11 @@ def settle_dead_batches(project: Project) -> int:
         batch.save(update_fields=["changes", "ended_at"])
         metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
     return len(dead)
+
+
+def _through(batch: Batch) -> bool:
+    """Whether the batch was landing through a pull request (its plan says so)."""
+    return any(item.get("pull") for item in batch.plan)
 
 
 def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
@@ -291,8 +309,16 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
     try:
         if changes:
             _work(project, batch, changes, started, path)
+    except through_host.MaybeMerged as exc:
+        # The merge's answer was lost: only the host can tell whether it happened.
+        _unforeseen(project, batch, changes, _said(exc))
+        if batch.state == BatchState.PUSHING:
+            return batch
     except (LandingError, RunnerUnavailable, CommitRefused, git.GitError, Conflict) as exc:
         _error(project, batch, changes, _said(exc))
+        # The host's trouble passes by itself: tried again on the back-off's schedule, not
+        # held until the target or the queue changes (not saved: read by _work_queue).
+        batch.host_trouble = isinstance(exc, through_host.HostTrouble)
     except LockLost:
         raise  # another lander may hold the project now: this one changes nothing more
     except Exception as exc:  # No input stops the lander: this batch ends, saying why.
@@ -428,28 +454,65 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             _return_conflicts(batch, clashes, landed=0, tip=base)
             return
         head = landing[-1].built
+        through = project.lands_through_host
         move(
             batch,
             "push",
             result=head,
             tree=git.tree_of(path, head),
-            plan=[{"attempt": c.attempt.pk, "built": c.built} for c in landing],
+            plan=[
+                {"attempt": c.attempt.pk, "built": c.built, **({"pull": True} if through else {})}
+                for c in landing
+            ],
         )
         try:
-            pushing.push(project, path, batch, head, base, refused=pushes_refused)
+            if through:
+                merged = through_host.land(
+                    project, path, batch, landing[0], head, base, refused=pushes_refused
+                )
+            else:
+                pushing.push(project, path, batch, head, base, refused=pushes_refused)
         except pushing.TargetMoved as moved:
             # Someone else moved the target: build again on their tip, keeping their work.
             path = moved.path
             pushes_refused += 1
             continue
+        except through_host.GoesBack as back:
+            _return(landing[0], "failed", back.reason, back.details)
+            move(batch, "back", why=back.reason)
+            _store_runs(runs, chain, good, culprit)
+            return
         seconds = time.monotonic() - started
         for change in landing:
-            task_land(attempt=change.attempt, commit=change.built, batch=batch.pk, seconds=seconds)
+            commit = merged if through else change.built
+            task_land(attempt=change.attempt, commit=commit, batch=batch.pk, seconds=seconds)
             change.outcome = "landed"
         move(batch, "reach")
+        if through:
+            _check_merged_tree(project, batch, merged)
         _store_runs(runs, chain, good, culprit)
         _return_conflicts(batch, clashes, landed=good, tip=head)
         return
+
+
+def _check_merged_tree(project: Project, batch: Batch, merged: str) -> None:
+    """The host's merge commit must hold exactly the verified tree: anything else on the
+    target is a loud error (logged, and said on the batch), never silence."""
+    try:
+        path = git.fetch(project)
+        tree = git.tree_of(path, merged)
+    except git.GitError as exc:
+        batch.reason = f"merged as {merged}; its tree could not be read back: {exc}"[:4000]
+        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+        return
+    if tree != batch.tree:
+        batch.reason = (
+            f"merged as {merged}, whose tree {tree} is NOT the verified tree {batch.tree}: "
+            "the host merged something other than what the lander verified"
+        )[:4000]
+        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+    else:
+        batch.reason = f"merged as {merged} through the pull request, tree {tree}"
 
 
 def _note(of: Batch, attempt: Attempt, **fields) -> bool:

@@ -113,6 +113,14 @@ class Batch(models.Model):
     def reach(self):
         """The push reached the target (its changes' tasks each have their own ``land``)."""
 
+    @transition(field=state, source=BatchState.PUSHING, target=BatchState.RETURNED,
+                permission=SYSTEM)  # fmt: skip
+    def back(self, *, why: str):
+        """Landing through a pull request, the host would not take its change for a reason
+        of the change's own (its branch moved, a required check failed or stayed pending):
+        it went back; nothing reached the target (ADR 0041)."""
+        self.reason = why
+
     @transition(field=state, source=[*ACTIVE_BATCH_STATES, BatchState.ABANDONED],
                 target=BatchState.ERROR, permission=SYSTEM)  # fmt: skip
     def err(self, *, why: str):

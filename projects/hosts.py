@@ -67,6 +67,28 @@ def reach(code_host: dict) -> None:
         _reach(code_host)
 
 
+# What asks the host whether a target branch can be landed on through pull requests
+# (landing.mode pull_request: strict protection, no merge queue yet): registered by
+# codehosts at start, as ``_reach`` is (ADR 0031, ADR 0041).
+_target_check: Callable[[dict, str], None] | None = None
+
+
+def register_target_check(check: Callable[[dict, str], None]) -> None:
+    """Make ``check(code_host, branch)`` the one that asks the host at save whether the
+    site may land on ``branch`` through pull requests; it raises a ``ServiceError`` saying
+    why not (the branch's protection, or the host could not be asked)."""
+    global _target_check
+    _target_check = check
+
+
+def check_target(code_host: dict, branch: str) -> None:
+    """Ask the host about landing on ``branch`` through pull requests
+    (``register_target_check``); with none registered, or
+    ``FACTORY_CODE_HOST_CHECK_AT_SAVE`` off, nothing is asked."""
+    if _target_check is not None and settings.FACTORY_CODE_HOST_CHECK_AT_SAVE:
+        _target_check(code_host, branch)
+
+
 def default_code_host() -> dict:
     return dict(NONE)
 

@@ -164,8 +164,15 @@ class Project(models.Model):
 
     @property
     def lands(self) -> bool:
-        """Whether approved work goes through the merge queue (landing mode ``push``)."""
-        return self.landing_settings["mode"] == "push"
+        """Whether approved work goes through the merge queue (landing mode ``push``, or
+        ``pull_request``: the lander's verified commit merged through the host, ADR 0041)."""
+        return self.landing_settings["mode"] in ("push", "pull_request")
+
+    @property
+    def lands_through_host(self) -> bool:
+        """Whether the lander lands through the task's pull request (``pull_request``) rather
+        than by pushing to the target itself: one change per merge (ADR 0041)."""
+        return self.landing_settings["mode"] == "pull_request"
 
     @property
     def avoids_overlap(self) -> bool:

@@ -151,9 +151,22 @@ def check_repository_unshared(project: Project) -> None:
             )
 
 
+def check_landing_host(project: Project, *, naming: str = "landing.mode") -> None:
+    """Refuse (400 naming ``naming``) landing ``pull_request`` without a GitHub code host:
+    the lander lands through the task's pull request there (ADR 0041)."""
+    if project.lands_through_host and project.code_host.get("provider", "none") != "github":
+        raise ValidationError(
+            {
+                naming: "landing mode pull_request lands through the task's pull request on "
+                'the code host: it needs code_host.provider "github"'
+            }
+        )
+
+
 def check_landing_ready(project: Project) -> None:
-    """Refuse (409 ``landing_unconfigured``) landing ``push`` without a repository to push to
-    and the runner to verify the merged tree: the queue lands only what it has tested."""
+    """Refuse (409 ``landing_unconfigured``) landing ``push`` or ``pull_request`` without a
+    repository to push to and the runner to verify the merged tree: the queue lands only
+    what it has tested."""
     if not project.lands:
         return
     missing = [
@@ -169,7 +182,8 @@ def check_landing_ready(project: Project) -> None:
     ]
     if missing:
         raise Conflict(
-            f"landing mode push needs {' and '.join(missing)}", code="landing_unconfigured"
+            f"landing mode {project.landing_settings['mode']} needs {' and '.join(missing)}",
+            code="landing_unconfigured",
         )
 
 
@@ -241,6 +255,7 @@ def project_update(*, project: Project, actor, **changes) -> Project:
     if "code_host" in changes and changes["code_host"] != project.code_host:
         # The host is asked outside the transaction: no row stays locked while it answers.
         check_code_host_reachable(changes["code_host"])
+    check_landing_target(project, changes)
     with transaction.atomic():
         project = Project.objects.select_for_update(no_key=True, of=("self",)).get(pk=project.pk)
         changes = {k: v for k, v in changes.items() if getattr(project, k) != v}
@@ -251,6 +266,7 @@ def project_update(*, project: Project, actor, **changes) -> Project:
         for name, value in changes.items():
             setattr(project, name, value)
         check_runner_ready(project)
+        check_landing_host(project, naming=_naming(changes))
         check_landing_ready(project)
         if "repository_url" in changes:
             check_repository_unshared(project)
@@ -288,6 +304,34 @@ def project_update(*, project: Project, actor, **changes) -> Project:
                 },
             )
     return project
+
+
+def _naming(changes: dict) -> str:
+    """The field a refusal of landing through the host names: the one the call changes."""
+    return "landing.mode" if "landing" in changes or "code_host" not in changes else "code_host"
+
+
+def check_landing_target(project: Project, changes: dict) -> None:
+    """Before a change that leaves the project landing through pull requests (its landing
+    block, code host or default branch) is saved, ask the host whether the target can be
+    landed on that way (``hosts.check_target``: strict protection, no merge queue yet). Run
+    outside the transaction, on the project as it would be; the same rules are checked
+    again on the locked row."""
+    if not {"landing", "code_host", "default_branch"} & set(changes):
+        return
+    would = Project(
+        pk=project.pk,
+        landing=changes.get("landing", project.landing),
+        code_host=changes.get("code_host", project.code_host),
+        default_branch=changes.get("default_branch", project.default_branch),
+    )
+    if not would.lands_through_host:
+        return
+    before = (project.landing_settings, project.code_host, project.landing_target)
+    if before == (would.landing_settings, would.code_host, would.landing_target):
+        return  # nothing the host was asked about changes
+    check_landing_host(would, naming=_naming(changes))
+    hosts.check_target(would.code_host, would.landing_target)
 
 
 def _text_or_none(amount: Decimal | None) -> str | None:

@@ -310,7 +310,10 @@ def clean_verify(value) -> dict:
 
 # --- Landing: the merge queue's setting ------------------------------------------------------
 
-LANDING_MODES = ("off", "push")
+# pull_request: landed through the task's pull request on the code host (GitHub), one
+# change per merge (ADR 0041).
+LANDING_MODES = ("off", "push", "pull_request")
+THROUGH_HOST = "pull_request"
 LANDING_METHODS = ("squash", "merge")
 LANDING_BATCH_MAX = 16
 # quarantine_after: flakes after which the project quarantines a test by itself (0: only a
@@ -372,7 +375,7 @@ def default_landing() -> dict:
 def clean_landing(value) -> dict:
     """The landing block with its defaults, or a ValidationError naming each bad field.
 
-    ``{mode: off|push, method: squash|merge, batch_max: 1..16, target_branch,
+    ``{mode: off|push|pull_request, method: squash|merge, batch_max: 1..16, target_branch,
     quarantine_after: 0..1000, release_after: 1..1000}``; an empty ``target_branch`` means
     the project's default branch. ``{}`` is landing off.
     """

@@ -54,7 +54,9 @@ OVERDUE = Aside(overdue=True, projects=None)
 # ``Project.avoids_overlap`` of the project ``p``, in SQL (tests/tasks/test_claim_sql.py
 # holds the two equal for every setting), and what the claim reads of ``p`` when one of
 # the caller's projects has a budget or avoids overlap (``_projects``).
-AVOIDS_OVERLAP = "coalesce(p.claim_avoid_overlap, p.landing ->> 'mode' = 'push', false)"
+AVOIDS_OVERLAP = (
+    "coalesce(p.claim_avoid_overlap, p.landing ->> 'mode' in ('push', 'pull_request'), false)"
+)
 SETTINGS_OUT = (
     "'id', p.id, 'slug', p.slug, 'landing', p.landing,"
     " 'claim_avoid_overlap', p.claim_avoid_overlap, 'budget_usd', p.budget_usd::text"

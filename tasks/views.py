@@ -295,7 +295,7 @@ def _revert_form(task, attempt, user) -> str:
         return ""
     if attempt.revert_at is not None:
         return "cancel"
-    return "revert" if task.project.lands else ""
+    return "revert" if task.project.lands and not task.project.lands_through_host else ""
 
 
 def _usage_view(attempt) -> dict | None:

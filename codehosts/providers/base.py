@@ -234,7 +234,26 @@ class CodeHost(Protocol):
         a comment whose post's answer was lost before it posts again."""
         ...
 
-    def merge(self, pull: PullRequest, *, sha: str, method: MergeMethod = "merge") -> Merged: ...
+    def commit_checks(self, sha: str) -> dict[str, str]:
+        """Every check run and commit status on ``sha`` by name: ``"pending"`` until it
+        completes, then its conclusion in lower case (``success``, ``failure``,
+        ``timed_out``…; a status's ``error`` too). Of several runs of one name, the
+        latest counts."""
+        ...
+
+    def merge(
+        self,
+        pull: PullRequest,
+        *,
+        sha: str,
+        method: MergeMethod = "merge",
+        title: str = "",
+        message: str = "",
+    ) -> Merged:
+        """Merge pinned to ``sha`` (``Refused`` if the head moved, a required check is not
+        green or the branch is behind a strict target); ``title`` and ``message`` are the
+        merge or squash commit's, the host's own when empty."""
+        ...
 
     def update_branch(self, pull: PullRequest, *, expected_head_sha: str) -> None: ...
 

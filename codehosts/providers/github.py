@@ -85,6 +85,32 @@ ENQUEUE = """mutation($id: ID!, $head: GitObjectID) {
 DEQUEUE = """mutation($id: ID!) {
   dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { id position state } }
 }"""
+ROLLUP = """query($owner: String!, $name: String!, $oid: GitObjectID!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    object(oid: $oid) {
+      ... on Commit {
+        statusCheckRollup {
+          contexts(first: 100, after: $after) {
+            pageInfo { hasNextPage endCursor }
+            nodes {
+              __typename
+              ... on CheckRun { name status conclusion databaseId }
+              ... on StatusContext { context state }
+            }
+          }
+        }
+      }
+    }
+  }
+}"""
+# A commit status's state as the seam says it (a check run's conclusion, lower-cased).
+STATUS_STATES = {
+    "SUCCESS": "success",
+    "FAILURE": "failure",
+    "ERROR": "error",
+    "PENDING": "pending",
+    "EXPECTED": "pending",
+}
 READY = """mutation($id: ID!) {
   markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } }
 }"""
@@ -638,14 +664,63 @@ class GitHubHost:
             f" ({self.page_size} a page): not read further"
         )
 
-    def merge(self, pull: PullRequest, *, sha: str, method: str = "merge") -> Merged:
-        """Merge pinned to ``sha``: GitHub refuses (409) if the head moved meanwhile."""
-        data = self._call(
-            lambda g: g.rest.pulls.merge(
-                self.owner, self.name, pull.number, data={"sha": sha, "merge_method": method}
-            )
+    def merge(
+        self,
+        pull: PullRequest,
+        *,
+        sha: str,
+        method: str = "merge",
+        title: str = "",
+        message: str = "",
+    ) -> Merged:
+        """Merge pinned to ``sha``: GitHub refuses (409) if the head moved meanwhile, and
+        (405) if a required check is not green or the branch is behind a strict target."""
+        data: dict[str, Any] = {"sha": sha, "merge_method": method}
+        if title:
+            data["commit_title"] = fitted(title, 1000)
+        if message:
+            data["commit_message"] = fitted(message)
+        answer = self._call(
+            lambda g: g.rest.pulls.merge(self.owner, self.name, pull.number, data=data)
         ).json()
-        return Merged(data["sha"], data["message"])
+        return Merged(answer["sha"], answer["message"])
+
+    def commit_checks(self, sha: str) -> dict[str, str]:
+        """The commit's status check rollup (GraphQL: one query gives check runs and
+        commit statuses together, which REST gives in two operations), page after page,
+        ``max_pages`` at most."""
+        found: dict[str, tuple[int, str]] = {}
+        after = None
+        for _ in range(self.max_pages):
+            answer = self._call(
+                lambda g, after=after: g.graphql.request(
+                    ROLLUP, {"owner": self.owner, "name": self.name, "oid": sha, "after": after}
+                )
+            )
+            commit = (answer.get("repository") or {}).get("object") or {}
+            rollup = commit.get("statusCheckRollup")
+            if rollup is None:
+                break  # nothing was posted on the commit yet
+            contexts = rollup["contexts"]
+            for node in contexts["nodes"] or []:
+                if node is None:
+                    continue
+                if node["__typename"] == "CheckRun":
+                    state = "pending" if node["status"] != "COMPLETED" else node["conclusion"]
+                    name, order = node["name"], node.get("databaseId") or 0
+                else:
+                    name, state, order = node["context"], STATUS_STATES[node["state"]], 0
+                if name not in found or order >= found[name][0]:
+                    found[name] = (order, (state or "pending").lower())
+            if not contexts["pageInfo"]["hasNextPage"]:
+                break
+            after = contexts["pageInfo"]["endCursor"]
+        else:
+            raise HostError(
+                f"the host named a page after {self.max_pages} pages of checks on {sha[:12]}"
+                f": not read further"
+            )
+        return {name: state for name, (_, state) in found.items()}
 
     def update_branch(self, pull: PullRequest, *, expected_head_sha: str) -> None:
         """Merge the base into the pull request's branch, only from ``expected_head_sha``."""

@@ -47,6 +47,9 @@ class NoHost:
     def comment_marked(self, number, marker):
         _absent("read comments from")
 
+    def commit_checks(self, sha):
+        _absent("read a commit's checks from")
+
     def merge(self, pull, **_):
         _absent("merge on")
 

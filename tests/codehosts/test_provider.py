@@ -164,6 +164,48 @@ def test_a_merge_pinned_to_the_head_lands_that_head(repo, app_host):
     assert app_host.pull_request(pull.number).merged is True
 
 
+def test_a_squash_merge_keeps_the_title_and_message_it_is_given(repo, app_host):
+    pull = opened(app_host, repo)
+
+    merged = app_host.merge(
+        pull,
+        sha=pull.head_sha,
+        method="squash",
+        title="WID-7: Widgets",
+        message="Factory-Task: WID-7",
+    )
+
+    assert repo.git.git("log", "-1", "--format=%B", merged.sha) == (
+        "WID-7: Widgets\n\nFactory-Task: WID-7"
+    )
+    assert repo.git.git("rev-parse", f"{merged.sha}^@") == repo.git.git("rev-parse", "main^")
+
+
+def test_a_commits_checks_are_its_check_runs_and_statuses_the_latest_run_of_a_name_counting(
+    repo, app_host
+):
+    sha = repo.git.head("main")
+    for number, name, status, conclusion in [
+        (1, "ci", "completed", "failure"),
+        (2, "ci", "completed", "success"),  # re-run: the latest counts
+        (3, "lint", "in_progress", None),
+    ]:
+        repo.checks[number] = Check(number, f"CR{number}", name, sha, status, conclusion, None)
+    repo.statuses += [
+        (sha, "deploy", "error"),
+        (sha, "docs", "pending"),
+        ("f" * 40, "x", "success"),
+    ]
+
+    assert app_host.commit_checks(sha) == {
+        "ci": "success",
+        "lint": "pending",
+        "deploy": "error",
+        "docs": "pending",
+    }
+    assert app_host.commit_checks(opened(app_host, repo).head_sha) == {}
+
+
 def test_a_merge_pinned_to_a_head_that_moved_is_refused_and_nothing_lands(repo, app_host):
     pull = opened(app_host, repo)
     tip = repo.git.head("main")

@@ -1,4 +1,4 @@
-"""``POST /graphql``: the mutations the provider calls, executed by graphql-core against
+"""``POST /graphql``: the mutations and the query the provider calls, executed by graphql-core against
 GitHub's published schema (``@octokit/graphql-schema``), so a query the schema does not
 allow is refused, and every answer has the schema's shape by construction.
 
@@ -22,7 +22,12 @@ MUTATIONS = {
     "dequeuePullRequest": ("merge_queues", "write"),
     "markPullRequestReadyForReview": ("pull_requests", "write"),
     "convertPullRequestToDraft": ("pull_requests", "write"),
+    # The one query: a commit's status check rollup (check runs and commit statuses).
+    "repository": ("checks", "read"),
 }
+# A check run's state as the schema spells it; a commit status's.
+CHECK_STATUSES = {"queued": "QUEUED", "in_progress": "IN_PROGRESS", "completed": "COMPLETED"}
+STATUS_STATES = {"success", "failure", "error", "pending"}
 
 
 @cache
@@ -99,6 +104,46 @@ class GraphQL:
     def convertPullRequestToDraft(self, info, input):
         return self._draft(input, True)
 
+    def repository(self, info, owner, name, **_):
+        """``repository { object(oid:) { ... on Commit { statusCheckRollup … } } }``: the
+        check runs and commit statuses on a commit, as one page (null when there are none,
+        as GitHub answers)."""
+        repo = self.world.repo(owner, name)
+        if repo is None:
+            raise Refusal(
+                f"Could not resolve to a Repository with the name '{owner}/{name}'.", "NOT_FOUND"
+            )
+
+        def rollup(sha: str) -> dict | None:
+            runs = [
+                {
+                    "__typename": "CheckRun",
+                    "name": c.name,
+                    "status": CHECK_STATUSES.get(c.status, "QUEUED"),
+                    "conclusion": c.conclusion.upper() if c.conclusion else None,
+                    "databaseId": c.id,
+                }
+                for c in repo.checks.values()
+                if c.head_sha == sha
+            ]
+            latest = {context: state for at, context, state in repo.statuses if at == sha}
+            statuses = [
+                {"__typename": "StatusContext", "context": context, "state": state.upper()}
+                for context, state in latest.items()
+                if state in STATUS_STATES
+            ]
+            if not runs and not statuses:
+                return None
+            page = {"hasNextPage": False, "endCursor": None}
+            return {"contexts": lambda info, **_: {"pageInfo": page, "nodes": runs + statuses}}
+
+        def commit(info, oid=None, **_):
+            if oid is None or repo.git.git("cat-file", "-t", oid, check=False) != "commit":
+                return None
+            return {"__typename": "Commit", "statusCheckRollup": rollup(oid)}
+
+        return {"object": commit}
+
     def answer(self, body) -> tuple[dict, list[str]]:
         """GitHub's answer to one GraphQL request, and what in the request the schema or
         the stand-in does not allow (violations)."""
@@ -124,7 +169,8 @@ class GraphQL:
                 f"GraphQL: the stand-in does not serve {', '.join(unknown)}"
             ]
         for name in fields:
-            if not self.allowed(*MUTATIONS[name]):
+            wanted = [MUTATIONS[name]] + ([("statuses", "read")] if name == "repository" else [])
+            if not all(self.allowed(*permission) for permission in wanted):
                 return {
                     "errors": [
                         {"type": "FORBIDDEN", "message": "Resource not accessible by integration"}

@@ -412,7 +412,9 @@ class Rest:
         method = body.get("merge_method", "merge")
         if method == "rebase":
             raise Answer(405, "Rebase merges are not allowed on this repository.")
-        sha = self.world.merge(repo, pull, method, body.get("commit_title") or pull.title)
+        title = body.get("commit_title") or pull.title
+        text = f"{title}\n\n{body['commit_message']}" if body.get("commit_message") else title
+        sha = self.world.merge(repo, pull, method, text)
         if sha is None:
             raise Answer(405, "Pull Request is not mergeable")
         return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}

@@ -60,7 +60,7 @@ def test_a_manager_turns_landing_on_and_it_is_on_record_with_its_defaults(flow, 
 @pytest.mark.parametrize(
     ("landing", "errors"),
     [
-        ({"mode": "merge-queue"}, {"landing.mode": ["choose one of off, push"]}),
+        ({"mode": "merge-queue"}, {"landing.mode": ["choose one of off, push, pull_request"]}),
         ({"method": "rebase"}, {"landing.method": ["choose one of squash, merge"]}),
         ({"batch_max": 0}, {"landing.batch_max": ["a whole number from 1 to 16"]}),
         ({"batch_max": 17}, {"landing.batch_max": ["a whole number from 1 to 16"]}),

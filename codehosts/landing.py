@@ -1,0 +1,150 @@
+"""The code host's side of landing through a pull request (``landing.mode: pull_request``,
+ADR 0041): ``HostLanding`` is the ``landing.through_host.Host`` the lander calls, built on
+the project's provider and registered at start (``CodehostsConfig.ready``); and
+``target_check``, what the kernel asks at save about the target branch.
+
+Every provider error is turned into the lander's own: ``HostTrouble`` when the host could
+not answer or act now (5xx, a time-out, a rate limit, credentials this process lacks),
+``HostRefused`` when it understood and refused, with its words.
+"""
+
+from codehosts.models import TaskPullRequest
+from codehosts.providers import (
+    Forbidden,
+    HostError,
+    NotFound,
+    PullRequest,
+    RateLimited,
+    Refused,
+    Unavailable,
+    Unconfigured,
+    provider_for,
+    provider_from,
+)
+from codehosts.pulls import CHECK_PREFIX, REVIEW_CHECK, pull_request_sync, task_url
+from codehosts.services import HostUnavailable
+from landing.through_host import Checks, HostRefused, HostTrouble, Pull
+from projects.errors import Conflict
+from tasks.models import Attempt
+
+# The runner's verification, as the gate's check run is named (``factory-memory/runner``).
+RUNNER_CHECK = f"{CHECK_PREFIX}runner"
+METHODS = {"squash": "squash", "merge": "merge"}
+
+
+def _host_call(call):
+    """``call()``, its provider errors as the lander's."""
+    try:
+        return call()
+    except (Unavailable, RateLimited, Unconfigured) as exc:
+        raise HostTrouble(f"the code host could not answer: {exc.detail}") from None
+    except (NotFound, Forbidden, Refused) as exc:
+        raise HostRefused(exc.detail) from None
+    except HostError as exc:
+        raise HostTrouble(f"the code host's answer could not be used: {exc.detail}") from None
+
+
+class HostLanding:
+    """One project's pull requests, as the lander needs them (``landing.through_host.Host``)."""
+
+    def __init__(self, project):
+        self.project = project
+        self.host = _host_call(lambda: provider_for(project))
+        self._pulls: dict[int, PullRequest] = {}
+
+    def pull_request(self, attempt: Attempt) -> Pull:
+        """The task's pull request read from the host now, by the number the site keeps
+        (a merged or closed one too: the settling of a dead lander asks about it); the
+        site's sync opens it first when the site has none yet."""
+        link = TaskPullRequest.objects.filter(task_id=attempt.task_id).first()
+        if link is None:
+            _host_call(lambda: pull_request_sync(task_id=attempt.task_id, host=self.host))
+            link = TaskPullRequest.objects.filter(task_id=attempt.task_id).first()
+        if link is None:
+            raise HostRefused(
+                f"{attempt.task.key} has no pull request on the host: its attempt names no branch"
+            )
+        pull = _host_call(lambda: self.host.pull_request(link.number))
+        if pull.state == "open" and pull.draft:
+            # Approved and queued: ready for review (the host merges no draft).
+            pull = _host_call(lambda: self.host.set_draft(pull, False))
+        self._pulls[pull.number] = pull
+        return Pull(
+            number=pull.number,
+            branch=pull.head_ref,
+            head=pull.head_sha,
+            base=pull.base_ref,
+            open=pull.state == "open",
+            merged=pull.merged,
+            merge_commit=pull.merge_commit_sha or "",
+            url=pull.url,
+        )
+
+    def post_checks(self, attempt: Attempt, commit: str, *, runner: str, review: str) -> None:
+        """The lander's verification and the review, success, on the verified commit."""
+        url = task_url(attempt.task)
+        for name, summary in ((RUNNER_CHECK, runner), (REVIEW_CHECK, review)):
+            _host_call(
+                lambda name=name, summary=summary: self.host.check_run(
+                    name=name,
+                    head_sha=commit,
+                    status="completed",
+                    conclusion="success",
+                    title=f"{name.removeprefix(CHECK_PREFIX)}: passed on the built commit",
+                    summary=summary,
+                    details_url=url,
+                )
+            )
+
+    def checks(self, branch: str, commit: str) -> Checks:
+        protection = _host_call(lambda: self.host.protection(branch))
+        states = _host_call(lambda: self.host.commit_checks(commit))
+        return Checks(required=tuple(protection.required_checks), states=states)
+
+    def merge(self, pull: Pull, *, sha: str, method: str, title: str, message: str) -> str:
+        """Merge pinned to ``sha``; the commit the host made on the target."""
+        known = self._pulls.get(pull.number) or _host_call(
+            lambda: self.host.pull_request(pull.number)
+        )
+        merged = _host_call(
+            lambda: self.host.merge(
+                known, sha=sha, method=METHODS[method], title=title, message=message
+            )
+        )
+        return merged.sha
+
+
+def target_check(code_host: dict, branch: str) -> None:
+    """Whether the site may land on ``branch`` through pull requests: its protection must
+    require a branch to be up to date before merging (strict: the verified commit is
+    merged only on the tip it was built on), and it must have no merge queue (landing
+    through GitHub's merge queue is not built yet). Raises ``Conflict`` (409) saying why,
+    or ``HostUnavailable`` (503) when the host cannot be asked; one try, no waiting."""
+    try:
+        protection = provider_from(code_host, retries=0, max_wait=0).protection(branch)
+    except Unconfigured as exc:
+        raise Conflict(exc.detail, code="code_host_unconfigured") from None
+    except (Forbidden, NotFound) as exc:
+        raise Conflict(
+            f"the code host would not show the protection of {branch}: {exc.detail}",
+            code="code_host_permissions",
+            extra={"missing": list(getattr(exc, "missing", ()))},
+        ) from None
+    except (Unavailable, RateLimited, HostError) as exc:
+        raise HostUnavailable(
+            f"the code host could not be asked about {branch}'s protection ({exc.detail}); "
+            "nothing was saved: try again"
+        ) from None
+    if protection.merge_queue:
+        raise Conflict(
+            f"{branch} has GitHub's merge queue: landing through GitHub's merge queue is not "
+            "built yet (a later step); use landing mode push, or a target without a merge queue",
+            code="landing_merge_queue",
+        )
+    if not protection.strict:
+        raise Conflict(
+            f"{branch} must require branches to be up to date before merging (strict status "
+            "checks): otherwise the host could merge the verified commit onto a target that "
+            "moved, which nobody verified",
+            code="landing_target_not_strict",
+        )

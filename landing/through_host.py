@@ -1,0 +1,290 @@
+"""Landing through the task's pull request (``landing.mode: pull_request``, ADR 0041).
+
+The lander builds and verifies a batch of one change exactly as it does for ``push``; then,
+instead of pushing to the target, ``land`` puts the verified commit on the task's pull
+request and has the host merge it:
+
+1. the pull request's branch is force-updated, with a lease on the head the site last
+   knew there (the approved commit, or a commit the site put there itself), to exactly
+   the verified commit: the change built on the target's tip, so the branch is up to date;
+2. the site's own checks are posted on that commit: the runner's verification and
+   ``factory-memory/review`` (the reviewer approved these bytes, built onto the tip);
+3. the target's other required checks (the team's CI) are waited for on that commit,
+   up to ``FACTORY_LANDING_CHECKS_TIMEOUT`` seconds, looking every
+   ``FACTORY_LANDING_CHECKS_POLL_SECONDS``;
+4. the pull request is merged pinned to that head, with the batch's method.
+
+``landing`` sits below ``codehosts`` (the layers, ADR 0011): the host is reached through
+``Host``, which ``codehosts`` registers at start (``register``), as the kernel is given its
+checks (ADR 0031). Nothing here imports a host's client.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from django.conf import settings
+
+from landing import git
+from landing.errors import LandingError
+from landing.locks import ensure_held
+from landing.models import Batch
+from landing.pushing import TargetMoved
+from landing.states import move
+from projects.models import Project
+from tasks.landing import attempt_landing_note
+from tasks.models import Attempt
+
+logger = logging.getLogger(__name__)
+
+# A check that counts as green, as GitHub counts it for a required check.
+GREEN = {"success", "neutral", "skipped"}
+HEADS_KEPT = 10  # the heads the site put on a pull request's branch, remembered per attempt
+
+
+class HostTrouble(LandingError):
+    """The host could not be asked, or could not act now (5xx, a time-out, a rate limit,
+    credentials this process lacks): whether a write happened is unknown."""
+
+
+class HostRefused(LandingError):
+    """The host understood and refused; the text is the host's own words."""
+
+
+class GoesBack(Exception):
+    """The change goes back to its task with ``reason`` (its branch moved, a required
+    check failed or stayed pending): a matter of the change, not of the machine."""
+
+    def __init__(self, reason: str, details: dict | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.details = details or {}
+
+
+class MaybeMerged(LandingError):
+    """The merge was sent and its outcome cannot be read now: the batch stays ``pushing``,
+    and the next lander settles it by asking the host (``merged``)."""
+
+
+@dataclass(frozen=True)
+class Pull:
+    """A task's pull request as the host says it now."""
+
+    number: int
+    branch: str  # its head branch
+    head: str  # the commit its branch holds
+    base: str  # the branch it merges into
+    open: bool
+    merged: bool
+    merge_commit: str = ""
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The target's required checks and where each stands on one commit: ``pending``, or
+    the conclusion in lower case."""
+
+    required: tuple[str, ...]
+    states: dict = field(default_factory=dict)
+
+
+class Host(Protocol):
+    """What the lander asks of a project's code host. Every call raises ``HostTrouble`` or
+    ``HostRefused`` when the host cannot or will not answer."""
+
+    def pull_request(self, attempt: Attempt) -> Pull:
+        """The task's pull request (opened if the site has none yet for the attempt's
+        branch), read from the host now."""
+        ...
+
+    def post_checks(self, attempt: Attempt, commit: str, *, runner: str, review: str) -> None:
+        """The runner's verification and ``factory-memory/review``, success, on ``commit``,
+        with those summaries."""
+        ...
+
+    def checks(self, branch: str, commit: str) -> Checks:
+        """The required checks of ``branch`` and each one's state on ``commit``."""
+        ...
+
+    def merge(self, pull: Pull, *, sha: str, method: str, title: str, message: str) -> str:
+        """Merge ``pull`` pinned to ``sha``; the commit the host made on the target."""
+        ...
+
+
+_host = None
+
+
+def register(factory) -> None:
+    """Make ``factory(project)`` give the ``Host`` the lander lands through (codehosts,
+    at start)."""
+    global _host
+    _host = factory
+
+
+def host_for(project: Project) -> Host:
+    if _host is None:
+        raise LandingError("no code host is registered to land through pull requests")
+    return _host(project)
+
+
+def heads_of(attempt: Attempt) -> list[str]:
+    """The heads the site knows on the attempt's pull request branch: the approved commit,
+    and every commit the site itself put there (newest last)."""
+    landing = attempt.landing or {}
+    return [landing.get("commit", ""), *(landing.get("pull") or {}).get("heads", [])]
+
+
+def land(project: Project, path, batch: Batch, change, head: str, base: str, *, refused: int):
+    """Land ``change`` (built at ``head`` on ``base`` and verified) through its pull request;
+    the batch is ``pushing``. Returns the commit the host made on the target.
+
+    Raises ``GoesBack`` (the change goes back: its branch moved, a required check failed,
+    or stayed pending past the time limit, or the head moved under the merge);
+    ``TargetMoved`` (the batch moved back to ``building``) when the target moved under the
+    merge, fewer than ``FACTORY_LANDING_PUSH_TRIES`` times; ``MaybeMerged`` when the merge's
+    outcome cannot be read; a ``LandingError`` for anything else (the change stays queued).
+    """
+    host = host_for(project)
+    attempt = change.attempt
+    ensure_held(project.pk)
+    pull = host.pull_request(attempt)
+    if not pull.open:
+        raise GoesBack(
+            f"landing failed: its pull request #{pull.number} was "
+            f"{'merged' if pull.merged else 'closed'} on the host outside the queue; submit "
+            "again from an open pull request",
+            {"pull": pull.number},
+        )
+    if pull.base != batch.target:
+        raise LandingError(
+            f"its pull request #{pull.number} merges into {pull.base}, not {batch.target}; "
+            "the next sync of the pull request puts it back"
+        )
+    known = heads_of(attempt)
+    if pull.head not in known and pull.head != head:
+        raise _moved(pull, attempt)
+    if pull.head != head:
+        # The intent first: a lander that dies after the push still knows the head as its own.
+        heads = [*(attempt.landing.get("pull") or {}).get("heads", []), head][-HEADS_KEPT:]
+        note = {"number": pull.number, "branch": pull.branch, "heads": heads}
+        if not attempt_landing_note(attempt=attempt, pull=note):
+            raise LandingError("the change left the queue before its pull request was updated")
+        attempt.landing = {**attempt.landing, "pull": note}
+        try:
+            git.force_branch(
+                path, project.repository_url, head, branch=pull.branch, expected=pull.head
+            )
+        except git.GitError as exc:
+            again = host.pull_request(attempt)
+            if again.head not in (pull.head, head):
+                raise _moved(again, attempt) from exc
+            raise LandingError(f"the push to {pull.branch} was refused: {exc}") from exc
+    host.post_checks(
+        attempt,
+        head,
+        runner=f"verified by the lander: batch {batch.pk}, tree {batch.tree}, built on "
+        f"{batch.target} at {base}",
+        review=_review(attempt, base, batch.target),
+    )
+    _wait_for_checks(host, batch, head)
+    ensure_held(project.pk)
+    title, _, message = git.message_of(path, head).partition("\n")
+    try:
+        return host.merge(pull, sha=head, method=batch.method, title=title, message=message)
+    except HostRefused as exc:
+        return _refused(project, host, batch, attempt, head, base, exc, refused=refused)
+    except HostTrouble as exc:
+        # The merge may have happened (a lost answer): the host says whether it did.
+        try:
+            after = host.pull_request(attempt)
+        except LandingError:
+            raise MaybeMerged(
+                f"the merge's answer was lost ({exc}); settled from the host"
+            ) from exc
+        if after.merged:
+            return after.merge_commit
+        raise HostTrouble(f"the host did not merge: {exc}") from exc
+
+
+def _moved(pull: Pull, attempt: Attempt) -> GoesBack:
+    return GoesBack(
+        f"landing failed: the branch {pull.branch} of pull request #{pull.number} moved to "
+        f"{pull.head[:12]}, which is not the approved commit {attempt.landing.get('commit', '')[:12]} "
+        "(someone pushed to it after the approval); submit the branch as it is now for review",
+        {"pull": pull.number, "head": pull.head},
+    )
+
+
+def _review(attempt: Attempt, base: str, target: str) -> str:
+    who = attempt.reviewed_by.get_username() if attempt.reviewed_by else "a reviewer"
+    return (
+        f"{who} approved {attempt.landing.get('commit', '')} ({attempt}); these are the same "
+        f"bytes, built onto {target} at {base}"
+    )
+
+
+def _wait_for_checks(host: Host, batch: Batch, head: str) -> None:
+    """Wait for every required check of the target to be green on ``head``; a failing one,
+    or one still pending at the time limit, sends the change back naming it."""
+    deadline = time.monotonic() + settings.FACTORY_LANDING_CHECKS_TIMEOUT
+    while True:
+        checks = host.checks(batch.target, head)
+        states = {name: checks.states.get(name, "pending") for name in checks.required}
+        failed = {n: s for n, s in states.items() if s not in GREEN and s != "pending"}
+        if failed:
+            named = ", ".join(f"{name} ({state})" for name, state in failed.items())
+            raise GoesBack(
+                f"landing failed: the required check{'s' if len(failed) > 1 else ''} {named} "
+                f"of {batch.target} did not pass on {head[:12]} (the change built on "
+                f"{batch.target} at {batch.base[:12]})",
+                {"checks": failed, "built": head, "base": batch.base},
+            )
+        pending = [name for name, state in states.items() if state == "pending"]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise GoesBack(
+                f"landing failed: the required check{'s' if len(pending) > 1 else ''} "
+                f"{', '.join(pending)} of {batch.target} still pending on {head[:12]} after "
+                f"{settings.FACTORY_LANDING_CHECKS_TIMEOUT} s (FACTORY_LANDING_CHECKS_TIMEOUT)",
+                {"pending": pending, "built": head, "base": batch.base},
+            )
+        time.sleep(settings.FACTORY_LANDING_CHECKS_POLL_SECONDS)
+
+
+def _refused(project, host, batch, attempt, head, base, exc, *, refused: int) -> str:
+    """The host refused the merge: the target moved (build again on its tip), the head
+    moved (the change goes back), or another reason (the batch errs, saying the host's
+    words). Told apart by reading the target and the pull request again, never by the
+    words of the refusal."""
+    path = git.fetch(project)
+    if git.tip(path, batch.target) != base:
+        refused += 1
+        if refused >= settings.FACTORY_LANDING_PUSH_TRIES:
+            raise LandingError(f"the target moved under every one of {refused} merges") from exc
+        move(batch, "rebuild")
+        raise TargetMoved(path) from exc
+    after = host.pull_request(attempt)
+    if after.merged:
+        return after.merge_commit
+    if after.head != head:
+        raise _moved(after, attempt) from exc
+    raise LandingError(f"the host refused the merge of pull request #{after.number}: {exc}")
+
+
+def merged(project: Project, batch: Batch) -> dict[int, str]:
+    """For a dead lander's batch that was landing through the host: ``{attempt: commit}``
+    for the change whose pull request the host says is merged (at the commit it made),
+    else ``{}``. Raises ``LandingError`` when the host cannot be asked."""
+    host = host_for(project)
+    found = {}
+    attempts = Attempt.objects.select_related("task").in_bulk(
+        [item["attempt"] for item in batch.plan]
+    )
+    for item in batch.plan:
+        pull = host.pull_request(attempts[item["attempt"]])
+        if pull.merged and pull.merge_commit:
+            found[item["attempt"]] = pull.merge_commit
+    return found

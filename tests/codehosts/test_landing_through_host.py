@@ -1,0 +1,461 @@
+"""Landing through the task's pull request (``landing.mode: pull_request``, ADR 0041),
+against the GitHub stand-in: its ``main`` is protected (a direct push is refused, GH006),
+requires ``ci`` and ``factory-memory/review`` and branches up to date. The lander builds
+and verifies the change as for ``push`` (the runner scripted: ``tests.landing.conftest``),
+then sets the pull request's branch to the verified commit, posts its checks, waits for
+the team's CI and merges pinned to that head."""
+
+import subprocess
+
+import pytest
+
+from codehosts import landing as host_landing
+from landing.lander import land
+from landing.models import Batch, BatchState
+from projects import services as project_services
+from projects.models import Event
+from tasks import attempts, review
+from tasks.models import Attempt, Task
+from tests.codehosts.conftest import REPOSITORY
+from tests.factories import all_met
+from tests.github_standin.world import Check, Protection
+from tests.landing.conftest import Origin, Script, feature
+
+BRANCH = "fm/WID-1"
+VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml", "timeout_seconds": 60}
+STRICT = Protection(required_checks=["ci", "factory-memory/review"], strict=True)
+
+
+class TeamCI:
+    """The team's CI: each time the site posts its checks on a commit, it posts ``ci`` there
+    too (``conclusion``: a status ``success``, a check run ``failure``…; None: never)."""
+
+    def __init__(self, repo, monkeypatch):
+        self.repo, self.conclusion, self.then = repo, "success", None
+        posted = host_landing.HostLanding.post_checks
+
+        def post_checks(landing, attempt, commit, **summaries):
+            posted(landing, attempt, commit, **summaries)
+            if self.conclusion == "success":
+                repo.statuses.append((commit, "ci", "success"))
+            elif self.conclusion is not None:
+                check = Check(len(repo.checks) + 9000, "CR", "ci", commit, "completed",
+                              self.conclusion, None)  # fmt: skip
+                repo.checks[check.id] = check
+            then, self.then = self.then, None  # once
+            if then is not None:
+                then()
+
+        monkeypatch.setattr(host_landing.HostLanding, "post_checks", post_checks)
+
+
+@pytest.fixture
+def team_ci(repo, monkeypatch):
+    return TeamCI(repo, monkeypatch)
+
+
+@pytest.fixture
+def through(hosted, repo, github, settings, monkeypatch, team_ci):
+    """``hosted``'s project landing through pull requests on the stand-in's repository."""
+    settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(github.world.root)]
+    settings.FACTORY_LANDING_CHECKS_TIMEOUT = 0.3
+    settings.FACTORY_LANDING_CHECKS_POLL_SECONDS = 0.02
+    settings.FACTORY_LANDING_BACKOFF_SECONDS = 0
+    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", "hook secret")
+    monkeypatch.setattr("landing.verifying.verify_tree", Script(Origin))
+    repo.protect("main", STRICT)
+    project = hosted.project
+    project_services.project_update(
+        project=project, actor=hosted.manager, repository_url=f"file://{repo.git.path}",
+        verify=VERIFY,
+    )  # fmt: skip
+    hosted.gates({"runner": {}})
+    project_services.project_update(
+        project=project, actor=hosted.manager, landing={"mode": "pull_request"}
+    )
+    hosted.gates({})  # submissions straight to review: the lander's verification counts
+    project.refresh_from_db()
+    return hosted
+
+
+def approved(flow, repo, capture, files=None, branch=BRANCH):
+    """A task whose change (on ``branch``) has its pull request (opened by the sync job) and
+    is approved, queued to land; the lander has not run."""
+    task, attempt = flow.claimed(title=f"Add {branch}")
+    sha = repo.git.commit(branch, files or feature("alpha"), "alpha", start="main")
+    with capture(execute=True):
+        attempts.attempt_submit(
+            attempt=attempt, actor=flow.agent, summary="alpha", change={"commit": sha, "branch": branch}
+        )  # fmt: skip
+    attempt.refresh_from_db()
+    review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+    task.refresh_from_db()
+    attempt.refresh_from_db()
+    assert (task.state, attempt.landing["state"]) == ("approved", "queued")
+    assert repo.pulls[max(repo.pulls)].head == branch
+    return task, attempt, sha
+
+
+def state(task):
+    task = Task.objects.get(pk=task.pk)
+    attempt = Attempt.objects.filter(task=task).latest("pk")
+    return task.state, attempt.landing["state"], attempt.landing.get("reason", "")
+
+
+def test_a_change_lands_through_its_pull_request_on_a_protected_target(
+    through, repo, django_capture_on_commit_callbacks
+):
+    task, _, _sha = approved(through, repo, django_capture_on_commit_callbacks)
+    base = repo.git.head("main")
+
+    counts = land(through.project)
+
+    merged = repo.git.head("main")
+    pull = repo.pulls[1]
+    assert counts["landed"] == 1
+    assert (pull.state, pull.merged, pull.merge_commit_sha) == ("closed", True, merged)
+    assert repo.git.git("rev-parse", f"{merged}^") == base  # squash: one commit on the tip
+    head = repo.git.head(BRANCH)
+    assert repo.git.git("rev-parse", f"{head}^") == base  # the branch is the built commit
+    assert repo.git.git("rev-parse", f"{merged}^{{tree}}") == repo.git.git(
+        "rev-parse", f"{head}^{{tree}}"
+    )
+    assert "Factory-Task: WID-1" in repo.git.git("log", "-1", "--format=%B", merged)
+    assert sorted((c.name, c.conclusion) for c in repo.checks.values() if c.head_sha == head) == [
+        ("factory-memory/review", "success"),
+        ("factory-memory/runner", "success"),
+    ]
+    task.refresh_from_db()
+    assert (task.state, task.landed_commit) == ("done", merged)
+    batch = Batch.objects.get()
+    assert (batch.state, batch.result, batch.reason) == (
+        BatchState.LANDED,
+        head,
+        f"merged as {merged} through the pull request, tree {batch.tree}",
+    )
+
+
+def test_a_merge_whose_tree_is_not_the_verified_one_is_a_loud_error(
+    through, repo, monkeypatch, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    real = repo.git.merge_tree
+
+    def smuggling(base, head):  # a host that merges one file more than it was given
+        listing = repo.git.git("ls-tree", real(base, head))
+        blob = repo.git.git("hash-object", "-w", "--stdin", stdin=b"smuggled\n")
+        return repo.git.git("mktree", stdin=f"{listing}\n100644 blob {blob}\tSMUGGLED\n".encode())
+
+    monkeypatch.setattr(repo.git, "merge_tree", smuggling)
+    errors = []
+    monkeypatch.setattr(
+        "landing.lander.logger.error", lambda text, *args: errors.append(text % args)
+    )
+
+    land(through.project)
+
+    merged = repo.git.head("main")
+    task.refresh_from_db()
+    assert (task.state, task.landed_commit) == ("done", merged)  # it is on the target
+    batch = Batch.objects.get()
+    assert batch.reason.startswith(f"merged as {merged}, whose tree ")
+    assert f"is NOT the verified tree {batch.tree}" in batch.reason
+    assert errors == [f"landing batch {batch.pk} of WID: {batch.reason}"]
+
+
+def test_the_protected_target_refuses_a_direct_push(through, repo):
+    other = repo.git.commit("elsewhere", {"x.py": "x\n"}, "x", start="main")
+    pushed = subprocess.run(
+        ["git", "push", str(repo.git.path), f"{other}:refs/heads/main"],
+        cwd=repo.git.path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert pushed.returncode != 0 and "GH006" in pushed.stderr
+
+
+def test_one_change_per_merge(through, repo, django_capture_on_commit_callbacks):
+    first, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    second, _, _ = approved(
+        through, repo, django_capture_on_commit_callbacks, feature("beta"), branch="fm/WID-2"
+    )
+    Project = type(through.project)
+    Project.objects.filter(pk=through.project.pk).update(
+        landing={**through.project.landing, "batch_max": 4}
+    )
+    base = repo.git.head("main")
+
+    counts = land(Project.objects.get(pk=through.project.pk))
+
+    assert counts["landed"] == 2
+    assert [len(b.changes) for b in Batch.objects.order_by("pk")] == [1, 1]
+    assert [repo.pulls[n].merged for n in sorted(repo.pulls)] == [True, True]
+    first.refresh_from_db(), second.refresh_from_db()
+    assert repo.git.git("rev-list", "--reverse", f"{base}..main").split() == [
+        first.landed_commit,
+        second.landed_commit,
+    ]
+
+
+def test_a_failing_required_check_sends_the_change_back_naming_it(
+    through, repo, team_ci, django_capture_on_commit_callbacks
+):
+    task, _attempt, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    team_ci.conclusion = "failure"
+    base = repo.git.head("main")
+
+    land(through.project)
+
+    assert repo.git.head("main") == base and repo.pulls[1].merged is False
+    task_state, landing, reason = state(task)
+    assert (task_state, landing) == ("ready", "failed")
+    assert reason.startswith("landing failed: the required check ci (failure) of main did not")
+    batch = Batch.objects.get()
+    assert (batch.state, batch.reason) == (BatchState.RETURNED, reason)
+
+
+def test_a_check_pending_past_the_time_limit_sends_the_change_back_naming_it(
+    through, repo, team_ci, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    team_ci.conclusion = None  # the team's CI never reports
+    base = repo.git.head("main")
+
+    land(through.project)
+
+    assert repo.git.head("main") == base and repo.pulls[1].merged is False
+    task_state, landing, reason = state(task)
+    assert (task_state, landing) == ("ready", "failed")
+    assert "the required check ci of main still pending on" in reason
+    assert reason.endswith("after 0.3 s (FACTORY_LANDING_CHECKS_TIMEOUT)")
+
+
+def test_a_target_that_moved_before_the_merge_is_built_on_again_and_lands(
+    through, repo, team_ci, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    moved = []
+    team_ci.then = lambda: moved.append(repo.git.commit("main", {"NEWS": "news\n"}, "person"))
+
+    land(through.project)
+
+    merged = repo.git.head("main")
+    assert repo.git.git("rev-parse", f"{merged}^") == moved[0]  # built on the person's commit
+    task.refresh_from_db()
+    assert (task.state, task.landed_commit) == ("done", merged)
+    batch = Batch.objects.get()
+    assert (batch.state, batch.pushes, batch.base) == (BatchState.LANDED, 2, moved[0])
+
+
+def test_a_persons_push_to_the_branch_sends_the_change_back(
+    through, repo, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    theirs = repo.git.commit(BRANCH, {"alpha.py": "changed\n"}, "a person's fix")
+    base = repo.git.head("main")
+
+    land(through.project)
+
+    assert (repo.git.head("main"), repo.git.head(BRANCH)) == (base, theirs)  # nothing overwritten
+    task_state, landing, reason = state(task)
+    assert (task_state, landing) == ("ready", "failed")
+    assert reason.startswith(f"landing failed: the branch {BRANCH} of pull request #1 moved to")
+    assert Batch.objects.get().state == BatchState.RETURNED
+
+
+def test_a_merge_answered_502_after_it_happened_lands_once(
+    through, repo, github, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    base = repo.git.head("main")
+    github.fail("lost", match=f"PUT /repos/{REPOSITORY}/pulls/1/merge")
+
+    land(through.project)
+
+    merged = repo.git.head("main")
+    assert repo.git.git("rev-list", "--count", f"{base}..{merged}") == "1"
+    task.refresh_from_db()
+    assert (task.state, task.landed_commit) == ("done", merged)
+    assert Batch.objects.get().state == BatchState.LANDED
+
+
+def test_a_merge_refused_with_502_before_it_happened_stays_queued_and_lands_later(
+    through, repo, github, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    base = repo.git.head("main")
+    github.fail("502", match=f"PUT /repos/{REPOSITORY}/pulls/1/merge")
+
+    land(through.project)
+
+    assert repo.git.head("main") == base
+    assert state(task)[:2] == ("approved", "error")
+    erred = Batch.objects.get()
+    assert erred.state == BatchState.ERROR and "the host did not merge" in erred.reason
+    land(through.project)  # the back-off is 0 s: it looks again at once
+    task.refresh_from_db()
+    assert (task.state, task.landed_commit) == ("done", repo.git.head("main"))
+    assert repo.git.git("rev-list", "--count", f"{base}..main") == "1"
+
+
+def test_host_trouble_before_the_merge_ends_the_batch_in_error_with_the_change_queued(
+    through, repo, github, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    github.fail("502", count=20, match="/check-runs")
+    base = repo.git.head("main")
+
+    land(through.project)
+
+    assert (repo.git.head("main"), repo.pulls[1].merged) == (base, False)
+    task_state, landing, reason = state(task)
+    assert (task_state, landing) == ("approved", "error")
+    assert reason.startswith("nothing landed: the code host could not answer")
+
+
+class Killed(BaseException):
+    """The lander's worker killed (SIGKILL does not run ``except Exception``)."""
+
+
+def test_a_lander_killed_mid_merge_is_settled_from_the_host(
+    through, repo, monkeypatch, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    merge = host_landing.HostLanding.merge
+
+    def merged_then_killed(landing, pull, **kwargs):
+        merge(landing, pull, **kwargs)
+        raise Killed
+
+    monkeypatch.setattr(host_landing.HostLanding, "merge", merged_then_killed)
+    with pytest.raises(Killed):
+        land(through.project)
+    assert (Batch.objects.get().state, state(task)[:2]) == (
+        BatchState.PUSHING,
+        ("approved", "landing"),
+    )
+    monkeypatch.setattr(host_landing.HostLanding, "merge", merge)
+
+    counts = land(through.project)
+
+    task.refresh_from_db()
+    assert counts["settled"] == 1
+    assert (task.state, task.landed_commit) == ("done", repo.git.head("main"))
+    batch = Batch.objects.get()
+    assert (batch.state, batch.reason) == (
+        BatchState.LANDED,
+        "its lander stopped after pushing; settled from the host: its pull request is merged",
+    )
+
+
+# --- Switching the mode -----------------------------------------------------------------------
+
+
+def test_pull_request_mode_without_a_github_host_is_a_400_naming_the_field(flow, api):
+    before = (flow.project.landing, Event.objects.count())
+
+    response = api(flow.manager).patch(
+        f"/api/v1/projects/{flow.project.slug}/",
+        {"landing": {"mode": "pull_request"}, "name": "Renamed"},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert "landing.mode" in response.json()["fields"]
+    flow.project.refresh_from_db()
+    assert (flow.project.landing, Event.objects.count(), flow.project.name) == (
+        *before,
+        flow.project.name,
+    )
+    assert flow.project.name != "Renamed"
+
+
+@pytest.mark.parametrize(
+    "protection, code",
+    [
+        (Protection(required_checks=["ci"], strict=False), "landing_target_not_strict"),
+        (Protection(required_checks=["ci"], strict=True, merge_queue=True), "landing_merge_queue"),
+        (None, "landing_target_not_strict"),
+    ],
+)
+def test_pull_request_mode_needs_a_strict_target_without_a_merge_queue(
+    hosted, repo, github, api, settings, protection, code
+):
+    settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(github.world.root)]
+    if protection is not None:
+        repo.protect("main", protection)
+    project = hosted.project
+    project_services.project_update(
+        project=project, actor=hosted.manager, repository_url=f"file://{repo.git.path}",
+        verify=VERIFY,
+    )  # fmt: skip
+    hosted.gates({"runner": {}})
+    project.refresh_from_db()
+    before = (project.landing, project.name, Event.objects.count())
+
+    response = api(hosted.manager).patch(
+        f"/api/v1/projects/{project.slug}/",
+        {"landing": {"mode": "pull_request"}, "name": "Renamed"},
+        format="json",
+    )
+
+    assert (response.status_code, response.json()["code"]) == (409, code)
+    if code == "landing_merge_queue":
+        assert "landing through GitHub's merge queue is not built yet" in response.json()["detail"]
+    project.refresh_from_db()
+    assert (project.landing, project.name, Event.objects.count()) == before
+
+
+def test_removing_the_github_host_under_pull_request_mode_is_a_400(
+    through, api, django_capture_on_commit_callbacks
+):
+    project = through.project
+    before = (project.code_host, project.landing, Event.objects.count())
+
+    response = api(through.manager).patch(
+        f"/api/v1/projects/{project.slug}/", {"code_host": {"provider": "none"}}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "code_host" in response.json()["fields"]
+    project.refresh_from_db()
+    assert (project.code_host, project.landing, Event.objects.count()) == before
+
+
+def test_a_revert_is_refused_in_pull_request_mode(
+    through, repo, api, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    land(through.project)
+    before = Event.objects.count()
+
+    response = api(through.manager).post(
+        f"/api/v1/tasks/{task.key}/revert/", {"reason": "broke it"}, format="json"
+    )
+
+    assert (response.status_code, response.json()["code"]) == (409, "landing_off")
+    assert Event.objects.count() == before
+
+
+def test_a_lander_killed_before_the_merge_is_abandoned_and_the_next_lands_on_its_branch(
+    through, repo, team_ci, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+
+    def killed():
+        raise Killed
+
+    team_ci.then = killed
+    with pytest.raises(Killed):
+        land(through.project)
+    first = repo.git.head(BRANCH)  # the site's own commit is on the branch now
+    assert (repo.pulls[1].merged, state(task)[:2]) == (False, ("approved", "landing"))
+
+    counts = land(through.project)
+
+    task.refresh_from_db()
+    assert (counts["settled"], counts["landed"]) == (1, 1)
+    assert (task.state, task.landed_commit) == ("done", repo.git.head("main"))
+    assert [b.state for b in Batch.objects.order_by("pk")] == [
+        BatchState.ABANDONED,
+        BatchState.LANDED,
+    ]
+    assert first in Attempt.objects.get(task=task).landing["pull"]["heads"]
