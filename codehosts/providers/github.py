@@ -52,6 +52,7 @@ from codehosts.providers.base import (
     Unavailable,
     Unconfigured,
 )
+from codehosts.providers.github_graphql import DEQUEUE, DRAFT, ENQUEUE, READY, ROLLUP, STATUS_STATES
 
 logger = logging.getLogger(__name__)
 
@@ -77,46 +78,6 @@ MARKER = "<!-- factory-memory:task {task} -->"
 # GitHub refuses (422) a pull request body or a check run's summary longer than this.
 MAX_TEXT = 65_536
 CUT = "\n\n… (cut to GitHub's limit: the whole text is on the task's page)"
-ENQUEUE = """mutation($id: ID!, $head: GitObjectID) {
-  enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $head}) {
-    mergeQueueEntry { id position state }
-  }
-}"""
-DEQUEUE = """mutation($id: ID!) {
-  dequeuePullRequest(input: {id: $id}) { mergeQueueEntry { id position state } }
-}"""
-ROLLUP = """query($owner: String!, $name: String!, $oid: GitObjectID!, $after: String) {
-  repository(owner: $owner, name: $name) {
-    object(oid: $oid) {
-      ... on Commit {
-        statusCheckRollup {
-          contexts(first: 100, after: $after) {
-            pageInfo { hasNextPage endCursor }
-            nodes {
-              __typename
-              ... on CheckRun { name status conclusion databaseId }
-              ... on StatusContext { context state }
-            }
-          }
-        }
-      }
-    }
-  }
-}"""
-# A commit status's state as the seam says it (a check run's conclusion, lower-cased).
-STATUS_STATES = {
-    "SUCCESS": "success",
-    "FAILURE": "failure",
-    "ERROR": "error",
-    "PENDING": "pending",
-    "EXPECTED": "pending",
-}
-READY = """mutation($id: ID!) {
-  markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } }
-}"""
-DRAFT = """mutation($id: ID!) {
-  convertPullRequestToDraft(input: {pullRequestId: $id}) { pullRequest { isDraft } }
-}"""
 
 
 class TokenCache(BaseCache, BaseCacheStrategy):
