@@ -50,21 +50,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import common  # noqa: F401  (the project on sys.path, a SECRET_KEY)
-from verify import git
+from landing_setup import (
+    Origin,
+    environment,
+    measure_suite,
+    new_project,
+    queue_approved,
+    verify_block,
+)
 
 BATCHES = (1, 4, 8)
 TARGET_SPEEDUP = 4.0
-
-SUITE_TEST = """\
-import time
-import unittest
-
-
-class SuiteTest(unittest.TestCase):
-    def test_suite(self):
-        time.sleep({seconds})
-"""
 
 # The culprit's module and its snapshot test, right at its own commit only.
 INVENTORY = """\
@@ -90,129 +86,15 @@ CULPRITS = ("inventory", "census", "roster", "tally")
 PARALLEL = (1, 4)
 
 
-def feature(name: str) -> dict:
-    """An independent change: a module of its own and its test."""
-    return {
-        f"{name}.py": f"def {name}():\n    return {name!r}\n",
-        f"tests/test_{name}.py": (
-            f"import unittest\n\nfrom {name} import {name}\n\n\n"
-            f"class {name.title()}Test(unittest.TestCase):\n"
-            f"    def test_{name}(self):\n        self.assertEqual({name}(), {name!r})\n"
-        ),
-    }
-
-
-class Origin:
-    """A bare repository: ``main`` (the suite) and one branch per change, all pushed."""
-
-    def __init__(self, folder: Path, *, suite_seconds: float, names: list[str]):
-        from demo.repository import RUN_TESTS
-
-        self.bare = folder / "origin.git"
-        self.url = f"file://{self.bare}"
-        work = folder / "work"
-        git("init", "--quiet", "--bare", "--initial-branch=main", str(self.bare), cwd=folder)
-        git("clone", "--quiet", str(self.bare), str(work), cwd=folder)
-        git("checkout", "--quiet", "-b", "main", cwd=work)
-        self._commit(
-            work,
-            {
-                ".gitignore": "reports/\n__pycache__/\n",
-                "run_tests.py": RUN_TESTS,
-                "tests/__init__.py": "",
-                "tests/test_suite.py": SUITE_TEST.format(seconds=suite_seconds),
-            },
-            "a suite",
-        )
-        self.base = git("rev-parse", "HEAD", cwd=work)
-        self.commits = {}
-        changes = {name: feature(name) for name in names}
-        for culprit in CULPRITS:
-            changes[culprit] = {
-                f"{culprit}.py": INVENTORY,
-                f"tests/test_{culprit}.py": INVENTORY_TEST.format(name=culprit),
-            }
-        for name, files in changes.items():
-            git("checkout", "--quiet", "-B", name, self.base, cwd=work)
-            self.commits[name] = self._commit(work, files, f"add {name}")
-        git("push", "--quiet", "origin", "main", *changes, cwd=work)
-
-    @staticmethod
-    def _commit(work: Path, files: dict, message: str) -> str:
-        for name, text in files.items():
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            (work / name).write_text(text)
-        git("add", "--all", cwd=work)
-        git("commit", "--quiet", "-m", message, cwd=work)
-        return git("rev-parse", "HEAD", cwd=work)
-
-    def copy(self, name: str) -> "Origin":
-        """A copy of this origin (same commits) for one project: a local repository serves
-        one project only."""
-        other = object.__new__(Origin)
-        other.bare = self.bare.with_name(f"{name}.git")
-        other.url = f"file://{other.bare}"
-        other.base, other.commits = self.base, self.commits
-        shutil.copytree(self.bare, other.bare)
-        return other
-
-    def landed(self) -> list[str]:
-        """The commits ``main`` moved through since its first, oldest first."""
-        listed = git("rev-list", "--first-parent", "--reverse", f"{self.base}..main", cwd=self.bare)
-        return listed.split()
-
-
-def new_project(slug: str, origin: Origin, verify: dict):
-    """A project on ``origin`` with the runner in its gate policy, and its members."""
-    from projects import services as project_services
-    from tests.factories import Flow
-
-    project = project_services.project_create(
-        slug=slug,
-        name=f"{slug} bench",
-        repository_url=origin.url,
-        verify=verify,
-        gate_policy={"runner": {}},
-    )
-    return Flow(project, prefix=slug.lower())
-
-
-def measure_suite(origin: Origin, verify: dict) -> dict:
-    """The suite on ``main`` in the sandbox, three times: the test command's seconds (what
-    the limits use) and the wall time of the whole ``verify_tree`` run (checkout, sandbox,
-    reports)."""
-    from runner import mirror
-    from runner.verify import verify_tree
-
-    project = new_project("CAL", origin.copy("calibration"), verify).project
-    path, _ = mirror.mirror(project)
-    inside, wall = [], []
-    for _ in range(3):
-        started = time.perf_counter()
-        result = verify_tree(project=project, path=path, sha=origin.base)
-        wall.append(time.perf_counter() - started)
-        inside.append(result.seconds)
-        if not result.passed:
-            raise SystemExit(f"the suite fails on main: {result.problems}")
-    return {
-        "suite_seconds": round(statistics.median(inside), 3),
-        "verify_run_wall_seconds": round(statistics.median(wall), 3),
-        "samples_s": [round(s, 3) for s in inside],
-    }
-
-
 def run(origin: Origin, verify: dict, *, slug: str, batch_max: int, names: list[str]) -> dict:
     """Queue ``names`` (approved, in this order) on a fresh project and land them all."""
     from landing.lander import land
-    from landing.locks import lander_lock
     from landing.models import Batch
     from projects import services as project_services
-    from tasks import attempts, review
-    from tasks.models import Attempt, Task
-    from tests.factories import all_met
+    from tasks.models import Task
 
     origin = origin.copy(slug.lower())
-    flow = new_project(slug, origin, verify)
+    flow = new_project(slug, origin.url, verify)
     project_services.project_update(
         project=flow.project,
         actor=flow.manager,
@@ -220,28 +102,7 @@ def run(origin: Origin, verify: dict, *, slug: str, batch_max: int, names: list[
     )
     flow.project.refresh_from_db()
     started = time.perf_counter()
-    tasks = {}
-    with lander_lock(flow.project.pk) as held:
-        assert held, "the bench could not take its own project's lander lock"
-        flow.gates({})  # straight to review: the lander's own verification is what counts
-        for name in names:
-            task, attempt = flow.claimed(title=f"Add {name}")
-            attempts.attempt_submit(
-                attempt=attempt,
-                actor=attempt.agent,
-                summary="done",
-                change={"commit": origin.commits[name]},
-            )
-            attempt.refresh_from_db()
-            if attempt.state == "checking":
-                attempts.attempt_gates_passed(attempt=attempt)
-            tasks[name] = task
-        flow.gates({"runner": {}})
-        for name in names:
-            task = Task.objects.get(pk=tasks[name].pk)
-            attempt = Attempt.objects.get(pk=task.current_attempt_id)
-            # Its land job runs now, in this thread, and finds the lock held.
-            review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
+    tasks = queue_approved(flow, origin.commits, names)
     queued = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -327,38 +188,26 @@ def main():
         args.culprit_at = min(12, args.changes // 2)
 
     work = Path(tempfile.mkdtemp(prefix="factory-bench-landing-"))
-    # The sandbox's user (FACTORY_RUNNER_UID when this runs as root) must pass through to
-    # its workspace and the mirror under FACTORY_RUNNER_ROOT.
-    work.chmod(0o711)
-    os.environ.update(
-        DATABASE_URL=f"sqlite:///{work}/db.sqlite3",
-        MEDIA_ROOT=f"{work}/media",
-        FACTORY_RUNNER_ROOT=f"{work}/runner",
-        # The bench's origin is a local repository, under its own folder (docs/runner.md).
-        FACTORY_LOCAL_REPOSITORY_ROOTS=str(work),
-        LOG_LEVEL="WARNING",
-        # An approval's land job runs in the approving thread (and finds the lock held),
-        # never in a thread beside the lander the bench times.
-        FACTORY_EAGER_BACKGROUND_QUEUES="",
-    )
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
-    import django
-
-    django.setup()
+    environment(work)
     from django.conf import settings
-    from django.core.management import call_command
 
     from landing.verifying import bisect_bound
 
-    call_command("migrate", verbosity=0)
-    verify = {
-        "test": "python3 run_tests.py",
-        "junit": "reports/junit.xml",
-        "timeout_seconds": max(60, int(args.suite_seconds * 4)),
-    }
+    verify = verify_block(args.suite_seconds)
     names = [f"change{n:02d}" for n in range(args.changes)]
     try:
-        origin = Origin(work, suite_seconds=args.suite_seconds, names=names)
+        origin = Origin(
+            work,
+            suite_seconds=args.suite_seconds,
+            names=names,
+            extra={
+                culprit: {
+                    f"{culprit}.py": INVENTORY,
+                    f"tests/test_{culprit}.py": INVENTORY_TEST.format(name=culprit),
+                }
+                for culprit in CULPRITS
+            },
+        )
         suite = measure_suite(origin, verify)
         parallel = parallel_runs(origin, verify, names[: max(8, min(16, len(names)))])
         if args.parallel_only:
