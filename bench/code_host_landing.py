@@ -2,12 +2,12 @@
 the same changes; and a webhook's delivery in to the state it changes.
 
     uv run python bench/code_host_landing.py [--changes 8] [--suite-seconds 1]
-        [--ci-delay 0.2] [--checks-poll 15] [--deliveries 20] [--quick]
+        [--ci-delay 0.2] [--checks-poll 15] [--first-look 1] [--deliveries 20] [--quick]
 
 One origin is built as bench/landing.py builds it (``landing_setup.Origin``: ``main`` with
 a suite that sleeps ``--suite-seconds`` in the runner's bubblewrap sandbox, and
 ``--changes`` independent changes, each on a branch of its own). The same commits are
-landed three times, each on a fresh project, queued through the real services while the
+landed four times, each on a fresh project, queued through the real services while the
 bench holds the lander lock (submitted, approved; ``landing_setup.queue_approved``), then
 landed by ``landing.lander.land``, which verifies each batch in the sandbox:
 
@@ -19,8 +19,11 @@ landed by ``landing.lander.land``, which verifies each batch in the sandbox:
   change is submitted with its branch, so the site's sync opens its pull request. The team's
   CI is played by a thread of the bench: it lists the repository's branches every 20 ms
   and posts the commit status ``ci`` = success on each new head ``--ci-delay`` seconds
-  (0.2) after it saw it. The lander looks for the required checks every ``--checks-poll``
-  seconds (``FACTORY_LANDING_CHECKS_POLL_SECONDS``, 15 by default as shipped).
+  (0.2) after it saw it. It runs twice, on two stand-ins with the same commits: the lander
+  looking for the required checks every ``--checks-poll`` seconds from its first look
+  (``FACTORY_LANDING_CHECKS_POLL_SECONDS``, 15: how it looked before), then as shipped:
+  again after ``--first-look`` seconds (``FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS``, 1),
+  twice as far each time, up to the poll interval.
 
 Approval → landed, per change: from the event that moved its task to ``approved`` to the
 one that moved it to ``done`` (every change is approved before the lander starts, so the
@@ -153,13 +156,14 @@ class Hosted:
     through pull requests on it (code host set and mode switched through the services,
     which ask the stand-in)."""
 
-    def __init__(self, work: Path, origin, names: list[str]):
+    def __init__(self, work: Path, origin, names: list[str], *, folder="github", slug="WID"):
         from tests.github_standin import app_key
         from tests.github_standin.server import StandIn
         from tests.github_standin.world import Protection, World
 
-        (work / "github").mkdir()
-        self.world = World(work / "github", 4242, [app_key()[1]], "factory-memory")
+        self.slug = slug
+        (work / folder).mkdir()
+        self.world = World(work / folder, 4242, [app_key()[1]], "factory-memory")
         self.standin = StandIn(self.world).start()
         self.repo = self.world.repository(REPOSITORY)
         subprocess.run(
@@ -178,7 +182,7 @@ class Hosted:
         """The project, once the operator lists the stand-in (``FACTORY_CODE_HOST_URLS``)."""
         from projects import services as project_services
 
-        self.flow = new_project("WID", f"file://{self.repo.git.path}", verify)
+        self.flow = new_project(self.slug, f"file://{self.repo.git.path}", verify)
         project_services.project_update(
             project=self.flow.project,
             actor=self.flow.manager,
@@ -324,6 +328,11 @@ def main() -> None:
         type=float,
         help="FACTORY_LANDING_CHECKS_POLL_SECONDS for the run (the setting's, 15 as shipped)",
     )
+    parser.add_argument(
+        "--first-look",
+        type=float,
+        help="FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS for the shipped run (the setting's, 1)",
+    )
     parser.add_argument("--deliveries", type=int, help="webhook deliveries timed (20; --quick 10)")
     parser.add_argument("--quick", action="store_true", help="4 changes, 10 deliveries")
     args = parser.parse_args()
@@ -337,6 +346,8 @@ def main() -> None:
 
     if args.checks_poll is None:
         args.checks_poll = settings.FACTORY_LANDING_CHECKS_POLL_SECONDS
+    if args.first_look is None:
+        args.first_look = settings.FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS
     verify = verify_block(args.suite_seconds)
     names = [f"change{n:02d}" for n in range(args.changes)]
     hosted = None
@@ -351,17 +362,28 @@ def main() -> None:
             sys.stderr.write(
                 f"push {batch_max}: {json.dumps(modes[f'push_batch_max_{batch_max}'])}\n"
             )
-        hosted = Hosted(work, origin, names)
-        with override_settings(
-            FACTORY_CODE_HOST_URLS=[hosted.standin.url],
-            FACTORY_LANDING_CHECKS_POLL_SECONDS=args.checks_poll,
-            # A run that goes wrong ends instead of waiting the shipped 30 minutes.
-            FACTORY_LANDING_CHECKS_TIMEOUT=120,
+        # Twice through the stand-in, the same commits: the lander looking every
+        # --checks-poll seconds from the first look (as it did), then as shipped (soon,
+        # then twice as far each time up to it).
+        for label, first_look, folder, slug in (
+            ("pull_request_polled_every_checks_poll", args.checks_poll, "github-polled", "WIP"),
+            ("pull_request", args.first_look, "github", "WID"),
         ):
-            hosted.project(verify)
-            modes["pull_request"] = pull_request_run(hosted, origin.commits, names, args.ci_delay)
-            sys.stderr.write(f"pull_request: {json.dumps(modes['pull_request'])}\n")
-            webhook = webhook_run(hosted, args.deliveries)
+            if hosted is not None:
+                hosted.stop()
+            hosted = Hosted(work, origin, names, folder=folder, slug=slug)
+            with override_settings(
+                FACTORY_CODE_HOST_URLS=[hosted.standin.url],
+                FACTORY_LANDING_CHECKS_POLL_SECONDS=args.checks_poll,
+                FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS=first_look,
+                # A run that goes wrong ends instead of waiting the shipped 30 minutes.
+                FACTORY_LANDING_CHECKS_TIMEOUT=120,
+            ):
+                hosted.project(verify)
+                modes[label] = pull_request_run(hosted, origin.commits, names, args.ci_delay)
+                sys.stderr.write(f"{label}: {json.dumps(modes[label])}\n")
+                if label == "pull_request":
+                    webhook = webhook_run(hosted, args.deliveries)
     finally:
         if hosted is not None:
             hosted.stop()

@@ -486,6 +486,9 @@ FACTORY_LANDING_BACKOFF_MAX_SECONDS = env_int("FACTORY_LANDING_BACKOFF_MAX_SECON
 # how often it looks meanwhile.
 FACTORY_LANDING_CHECKS_TIMEOUT = env_int("FACTORY_LANDING_CHECKS_TIMEOUT", 30 * 60)
 FACTORY_LANDING_CHECKS_POLL_SECONDS = env_int("FACTORY_LANDING_CHECKS_POLL_SECONDS", 15)
+# The first look again after the lander's own checks; each next one twice as far, up to the
+# poll interval above.
+FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS = env_int("FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS", 1)
 # Code hosts (docs/code-hosts.md): the API bases a project's code_host may name (GitHub
 # Enterprise Server by adding its https://HOST/api/v3), and the largest webhook delivery
 # taken (GitHub sends at most 25 MB).

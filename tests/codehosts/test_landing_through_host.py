@@ -6,10 +6,12 @@ then sets the pull request's branch to the verified commit, posts its checks, wa
 the team's CI and merges pinned to that head."""
 
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
 from codehosts import landing as host_landing
+from landing import through_host
 from landing.lander import land
 from landing.models import Batch, BatchState
 from projects import services as project_services
@@ -459,3 +461,28 @@ def test_a_lander_killed_before_the_merge_is_abandoned_and_the_next_lands_on_its
         BatchState.LANDED,
     ]
     assert first in Attempt.objects.get(task=task).landing["pull"]["heads"]
+
+
+class SlowCI:
+    """The team's checks as a host reports them: pending for the first ``looks`` looks."""
+
+    def __init__(self, looks: int):
+        self.left = looks
+
+    def checks(self, branch, commit):
+        self.left -= 1
+        state = "pending" if self.left >= 0 else "success"
+        return through_host.Checks(required=("ci",), states={"ci": state})
+
+
+def test_the_lander_looks_for_the_teams_checks_soon_then_ever_further_apart(settings, monkeypatch):
+    settings.FACTORY_LANDING_CHECKS_TIMEOUT = 3600
+    settings.FACTORY_LANDING_CHECKS_POLL_SECONDS = 15
+    settings.FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS = 1
+    waits = []
+    monkeypatch.setattr("landing.through_host.time.sleep", waits.append)
+    batch = SimpleNamespace(target="main", base="b" * 40)
+
+    through_host._wait_for_checks(SlowCI(looks=7), batch, "a" * 40)
+
+    assert waits == [1, 2, 4, 8, 15, 15, 15]
