@@ -23,15 +23,15 @@ project, anywhere) and works the queue until it is empty, a batch at a time:
    ``runner`` evidence on the attempts it judged.
 
 A lander that dies anywhere leaves its batch active; the next lander (holding the lock,
-so no other lander is alive) settles it from git alone: landed if its commit is on the
-target, else abandoned, its changes still queued. No input stops it: a report it cannot
-read is a failed run naming the problem, and any error (the repository unreachable, no
-sandbox, a target that fails on its own, one nobody foresaw) ends the batch as ``error``
-with the reason, every change still queued. Then it backs off (``landing.backoff``): it
-verifies nothing again until the target's tip or the queue's head changes, or a manager
-asks. A change is taken into a batch under the lock a dequeue takes; one dequeued after
-the queue was read is dropped. While a manager has paused landing (``landing.pause``), it
-starts no batch.
+so no other lander is alive) settles it from git alone (``landing.settling``): landed if
+its commit is on the target, else abandoned, its changes still queued. No input stops
+it: a report it cannot read is a failed run naming the problem, and any error (the
+repository unreachable, no sandbox, a target that fails on its own, one nobody foresaw)
+ends the batch as ``error`` with the reason, every change still queued. Then it backs
+off (``landing.backoff``): it verifies nothing again until the target's tip or the
+queue's head changes, or a manager asks. A change is taken into a batch under the lock a
+dequeue takes; one dequeued after the queue was read is dropped. While a manager has
+paused landing (``landing.pause``), it starts no batch.
 
 A manager's revert of a landed change (``landing.services.revert_request``) is landed by
 ``land_revert`` in a batch of its own (method ``revert``), in its turn or the fast lane:
@@ -51,6 +51,7 @@ from landing.errors import LandingError
 from landing.locks import LockLost, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
 from landing.reverting import REVERT
+from landing.settling import errors_in_a_row, note, settle_dead_batches
 from landing.states import move
 from landing.verifying import Runs, verified_prefix
 from projects import metrics
@@ -60,13 +61,11 @@ from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, RunnerUnavailable
 from tasks.landing import (
     attempt_landing_note,
-    attempt_revert_note,
     landing_queue,
     revert_goes_first,
     revert_queue,
     task_land,
     task_landing_return,
-    task_revert_land,
 )
 from tasks.models import Attempt
 
@@ -215,75 +214,6 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def settle_dead_batches(project: Project) -> int:
-    """Settle the batches a dead lander left active (called holding the lock, so their
-    lander is gone): landed if the commit it was about to push is on the target, else
-    abandoned with its changes still queued. Returns how many it settled."""
-    dead = list(Batch.objects.filter(project=project, state__in=ACTIVE_BATCH_STATES))
-    # Only a batch that was pushing may be on the target: git is asked about those alone,
-    # and the host about those that were landing through a pull request (ADR 0041).
-    path = None
-    if any(batch.state == BatchState.PUSHING and not _through(batch) for batch in dead):
-        path = git.fetch(project)
-    for batch in dead:
-        if batch.state == BatchState.PUSHING and _through(batch):
-            planned = through_host.merged(project, batch)
-            pushed = bool(planned)
-        else:
-            tip = git.tip(path, batch.target) if batch.state == BatchState.PUSHING else None
-            pushed = bool(
-                batch.state == BatchState.PUSHING
-                and batch.result
-                and tip is not None
-                and git.is_ancestor(path, batch.result, tip)
-            )
-            planned = {item["attempt"]: item["built"] for item in batch.plan} if pushed else {}
-        attempts = Attempt.objects.select_related("task").in_bulk(
-            [change["attempt"] for change in batch.changes]
-        )
-        for change in batch.changes:
-            attempt = attempts[change["attempt"]]
-            if change["attempt"] in planned and batch.method == REVERT:
-                task_revert_land(attempt=attempt, commit=planned[change["attempt"]], batch=batch.pk)
-                change["outcome"] = "reverted"
-            elif change["attempt"] in planned:
-                task_land(
-                    attempt=attempt,
-                    commit=planned[change["attempt"]],
-                    batch=batch.pk,
-                    seconds=(timezone.now() - batch.started_at).total_seconds(),
-                )
-                change["outcome"] = "landed"
-            elif change.get("outcome", "queued") in ("queued", "landing"):
-                # Its lander died before a verdict: the first change counts it (a change
-                # that kills every lander that verifies it must not hold the queue forever).
-                first = change is batch.changes[0] and not pushed
-                errors = {"errors": _errors(attempt) + 1} if first else {}
-                still = _note(batch, attempt, state="queued", batch=None, **errors)
-                change["outcome"] = "queued" if still else "dequeued"
-        pushing = batch.state == BatchState.PUSHING
-        move(
-            batch,
-            "settle" if pushing else "abandon",
-            **({"pushed": pushed} if pushing else {}),
-            why=(
-                "its lander stopped after pushing; settled from the "
-                + ("host: its pull request is merged" if _through(batch) else "target")
-            )
-            if pushed
-            else "its lander stopped before pushing; its changes stay queued",
-        )
-        batch.ended_at = timezone.now()
-        batch.save(update_fields=["changes", "ended_at"])
-        metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
-    return len(dead)
-
-
-def _through(batch: Batch) -> bool:
-    """Whether the batch was landing through a pull request (its plan says so)."""
-    return any(item.get("pull") for item in batch.plan)
-
-
 def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
     """Land what it can of ``queue`` (approval order) in one batch; return the batch.
 
@@ -357,8 +287,8 @@ def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -
     for index, change in enumerate(changes):
         if change.outcome in ("queued", "landing"):
             # The first change counts the batches in a row that ended without a verdict.
-            errors = {"errors": _errors(change.attempt) + 1} if index == 0 else {}
-            _note(batch, change.attempt, state="error", reason=batch.reason, **errors)
+            errors = {"errors": errors_in_a_row(change.attempt) + 1} if index == 0 else {}
+            note(batch, change.attempt, state="error", reason=batch.reason, **errors)
     logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
 
 
@@ -420,7 +350,7 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
         else:
             change.commit = full
     head = next((c for c in changes if c.outcome in ("queued", "landing")), None)
-    if head is not None and _errors(head.attempt) >= settings.FACTORY_LANDING_HEAD_ERRORS:
+    if head is not None and errors_in_a_row(head.attempt) >= settings.FACTORY_LANDING_HEAD_ERRORS:
         _heal(project, batch, path, head)
     pushes_refused = 0
     while True:
@@ -515,17 +445,6 @@ def _check_merged_tree(project: Project, batch: Batch, merged: str) -> None:
         batch.reason = f"merged as {merged} through the pull request, tree {tree}"
 
 
-def _note(of: Batch, attempt: Attempt, **fields) -> bool:
-    """Record where a change of batch ``of`` is without moving it: a queued change's
-    landing record, or a queued revert's (``revert``), whose ``reason`` is the manager's."""
-    if of.method != REVERT:
-        return attempt_landing_note(attempt=attempt, **fields)
-    fields.pop("errors", None)  # the head's errors in a row count queued changes only
-    if "reason" in fields:
-        fields["why"] = fields.pop("reason")
-    return attempt_revert_note(attempt=attempt, **fields)
-
-
 # --- Undo: a manager's revert, landed as a batch of its own ---------------------------------
 
 
@@ -545,7 +464,7 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
         method=REVERT,
         changes=[_record(change)],
     )
-    changes = [change] if _note(batch, attempt, state="landing", batch=batch.pk) else []
+    changes = [change] if note(batch, attempt, state="landing", batch=batch.pk) else []
     if not changes:
         batch.reason = "the revert had left the queue before it was taken"
     try:
@@ -561,11 +480,6 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
         if batch.state == BatchState.PUSHING:
             return batch
     return _end_batch(project, batch, changes, started)
-
-
-def _errors(attempt: Attempt) -> int:
-    """How many batches in a row ended without a verdict with ``attempt`` first."""
-    return int((attempt.landing or {}).get("errors") or 0)
 
 
 def _heal(project: Project, batch: Batch, path, head: Change) -> None:
@@ -588,10 +502,10 @@ def _heal(project: Project, batch: Batch, path, head: Change) -> None:
     _return(
         head,
         "failed",
-        f"landing failed: its batches ended {_errors(head.attempt)} times in a row without a "
-        f"verdict while {batch.target} alone passes at {base[:12]} (the last: {was}); make "
-        "its tests finish within the project's time limit and submit again",
-        {"base": base, "errors": _errors(head.attempt)},
+        f"landing failed: its batches ended {errors_in_a_row(head.attempt)} times in a row "
+        f"without a verdict while {batch.target} alone passes at {base[:12]} (the last: "
+        f"{was}); make its tests finish within the project's time limit and submit again",
+        {"base": base, "errors": errors_in_a_row(head.attempt)},
     )
 
 
