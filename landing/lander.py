@@ -3,35 +3,42 @@
 ``land(project)`` takes the project's lander lock (``landing.locks``: one lander per
 project, anywhere) and works the queue until it is empty, a batch at a time:
 
-1. fetch the mirror; the target's tip is the base;
-2. take up to ``batch_max`` queued changes in approval order and build each approved
-   commit onto the last (``landing.git.apply``); the batch goes on without a change that
-   does not apply, which goes back with its paths and hunks once the batch has landed
-   (or stays queued, if what it clashed with did not land);
-3. verify the last commit's tree in the sandbox (``landing.verifying``: a failure is seen
-   twice before it counts, ``landing.flaky``); if it fails, bisect the chain to the first
-   commit that fails, land the passing prefix and send the culprit back with its failing
-   tests (the rest stay queued for the next batch); if the very first change fails, check
-   the base: a target that fails on its own lands nothing and blames nobody;
-4. write the plan and the commit to push (the commit point), then push with a lease on
-   the base; if someone moved the target meanwhile, build again on the new tip (their
-   commits kept), at most ``FACTORY_LANDING_PUSH_TRIES`` times. Landing through pull
-   requests (``landing.mode: pull_request``, one change per batch), the commit goes on
-   the task's pull request and the host merges it instead (``landing.through_host``);
-   such a batch left ``pushing`` is settled by asking the host, not git;
-5. mark each landed task done at its own commit, and store each run's JUnit and log as
-   ``runner`` evidence on the attempts it judged.
+1. fetch the mirror (``_look``); the target's tip is the base (``_base``);
+2. take up to ``batch_max`` queued changes in approval order (``land_batch``), resolve
+   each approved commit in the mirror (``_resolve_commits``: one that is gone goes back),
+   and build each onto the last (``_build``, ``landing.git.apply``); the batch goes on
+   without a change that does not apply, which goes back with its paths and hunks once
+   the batch has landed (or stays queued, if what it clashed with did not land). A first
+   change whose batches ended ``FACTORY_LANDING_HEAD_ERRORS`` times in a row without a
+   verdict goes back first if the target alone passes (``_heal``);
+3. verify the last commit's tree in the sandbox (``_verify``, ``landing.verifying``: a
+   failure is seen twice before it counts, ``landing.flaky``); if it fails, bisect the
+   chain to the first commit that fails, land the passing prefix and send the culprit
+   back with its failing tests (the rest stay queued for the next batch); if the very
+   first change fails, check the base: a target that fails on its own lands nothing and
+   blames nobody. A change whose own test flaked goes back too, and the rest are built
+   again without it if it was among those that passed;
+4. land (``_land``): write the plan and the commit to push (the commit point), then push
+   with a lease on the base (``landing.pushing``); if someone moved the target meanwhile,
+   build again on the new tip (their commits kept), at most
+   ``FACTORY_LANDING_PUSH_TRIES`` times. Landing through pull requests (``landing.mode:
+   pull_request``, one change per batch), the commit goes on the task's pull request and
+   the host merges it instead (``landing.through_host``), or sends the change back; such
+   a batch left ``pushing`` is settled by asking the host, not git;
+5. record (``_record``): mark each landed task done at the commit it landed at, store
+   each run's JUnit and log as ``runner`` evidence on the attempts it judged, and send
+   back the changes that clash with what landed.
 
 A lander that dies anywhere leaves its batch active; the next lander (holding the lock,
-so no other lander is alive) settles it from git alone: landed if its commit is on the
-target, else abandoned, its changes still queued. No input stops it: a report it cannot
-read is a failed run naming the problem, and any error (the repository unreachable, no
-sandbox, a target that fails on its own, one nobody foresaw) ends the batch as ``error``
-with the reason, every change still queued. Then it backs off (``landing.backoff``): it
-verifies nothing again until the target's tip or the queue's head changes, or a manager
-asks. A change is taken into a batch under the lock a dequeue takes; one dequeued after
-the queue was read is dropped. While a manager has paused landing (``landing.pause``), it
-starts no batch.
+so no other lander is alive) settles it from git alone (``landing.settling``): landed if
+its commit is on the target, else abandoned, its changes still queued. No input stops
+it: a report it cannot read is a failed run naming the problem, and any error (the
+repository unreachable, no sandbox, a target that fails on its own, one nobody foresaw)
+ends the batch as ``error`` with the reason, every change still queued. Then it backs
+off (``landing.backoff``): it verifies nothing again until the target's tip or the
+queue's head changes, or a manager asks. A change is taken into a batch under the lock a
+dequeue takes; one dequeued after the queue was read is dropped. While a manager has
+paused landing (``landing.pause``), it starts no batch.
 
 A manager's revert of a landed change (``landing.services.revert_request``) is landed by
 ``land_revert`` in a batch of its own (method ``revert``), in its turn or the fast lane:
@@ -51,6 +58,7 @@ from landing.errors import LandingError
 from landing.locks import LockLost, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
 from landing.reverting import REVERT
+from landing.settling import errors_in_a_row, note, settle_dead_batches
 from landing.states import move
 from landing.verifying import Runs, verified_prefix
 from projects import metrics
@@ -60,13 +68,11 @@ from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, RunnerUnavailable
 from tasks.landing import (
     attempt_landing_note,
-    attempt_revert_note,
     landing_queue,
     revert_goes_first,
     revert_queue,
     task_land,
     task_landing_return,
-    task_revert_land,
 )
 from tasks.models import Attempt
 
@@ -215,75 +221,6 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def settle_dead_batches(project: Project) -> int:
-    """Settle the batches a dead lander left active (called holding the lock, so their
-    lander is gone): landed if the commit it was about to push is on the target, else
-    abandoned with its changes still queued. Returns how many it settled."""
-    dead = list(Batch.objects.filter(project=project, state__in=ACTIVE_BATCH_STATES))
-    # Only a batch that was pushing may be on the target: git is asked about those alone,
-    # and the host about those that were landing through a pull request (ADR 0041).
-    path = None
-    if any(batch.state == BatchState.PUSHING and not _through(batch) for batch in dead):
-        path = git.fetch(project)
-    for batch in dead:
-        if batch.state == BatchState.PUSHING and _through(batch):
-            planned = through_host.merged(project, batch)
-            pushed = bool(planned)
-        else:
-            tip = git.tip(path, batch.target) if batch.state == BatchState.PUSHING else None
-            pushed = bool(
-                batch.state == BatchState.PUSHING
-                and batch.result
-                and tip is not None
-                and git.is_ancestor(path, batch.result, tip)
-            )
-            planned = {item["attempt"]: item["built"] for item in batch.plan} if pushed else {}
-        attempts = Attempt.objects.select_related("task").in_bulk(
-            [change["attempt"] for change in batch.changes]
-        )
-        for change in batch.changes:
-            attempt = attempts[change["attempt"]]
-            if change["attempt"] in planned and batch.method == REVERT:
-                task_revert_land(attempt=attempt, commit=planned[change["attempt"]], batch=batch.pk)
-                change["outcome"] = "reverted"
-            elif change["attempt"] in planned:
-                task_land(
-                    attempt=attempt,
-                    commit=planned[change["attempt"]],
-                    batch=batch.pk,
-                    seconds=(timezone.now() - batch.started_at).total_seconds(),
-                )
-                change["outcome"] = "landed"
-            elif change.get("outcome", "queued") in ("queued", "landing"):
-                # Its lander died before a verdict: the first change counts it (a change
-                # that kills every lander that verifies it must not hold the queue forever).
-                first = change is batch.changes[0] and not pushed
-                errors = {"errors": _errors(attempt) + 1} if first else {}
-                still = _note(batch, attempt, state="queued", batch=None, **errors)
-                change["outcome"] = "queued" if still else "dequeued"
-        pushing = batch.state == BatchState.PUSHING
-        move(
-            batch,
-            "settle" if pushing else "abandon",
-            **({"pushed": pushed} if pushing else {}),
-            why=(
-                "its lander stopped after pushing; settled from the "
-                + ("host: its pull request is merged" if _through(batch) else "target")
-            )
-            if pushed
-            else "its lander stopped before pushing; its changes stay queued",
-        )
-        batch.ended_at = timezone.now()
-        batch.save(update_fields=["changes", "ended_at"])
-        metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
-    return len(dead)
-
-
-def _through(batch: Batch) -> bool:
-    """Whether the batch was landing through a pull request (its plan says so)."""
-    return any(item.get("pull") for item in batch.plan)
-
-
 def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
     """Land what it can of ``queue`` (approval order) in one batch; return the batch.
 
@@ -297,7 +234,9 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
         project=project,
         target=project.landing_target,
         method=project.landing_settings["method"],
-        changes=[_record(Change(attempt=a, commit=a.landing.get("commit", ""))) for a in queue],
+        changes=[
+            _change_record(Change(attempt=a, commit=a.landing.get("commit", ""))) for a in queue
+        ],
     )
     changes = [
         Change(attempt=a, commit=a.landing.get("commit", ""))
@@ -340,7 +279,7 @@ def _end_batch(project: Project, batch: Batch, changes: list[Change], started: f
     settle): record where each change ended, its seconds and ``ended_at``; one that never
     pushed and did not err lands nothing (``end``: returned if a change went back, else
     abandoned); save it and count it in the metrics. Returns the batch."""
-    batch.changes = [_record(change) for change in changes]
+    batch.changes = [_change_record(change) for change in changes]
     batch.seconds = round(time.monotonic() - started, 3)
     batch.ended_at = timezone.now()
     if batch.state in BEFORE_PUSH:
@@ -357,8 +296,8 @@ def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -
     for index, change in enumerate(changes):
         if change.outcome in ("queued", "landing"):
             # The first change counts the batches in a row that ended without a verdict.
-            errors = {"errors": _errors(change.attempt) + 1} if index == 0 else {}
-            _note(batch, change.attempt, state="error", reason=batch.reason, **errors)
+            errors = {"errors": errors_in_a_row(change.attempt) + 1} if index == 0 else {}
+            note(batch, change.attempt, state="error", reason=batch.reason, **errors)
     logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
 
 
@@ -391,7 +330,8 @@ def _unforeseen(project: Project, batch: Batch, changes: list[Change], reason: s
         _error(project, batch, changes, f"its push did not reach the target: {reason}")
 
 
-def _record(change: Change) -> dict:
+def _change_record(change: Change) -> dict:
+    """A change as its batch records it (``Batch.changes``)."""
     return {
         "attempt": change.attempt.pk,
         "task": change.key,
@@ -403,10 +343,50 @@ def _record(change: Change) -> dict:
 
 
 def _work(project: Project, batch: Batch, changes: list[Change], started: float, path) -> None:
+    """The steps of a batch once its changes are taken (the module docstring's 2 to 5):
+    the commits resolved and a head that cannot be judged healed; then the chain built on
+    the target's tip, verified, landed and recorded. Built again when the target moved
+    under the push, or when a change among those that passed went back, held."""
     if not project.repository_url:
         raise LandingError("the project has no repository to land on (repository_url)")
     if path is None:
         path = git.fetch(project)
+    _resolve_commits(path, changes)
+    _heal(project, batch, path, changes)
+    pushes_refused = 0
+    while True:
+        base = _base(path, batch)
+        pending = [c for c in changes if c.outcome in ("queued", "landing")]
+        chain, clashes = _build(path, batch, base, pending)
+        if not chain:
+            _return_conflicts(batch, clashes, landed=0, tip=base)
+            return
+        verified = _verify(project, path, batch, base, chain)
+        if verified.holds_one_held:
+            # What passed holds a change that went back for its own flaky test: build the
+            # rest again without it (each round returns one at least, so this ends).
+            continue
+        if not verified.landing:
+            batch.save(update_fields=["verify_runs", "bisect_steps"])
+            _return_conflicts(batch, clashes, landed=0, tip=base)
+            return
+        try:
+            commits = _land(project, path, batch, verified.landing, base, refused=pushes_refused)
+        except pushing.TargetMoved as moved:
+            # Someone else moved the target: build again on their tip, keeping their work.
+            path = moved.path
+            pushes_refused += 1
+            continue
+        except through_host.GoesBack as back:
+            _return_from_host(batch, verified, back)
+            return
+        _record(project, batch, verified, commits, clashes, started)
+        return
+
+
+def _resolve_commits(path, changes: list[Change]) -> None:
+    """Each change's approved commit by its full object id in the mirror; a change whose
+    commit is not there any more goes back, saying so."""
     for change in changes:
         full = git.resolve(path, change.commit) if change.commit else None
         if full is None:
@@ -419,161 +399,17 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
             )
         else:
             change.commit = full
+
+
+def _heal(project: Project, batch: Batch, path, changes: list[Change]) -> None:
+    """When the first change still queued has had ``FACTORY_LANDING_HEAD_ERRORS`` batches
+    in a row end without a verdict, verify the target alone. If it passes, the change is
+    what keeps failing to be judged (it hangs, or takes its lander down with it): it goes
+    back with the reason, rather than holding everyone behind it. If the target fails too,
+    nothing is returned: the target is red (``LandingError``, as a red target always is)."""
     head = next((c for c in changes if c.outcome in ("queued", "landing")), None)
-    if head is not None and _errors(head.attempt) >= settings.FACTORY_LANDING_HEAD_ERRORS:
-        _heal(project, batch, path, head)
-    pushes_refused = 0
-    while True:
-        base = git.tip(path, batch.target)
-        if base is None:
-            raise LandingError(f"the repository has no branch {batch.target!r} to land on")
-        if batch.state != BatchState.BUILDING:
-            move(batch, "rebuild")
-        batch.base = base
-        batch.save(update_fields=["base"])
-        pending = [c for c in changes if c.outcome in ("queued", "landing")]
-        chain, clashes = _build(path, batch, base, pending)
-        if not chain:
-            _return_conflicts(batch, clashes, landed=0, tip=base)
-            return
-        move(batch, "verify", base=base)
-        runs = Runs(project=project, path=path, batch=batch)
-        good, culprit = verified_prefix(runs, base, chain)
-        held = _held(runs, path, chain, culprit)
-        if culprit is not None:
-            _return_culprit(runs, batch, base, chain, culprit)
-        for index, tests in held.items():
-            _return_held(runs, batch, chain, index, tests)
-        if any(index < good for index in held):
-            # What passed holds a change that went back for its own flaky test: build the
-            # rest again without it (each round returns one at least, so this ends).
-            continue
-        landing = chain[:good]
-        if not landing:
-            batch.save(update_fields=["verify_runs", "bisect_steps"])
-            _return_conflicts(batch, clashes, landed=0, tip=base)
-            return
-        head = landing[-1].built
-        through = project.lands_through_host
-        move(
-            batch,
-            "push",
-            result=head,
-            tree=git.tree_of(path, head),
-            plan=[
-                {"attempt": c.attempt.pk, "built": c.built, **({"pull": True} if through else {})}
-                for c in landing
-            ],
-        )
-        try:
-            if through:
-                merged = through_host.land(
-                    project, path, batch, landing[0], head, base, refused=pushes_refused
-                )
-            else:
-                pushing.push(project, path, batch, head, base, refused=pushes_refused)
-        except pushing.TargetMoved as moved:
-            # Someone else moved the target: build again on their tip, keeping their work.
-            path = moved.path
-            pushes_refused += 1
-            continue
-        except through_host.GoesBack as back:
-            _return(landing[0], "failed", back.reason, back.details)
-            move(batch, "back", why=back.reason)
-            _store_runs(runs, chain, good, culprit)
-            return
-        seconds = time.monotonic() - started
-        for change in landing:
-            commit = merged if through else change.built
-            task_land(attempt=change.attempt, commit=commit, batch=batch.pk, seconds=seconds)
-            change.outcome = "landed"
-        move(batch, "reach")
-        if through:
-            _check_merged_tree(project, batch, merged)
-        _store_runs(runs, chain, good, culprit)
-        _return_conflicts(batch, clashes, landed=good, tip=head)
+    if head is None or errors_in_a_row(head.attempt) < settings.FACTORY_LANDING_HEAD_ERRORS:
         return
-
-
-def _check_merged_tree(project: Project, batch: Batch, merged: str) -> None:
-    """The host's merge commit must hold exactly the verified tree: anything else on the
-    target is a loud error (logged, and said on the batch), never silence."""
-    try:
-        path = git.fetch(project)
-        tree = git.tree_of(path, merged)
-    except git.GitError as exc:
-        batch.reason = f"merged as {merged}; its tree could not be read back: {exc}"[:4000]
-        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
-        return
-    if tree != batch.tree:
-        batch.reason = (
-            f"merged as {merged}, whose tree {tree} is NOT the verified tree {batch.tree}: "
-            "the host merged something other than what the lander verified"
-        )[:4000]
-        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
-    else:
-        batch.reason = f"merged as {merged} through the pull request, tree {tree}"
-
-
-def _note(of: Batch, attempt: Attempt, **fields) -> bool:
-    """Record where a change of batch ``of`` is without moving it: a queued change's
-    landing record, or a queued revert's (``revert``), whose ``reason`` is the manager's."""
-    if of.method != REVERT:
-        return attempt_landing_note(attempt=attempt, **fields)
-    fields.pop("errors", None)  # the head's errors in a row count queued changes only
-    if "reason" in fields:
-        fields["why"] = fields.pop("reason")
-    return attempt_revert_note(attempt=attempt, **fields)
-
-
-# --- Undo: a manager's revert, landed as a batch of its own ---------------------------------
-
-
-def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
-    """Land the queued revert of ``attempt``'s landed change in a batch of its own: built
-    with ``git revert`` of the landed commit onto the target's tip, verified there like any
-    change (a failure seen twice; a target that fails on its own lands nothing), pushed
-    with a lease on that tip (built again if someone moved it). A revert that does not apply
-    or whose tests fail comes back with the reason (``attempt_revert_return``: the task
-    stays done); one that lands reopens the task (``task_revert_land``). Whatever else goes
-    wrong ends the batch ``error`` with the revert still queued, as for any batch."""
-    started = time.monotonic()
-    change = Change(attempt=attempt, commit=attempt.task.landed_commit)
-    batch = Batch.objects.create(
-        project=project,
-        target=project.landing_target,
-        method=REVERT,
-        changes=[_record(change)],
-    )
-    changes = [change] if _note(batch, attempt, state="landing", batch=batch.pk) else []
-    if not changes:
-        batch.reason = "the revert had left the queue before it was taken"
-    try:
-        if changes:
-            reverting.revert(project, batch, change, path)
-    except (LandingError, RunnerUnavailable, CommitRefused, git.GitError, Conflict) as exc:
-        _error(project, batch, changes, _said(exc))
-    except LockLost:
-        raise
-    except Exception as exc:  # No input stops the lander: this batch ends, saying why.
-        logger.exception("revert batch %s of %s", batch.pk, project.slug)
-        _unforeseen(project, batch, changes, _said(exc))
-        if batch.state == BatchState.PUSHING:
-            return batch
-    return _end_batch(project, batch, changes, started)
-
-
-def _errors(attempt: Attempt) -> int:
-    """How many batches in a row ended without a verdict with ``attempt`` first."""
-    return int((attempt.landing or {}).get("errors") or 0)
-
-
-def _heal(project: Project, batch: Batch, path, head: Change) -> None:
-    """The first change's batches ended ``FACTORY_LANDING_HEAD_ERRORS`` times in a row
-    without a verdict: verify the target alone. If it passes, the change is what keeps
-    failing to be judged (it hangs, or takes its lander down with it): it goes back with the
-    reason, rather than holding everyone behind it. If the target fails too, nothing is
-    returned: the target is red (``LandingError``, as a red target always is)."""
     base = git.tip(path, batch.target)
     if base is None:
         raise LandingError(f"the repository has no branch {batch.target!r} to land on")
@@ -588,11 +424,24 @@ def _heal(project: Project, batch: Batch, path, head: Change) -> None:
     _return(
         head,
         "failed",
-        f"landing failed: its batches ended {_errors(head.attempt)} times in a row without a "
-        f"verdict while {batch.target} alone passes at {base[:12]} (the last: {was}); make "
-        "its tests finish within the project's time limit and submit again",
-        {"base": base, "errors": _errors(head.attempt)},
+        f"landing failed: its batches ended {errors_in_a_row(head.attempt)} times in a row "
+        f"without a verdict while {batch.target} alone passes at {base[:12]} (the last: "
+        f"{was}); make its tests finish within the project's time limit and submit again",
+        {"base": base, "errors": errors_in_a_row(head.attempt)},
     )
+
+
+def _base(path, batch: Batch) -> str:
+    """The target's tip, the batch's base from now on; a batch past ``building`` (the
+    target moved under its push, or a change went back) builds again."""
+    base = git.tip(path, batch.target)
+    if base is None:
+        raise LandingError(f"the repository has no branch {batch.target!r} to land on")
+    if batch.state != BatchState.BUILDING:
+        move(batch, "rebuild")
+    batch.base = base
+    batch.save(update_fields=["base"])
+    return base
 
 
 @dataclass
@@ -632,6 +481,172 @@ def _build(path, batch: Batch, base: str, pending: list[Change]) -> tuple[list[C
     return chain, clashes
 
 
+@dataclass
+class Verified:
+    """What verifying a chain found: its first ``good`` changes passed; ``culprit`` (an
+    index of the chain, or None) failed; ``held``: the changes (by index) whose own tests
+    flaked. The culprit and the held changes have gone back."""
+
+    runs: Runs
+    chain: list[Change]
+    good: int
+    culprit: int | None
+    held: dict[int, list[str]]
+
+    @property
+    def landing(self) -> list[Change]:
+        """The changes that passed: those that land."""
+        return self.chain[: self.good]
+
+    @property
+    def holds_one_held(self) -> bool:
+        """Whether what passed holds a change that went back for its own flaky test."""
+        return any(index < self.good for index in self.held)
+
+
+def _verify(project: Project, path, batch: Batch, base: str, chain: list[Change]) -> Verified:
+    """Verify ``chain`` built on ``base`` in the sandbox, bisecting to the first change
+    that fails (``landing.verifying.verified_prefix``); send back the culprit with its
+    failing tests, and each change whose own test flaked. Returns what passed."""
+    move(batch, "verify", base=base)
+    runs = Runs(project=project, path=path, batch=batch)
+    good, culprit = verified_prefix(runs, base, chain)
+    held = _held(runs, path, chain, culprit)
+    if culprit is not None:
+        _return_culprit(runs, batch, base, chain, culprit)
+    for index, tests in held.items():
+        _return_held(runs, batch, chain, index, tests)
+    return Verified(runs=runs, chain=chain, good=good, culprit=culprit, held=held)
+
+
+def _held(runs: Runs, path, chain: list[Change], culprit: int | None) -> dict[int, list[str]]:
+    """The changes of ``chain`` (by index) whose own tests flaked at a tree that held them:
+    a test in a file the change adds or edits. The culprit goes back for its failure."""
+    held: dict[int, list[str]] = {}
+    for count, tests in runs.flakes.items():
+        for index, change in enumerate(chain[:count]):
+            if index == culprit or not tests:
+                continue
+            files = {flaky.file_of(test) for test in tests}
+            paths = git.changed_paths(path, change.parent, change.built, among=files)
+            own = flaky.own_flaky(tests, paths)
+            for test in own:
+                held.setdefault(index, [])
+                if test not in held[index]:
+                    held[index].append(test)
+    return held
+
+
+def _return_culprit(runs: Runs, batch: Batch, base: str, chain: list[Change], index: int) -> None:
+    culprit = chain[index]
+    result = runs.at[index + 1]
+    failing = runs.failing[index + 1]
+    ahead = [c.key for c in chain[:index]]
+    reason = (
+        f"landing failed: passes at its own commit {culprit.commit[:12]}; fails on "
+        f"{batch.target} at {base[:12]}"
+        + (f" with {', '.join(ahead)}" if ahead else "")
+        + f": {'; '.join(result.problems)}"
+        + (f"; failing: {', '.join(failing)}" if failing else "")
+    )
+    _return(culprit, "failed", reason, {"failing": failing, "with": ahead, "base": base})
+    _store(culprit, result, runs)
+
+
+def _return_held(runs: Runs, batch: Batch, chain: list[Change], index: int, tests: list[str]):
+    """Send back a change whose own test is flaky: nobody lands a coin-toss test of their
+    own (a manager's quarantine of that test lets it through)."""
+    change = chain[index]
+    named = ", ".join(tests[:FAILED_NAMED])
+    reason = (
+        f"landing held: a test this change adds or edits is flaky on {batch.target} at "
+        f"{batch.base[:12]} (it failed and then passed at one tree): {named}; make it "
+        "pass every time and submit again"
+    )
+    _return(change, "failed", reason, {"flaky": tests[:FAILED_NAMED], "base": batch.base})
+
+
+def _land(
+    project: Project, path, batch: Batch, landing: list[Change], base: str, *, refused: int
+) -> list[str]:
+    """Put ``landing`` on the target: write the plan and the commit to push (the commit
+    point), then push with a lease on ``base`` (``landing.pushing``), or, landing through
+    pull requests, have the host merge the task's pull request (``landing.through_host``).
+    ``refused``: how many of the batch's pushes the target moved under before. Returns the
+    commit each change landed at: its own on the chain, or the host's merge. Raises
+    ``TargetMoved`` (build again on the new tip) and ``GoesBack`` (the host sent the change
+    back), as those modules say."""
+    head = landing[-1].built
+    through = project.lands_through_host
+    move(
+        batch,
+        "push",
+        result=head,
+        tree=git.tree_of(path, head),
+        plan=[
+            {"attempt": c.attempt.pk, "built": c.built, **({"pull": True} if through else {})}
+            for c in landing
+        ],
+    )
+    if through:
+        merged = through_host.land(project, path, batch, landing[0], head, base, refused=refused)
+        return [merged for _ in landing]
+    pushing.push(project, path, batch, head, base, refused=refused)
+    return [change.built for change in landing]
+
+
+def _return_from_host(batch: Batch, verified: Verified, back: through_host.GoesBack) -> None:
+    """The host sent the change back after the push (its branch moved, a required check
+    failed or stayed pending): it goes back with the reason, the batch is ``returned``,
+    and the runs are stored."""
+    _return(verified.landing[0], "failed", back.reason, back.details)
+    move(batch, "back", why=back.reason)
+    _store_runs(verified)
+
+
+def _record(
+    project: Project,
+    batch: Batch,
+    verified: Verified,
+    commits: list[str],
+    clashes: list[Clash],
+    started: float,
+) -> None:
+    """What landed, recorded: each task done at the commit it landed at, the batch
+    ``landed`` (a merge through the host read back against the verified tree), each run
+    stored on the attempts it judged, and the changes that clash with what landed sent
+    back."""
+    seconds = time.monotonic() - started
+    for change, commit in zip(verified.landing, commits, strict=True):
+        task_land(attempt=change.attempt, commit=commit, batch=batch.pk, seconds=seconds)
+        change.outcome = "landed"
+    move(batch, "reach")
+    if project.lands_through_host:
+        _check_merged_tree(project, batch, commits[-1])
+    _store_runs(verified)
+    _return_conflicts(batch, clashes, landed=verified.good, tip=verified.landing[-1].built)
+
+
+def _check_merged_tree(project: Project, batch: Batch, merged: str) -> None:
+    """The host's merge commit must hold exactly the verified tree: anything else on the
+    target is a loud error (logged, and said on the batch), never silence."""
+    try:
+        path = git.fetch(project)
+        tree = git.tree_of(path, merged)
+    except git.GitError as exc:
+        batch.reason = f"merged as {merged}; its tree could not be read back: {exc}"[:4000]
+        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+        return
+    if tree != batch.tree:
+        batch.reason = (
+            f"merged as {merged}, whose tree {tree} is NOT the verified tree {batch.tree}: "
+            "the host merged something other than what the lander verified"
+        )[:4000]
+        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+    else:
+        batch.reason = f"merged as {merged} through the pull request, tree {tree}"
+
+
 def _return_conflicts(batch: Batch, clashes: list[Clash], *, landed: int, tip: str) -> None:
     """Send back the changes that clash with what is now on the target: those built on no
     more of the chain than landed. A change that clashed only with changes that did not
@@ -653,65 +668,19 @@ def _return_conflicts(batch: Batch, clashes: list[Clash], *, landed: int, tip: s
         )
 
 
-def _return_culprit(runs: Runs, batch: Batch, base: str, chain: list[Change], index: int) -> None:
-    culprit = chain[index]
-    result = runs.at[index + 1]
-    failing = runs.failing[index + 1]
-    ahead = [c.key for c in chain[:index]]
-    reason = (
-        f"landing failed: passes at its own commit {culprit.commit[:12]}; fails on "
-        f"{batch.target} at {base[:12]}"
-        + (f" with {', '.join(ahead)}" if ahead else "")
-        + f": {'; '.join(result.problems)}"
-        + (f"; failing: {', '.join(failing)}" if failing else "")
-    )
-    _return(culprit, "failed", reason, {"failing": failing, "with": ahead, "base": base})
-    _store(culprit, result, runs)
-
-
-def _held(runs: Runs, path, chain: list[Change], culprit: int | None) -> dict[int, list[str]]:
-    """The changes of ``chain`` (by index) whose own tests flaked at a tree that held them:
-    a test in a file the change adds or edits. The culprit goes back for its failure."""
-    held: dict[int, list[str]] = {}
-    for count, tests in runs.flakes.items():
-        for index, change in enumerate(chain[:count]):
-            if index == culprit or not tests:
-                continue
-            files = {flaky.file_of(test) for test in tests}
-            paths = git.changed_paths(path, change.parent, change.built, among=files)
-            own = flaky.own_flaky(tests, paths)
-            for test in own:
-                held.setdefault(index, [])
-                if test not in held[index]:
-                    held[index].append(test)
-    return held
-
-
-def _return_held(runs: Runs, batch: Batch, chain: list[Change], index: int, tests: list[str]):
-    """Send back a change whose own test is flaky: nobody lands a coin-toss test of their
-    own (a manager's quarantine of that test lets it through)."""
-    change = chain[index]
-    named = ", ".join(tests[:FAILED_NAMED])
-    reason = (
-        f"landing held: a test this change adds or edits is flaky on {batch.target} at "
-        f"{batch.base[:12]} (it failed and then passed at one tree): {named}; make it "
-        "pass every time and submit again"
-    )
-    _return(change, "failed", reason, {"flaky": tests[:FAILED_NAMED], "base": batch.base})
-
-
 def _return(change: Change, state: str, reason: str, details: dict) -> None:
     change.outcome, change.reason = state, reason
     task_landing_return(attempt=change.attempt, state=state, reason=reason, details=details)
 
 
-def _store_runs(runs: Runs, chain: list[Change], good: int, culprit: int | None) -> None:
+def _store_runs(verified: Verified) -> None:
     """Each landed change gets the run of the tree that landed; the rest that were built
     but not landed nor blamed get the run of the whole chain."""
+    runs, chain, good = verified.runs, verified.chain, verified.good
     for index, change in enumerate(chain):
         if index < good:
             _store(change, runs.at[good], runs)
-        elif index != culprit:
+        elif index != verified.culprit:
             _store(change, runs.at[len(chain)], runs)
 
 
@@ -725,3 +694,40 @@ def _store(change: Change, result: Result, runs: Runs) -> None:
     if result.junit is not None:
         files.append(("junit", result.junit, "landing-junit.xml", "application/xml"))
     evidence_measured(attempt=change.attempt, files=files)
+
+
+# --- Undo: a manager's revert, landed as a batch of its own ---------------------------------
+
+
+def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
+    """Land the queued revert of ``attempt``'s landed change in a batch of its own: built
+    with ``git revert`` of the landed commit onto the target's tip, verified there like any
+    change (a failure seen twice; a target that fails on its own lands nothing), pushed
+    with a lease on that tip (built again if someone moved it). A revert that does not apply
+    or whose tests fail comes back with the reason (``attempt_revert_return``: the task
+    stays done); one that lands reopens the task (``task_revert_land``). Whatever else goes
+    wrong ends the batch ``error`` with the revert still queued, as for any batch."""
+    started = time.monotonic()
+    change = Change(attempt=attempt, commit=attempt.task.landed_commit)
+    batch = Batch.objects.create(
+        project=project,
+        target=project.landing_target,
+        method=REVERT,
+        changes=[_change_record(change)],
+    )
+    changes = [change] if note(batch, attempt, state="landing", batch=batch.pk) else []
+    if not changes:
+        batch.reason = "the revert had left the queue before it was taken"
+    try:
+        if changes:
+            reverting.revert(project, batch, change, path)
+    except (LandingError, RunnerUnavailable, CommitRefused, git.GitError, Conflict) as exc:
+        _error(project, batch, changes, _said(exc))
+    except LockLost:
+        raise
+    except Exception as exc:  # No input stops the lander: this batch ends, saying why.
+        logger.exception("revert batch %s of %s", batch.pk, project.slug)
+        _unforeseen(project, batch, changes, _said(exc))
+        if batch.state == BatchState.PUSHING:
+            return batch
+    return _end_batch(project, batch, changes, started)

@@ -19,9 +19,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from landing import flaky, pause
-from landing.lander import settle_dead_batches
 from landing.locks import lander_lock
 from landing.models import FlakyTest, Lander, LanderState
+from landing.settling import settle_dead_batches
 from projects.errors import Conflict
 from projects.fsm import fire
 from projects.models import Event, Project

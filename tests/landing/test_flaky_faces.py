@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from landing.lander import settle_dead_batches
 from landing.models import Batch, BatchState, FlakyTest
+from landing.settling import settle_dead_batches
 from projects.metrics import INSTRUMENTS
 from projects.models import Event
 from tests.landing.conftest import queued

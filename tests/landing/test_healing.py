@@ -1,8 +1,9 @@
 """Time limits that heal (issue 34, item 4): a change whose batches keep ending without a
 verdict goes back once the target alone verifies cleanly, rather than holding the queue."""
 
-from landing.lander import land, settle_dead_batches
+from landing.lander import land
 from landing.models import Batch, BatchState
+from landing.settling import settle_dead_batches
 from tasks.landing import attempt_landing_note
 from tests.landing.conftest import broken, feature
 
