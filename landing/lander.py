@@ -3,7 +3,7 @@
 ``land(project)`` takes the project's lander lock (``landing.locks``: one lander per
 project, anywhere) and works the queue until it is empty, a batch at a time:
 
-1. fetch the mirror (``_look``); the target's tip is the base (``_base``);
+1. fetch the mirror (``_look``); the target's tip is the base (``pushing.base_for``);
 2. take up to ``batch_max`` queued changes in approval order (``land_batch``), resolve
    each approved commit in the mirror (``_resolve_commits``: one that is gone goes back),
    and build each onto the last (``_build``, ``landing.git.apply``); the batch goes on
@@ -355,7 +355,7 @@ def _work(project: Project, batch: Batch, changes: list[Change], started: float,
     _heal(project, batch, path, changes)
     pushes_refused = 0
     while True:
-        base = _base(path, batch)
+        base = pushing.base_for(path, batch)
         pending = [c for c in changes if c.outcome in ("queued", "landing")]
         chain, clashes = _build(path, batch, base, pending)
         if not chain:
@@ -429,19 +429,6 @@ def _heal(project: Project, batch: Batch, path, changes: list[Change]) -> None:
         f"{was}); make its tests finish within the project's time limit and submit again",
         {"base": base, "errors": errors_in_a_row(head.attempt)},
     )
-
-
-def _base(path, batch: Batch) -> str:
-    """The target's tip, the batch's base from now on; a batch past ``building`` (the
-    target moved under its push, or a change went back) builds again."""
-    base = git.tip(path, batch.target)
-    if base is None:
-        raise LandingError(f"the repository has no branch {batch.target!r} to land on")
-    if batch.state != BatchState.BUILDING:
-        move(batch, "rebuild")
-    batch.base = base
-    batch.save(update_fields=["base"])
-    return base
 
 
 @dataclass

@@ -9,7 +9,7 @@ from django.conf import settings
 from landing import git
 from landing.errors import LandingError
 from landing.locks import ensure_held
-from landing.models import Batch
+from landing.models import Batch, BatchState
 from landing.states import move
 from projects.models import Project
 
@@ -21,6 +21,20 @@ class TargetMoved(Exception):
     def __init__(self, path):
         super().__init__(path)
         self.path = path
+
+
+def base_for(path, batch: Batch) -> str:
+    """The target's tip, the batch's base from now on, for every kind of batch (the
+    lander's changes, a manager's revert); a batch past ``building`` (the target moved
+    under its push, or a change went back) builds again."""
+    base = git.tip(path, batch.target)
+    if base is None:
+        raise LandingError(f"the repository has no branch {batch.target!r} to land on")
+    if batch.state != BatchState.BUILDING:
+        move(batch, "rebuild")
+    batch.base = base
+    batch.save(update_fields=["base"])
+    return base
 
 
 def push(project: Project, path, batch: Batch, head: str, base: str, *, refused: int) -> None:

@@ -5,7 +5,7 @@ lease on the tip built on, record; a revert that does not apply or fails comes b
 
 from landing import git, pushing
 from landing.errors import LandingError
-from landing.models import Batch, BatchState
+from landing.models import Batch
 from landing.states import move
 from landing.verifying import Runs, verified_prefix
 from projects.models import Project
@@ -30,13 +30,7 @@ def revert(project: Project, batch: Batch, change, path) -> None:
     landed = git.resolve(path, change.commit)
     pushes_refused = 0
     while True:
-        base = git.tip(path, batch.target)
-        if base is None:
-            raise LandingError(f"the repository has no branch {batch.target!r} to land on")
-        if batch.state != BatchState.BUILDING:
-            move(batch, "rebuild")
-        batch.base = base
-        batch.save(update_fields=["base"])
+        base = pushing.base_for(path, batch)
         why = _unrevertable(path, batch, task, landed, base)
         if why:
             _return_revert(change, "failed", f"not reverted: {why}", {"base": base})

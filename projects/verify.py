@@ -138,7 +138,10 @@ def _network_host(url: str) -> tuple[str, str, int]:
     """The scheme, host and port a network URL connects to (scp-like ``user@host:path`` is ssh)."""
     if "://" not in url:
         return "ssh", url.split("@", 1)[1].split(":", 1)[0], 22
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a lone [ or ] in the host: "Invalid IPv6 URL"
+        raise _not_allowed(url, "names no host this site can read") from None
     default = {"http": 80, "https": 443, "git": 9418, "ssh": 22}[parts.scheme]
     try:
         port = parts.port or default

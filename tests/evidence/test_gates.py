@@ -15,7 +15,7 @@ from evidence.gates import Verdict
 from projects.policy import clean_policy, registry
 from runner.gates import RunnerGate
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "demo" / "screenshot.png"
 ALLOWED = ["tasks/**", "tests/**"]
 BUILT_IN = [
     "authoritative-tests",

@@ -25,7 +25,7 @@ from evidence.parsers import (
 from projects.errors import TooLarge
 from tests.evidence.real_reports import CALC
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "screenshot.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "demo" / "screenshot.png"
 
 
 def file_of(content: bytes, name="evidence") -> ContentFile:

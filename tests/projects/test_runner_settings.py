@@ -270,6 +270,18 @@ def test_a_repository_inside_the_network_is_refused_for_every_transport(
     )
 
 
+@pytest.mark.parametrize("url", ["ssh://host]x/repo.git", "https://[::1/repo.git"])
+def test_a_repository_url_whose_host_cannot_be_read_is_409_and_changes_nothing(flow, api, url):
+    # urlsplit raises "Invalid IPv6 URL" on a lone bracket: once a 500 (schemathesis).
+    response = refused(api, flow, url)
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"{url} names no host this site can read",
+        "code": "repository_not_allowed",
+    }
+
+
 def test_a_public_repository_is_fetched_at_the_address_that_was_checked(settings, monkeypatch):
     settings.FACTORY_REPOSITORY_ALLOW_PRIVATE = False
     resolving(monkeypatch, "93.184.216.34")
