@@ -21,7 +21,9 @@ def test_every_model_change_has_its_migration():
     try:
         call_command("makemigrations", "--check", "--dry-run", stdout=said, stderr=said)
     except SystemExit as exited:  # makemigrations --check exits 1 when one is missing
-        pytest.fail(f"a migration is missing (makemigrations exited {exited.code}):\n{said.getvalue()}")
+        pytest.fail(
+            f"a migration is missing (makemigrations exited {exited.code}):\n{said.getvalue()}"
+        )
 
     assert said.getvalue() == "No changes detected\n"
 
