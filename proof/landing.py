@@ -133,6 +133,11 @@ class LandingRun:
     manager_token: str = ""  # set by the run once the project is made
 
     def execute(self, *, keep: bool = False) -> dict:
+        """Run it; ``faults`` then holds this execution's faults only."""
+        # A list of its own: ``dataclasses.replace`` hands the same list to every copy, and
+        # the checks of a later run of ``SideBySide`` read the first run's red target and
+        # fast-lane request (and count its kills and pushes as their own).
+        self.faults = []
         return execute(self, keep=keep)
 
 

@@ -3,7 +3,7 @@ violation must not drift while nobody runs the full form."""
 
 from datetime import UTC, datetime, timedelta
 
-from proof.landing import flaky_ids, recheck, throughput, throughput_kept
+from proof.landing import flaky_ids, recheck, scenario, throughput, throughput_kept
 
 FLAKY_A = "tests/test_flaky_a.py::FlakyATest::test_coin"
 
@@ -68,3 +68,36 @@ def test_throughput_with_flakes_may_be_at_most_15_percent_slower():
         "8.4 landed per minute with flakes, 10.0 without: 16.0% slower (at most 15%)"
     ]
     assert throughput_kept({"per_minute": None}, without, 0.15)["violations"] == 1
+
+
+def test_each_run_side_by_side_records_only_its_own_faults(monkeypatch):
+    def execute(run, *, keep):
+        run.faults.append({"kind": "red_target", "run": run.name})
+        return {
+            "violations": 0,
+            "landing": {
+                "throughput": {"per_minute": 10.0},
+                "conflicts_per_100_tasks": 0,
+                "returns_per_100_tasks": 0,
+            },
+            "invariants": {
+                "no_change_returned_for_a_flake": {"violations": 0},
+                "landed_commits_pass": {"violations": 0},
+                "paused_and_fast_lane_kept": {"violations": 0},
+            },
+            "faults": run.faults,
+        }
+
+    monkeypatch.setattr("proof.landing.execute", execute)
+
+    result = scenario(short=False).execute()
+
+    assert [[f["run"] for f in run["faults"]] for run in result["runs"]] == [
+        ["landing"],
+        ["landing-noflakes"],
+        ["landing-apart"],
+    ]
+    assert (
+        result["violations"],
+        result["checks"]["throughput_with_flakes_within_15_percent"]["violations"],
+    ) == (0, 0)
