@@ -165,9 +165,13 @@ class FactoryAutoSchema(AutoSchema):
         if operation is None:  # excluded from the schema
             return None
         responses = operation.get("responses", {})
-        if "requestBody" in operation and "400" in responses and "413" not in responses:
-            # Any body over DATA_UPLOAD_MAX_MEMORY_SIZE is refused before the view runs.
-            responses["413"] = {**responses["400"], "description": ERROR_DESCRIPTIONS[413]}
+        if "requestBody" in operation and "400" in responses:
+            # Any body over DATA_UPLOAD_MAX_MEMORY_SIZE is refused before the view runs, and
+            # one whose Content-Type no parser of the view reads is refused by DRF.
+            for refused in (413, 415):
+                responses.setdefault(
+                    str(refused), {**responses["400"], "description": ERROR_DESCRIPTIONS[refused]}
+                )
             operation["responses"] = dict(sorted(responses.items()))
         return operation
 
@@ -358,7 +362,8 @@ class NoInputSerializer(JSONInputSerializer):
 
 
 def _type_problem(field, value) -> str | None:
-    """Why ``value`` does not have the JSON type of ``field`` (None: it does, or DRF decides)."""
+    """Why ``value`` does not have the JSON type of ``field``, or for text the length the
+    schema promises (None: it does, or DRF decides)."""
     if value is None:
         return None  # allow_null decides
     if isinstance(field, serializers.BooleanField):
@@ -367,7 +372,13 @@ def _type_problem(field, value) -> str | None:
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         return None if whole and not isinstance(value, bool) else "must be a whole number"
     if isinstance(field, serializers.CharField | serializers.ChoiceField):
-        return None if isinstance(value, str) else "must be a string"
+        if not isinstance(value, str):
+            return "must be a string"
+        limit = getattr(field, "max_length", None)
+        if limit is not None and len(value) > limit:
+            # DRF measures the value trimmed; the schema's maxLength is of what was sent.
+            return f"Ensure this field has no more than {limit} characters."
+        return None
     if isinstance(field, serializers.ListField) and isinstance(value, list):
         for item in value:
             if problem := _type_problem(field.child, item):
@@ -441,6 +452,7 @@ ERROR_DESCRIPTIONS = {
     409: "The current state does not allow this (invalid_state, lease_lost, …).",
     413: "The body or file is larger than the limit (too_large), or the upload would pass"
     " a quota (quota_exceeded, with used, limit, scope and what).",
+    415: "The body's Content-Type is not one the call reads (unsupported_media_type).",
     416: "The Range asked for starts past the end of the file (range_not_satisfiable).",
     429: "Too many requests, or too many refused tokens from this address (throttled); retry after the Retry-After header.",
     503: "The database is unavailable (unavailable); retry after the Retry-After header.",

@@ -1,11 +1,11 @@
 """``projects.rest.validated_by``: a serializer built once validates as one made per request;
 ``projects.rest.EditInputMixin``: an edit's input is its creation's fields, none required and
-none defaulted."""
+none defaulted; a JSON body's text is refused past its bound as sent, not as trimmed."""
 
 import pytest
 from rest_framework import serializers
 
-from projects.rest import EditInputMixin, JSONInputSerializer, validated_by
+from projects.rest import EditInputMixin, JSONInputSerializer, ReasonSerializer, validated_by
 from tasks.api_attempts import CLAIM_INPUT, TaskClaimApi
 
 BODIES = [
@@ -71,3 +71,14 @@ def test_an_edit_takes_the_creations_fields_with_none_required_and_no_default():
         ("A new priority.", False),
     ]
     assert Created().fields["priority"].default == 0
+
+
+def test_text_longer_than_its_bound_is_refused_before_it_is_trimmed():
+    # DRF checks max_length on the trimmed value; the schema's maxLength is of what was
+    # sent (schemathesis sent 10,001 characters whose first was a vertical tab).
+    padded = ReasonSerializer(data={"reason": "\x0b" + "x" * 10_000})
+    exact = ReasonSerializer(data={"reason": "x" * 10_000})
+
+    assert not padded.is_valid()
+    assert padded.errors == {"reason": ["Ensure this field has no more than 10000 characters."]}
+    assert exact.is_valid(), exact.errors
