@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from codehosts.urls import api_patterns as codehosts_api
 from codehosts.urls import hook_patterns
@@ -15,6 +15,7 @@ from events.urls import ui_patterns as events_ui
 from evidence.urls import api_patterns as evidence_api
 from evidence.urls import ui_patterns as evidence_ui
 from factory_site.metrics import metrics
+from factory_site.schema import SchemaView
 from interop.urls import api_patterns as interop_api
 from interop.urls import ui_patterns as interop_ui
 from landing.urls import api_patterns as landing_api
@@ -48,7 +49,7 @@ urlpatterns = [
             + codehosts_api
         ),
     ),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/schema/", SchemaView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file of its own (?script) and
     # api_docs.html moves its inline style to a file: the page runs under the site's CSP.
     path(
