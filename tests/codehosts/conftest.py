@@ -1,5 +1,6 @@
 import pytest
 
+from codehosts.providers.github import token_cache
 from projects.models import Project
 from tests.factories import Flow, ProjectFactory
 from tests.github_standin import app_key
@@ -19,6 +20,10 @@ def github(tmp_path):
     (tmp_path / "github").mkdir()
     world = World(tmp_path / "github", APP_ID, [app_key()[1]], "factory-memory")
     standin = StandIn(world).start()
+    # The provider keeps installation tokens per API address for the process: a stand-in
+    # on an address an earlier test's had must not be offered that one's tokens (its
+    # first call then answered 401 and was made again, with a fresh token).
+    token_cache(standin.url.rstrip("/")).forget_installation_tokens()
     yield standin
     standin.stop()
     assert standin.violations == []
