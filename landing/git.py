@@ -17,7 +17,9 @@ from django.conf import settings
 
 from projects.verify import check_repository_location
 from runner import mirror
-from runner.mirror import GitError, git, stream
+
+# The lander reads trees and changed paths as the runner's gate does (runner.mirror).
+from runner.mirror import GitError, changed_paths, git, stream, tree_of  # noqa: F401
 
 # What a conflict's record keeps: enough for the next attempt to see the clash.
 HUNK_LINES = 40
@@ -91,30 +93,6 @@ def is_ancestor(path: Path, older: str, newer: str) -> bool:
             return False
         raise
     return True
-
-
-def tree_of(path: Path, commit: str) -> str:
-    return git("rev-parse", "--verify", f"{commit}^{{tree}}", cwd=path).strip()
-
-
-def changed_paths(path: Path, parent: str, commit: str, *, among: set[str]) -> set[str]:
-    """Which of the paths ``among`` ``commit`` adds, edits or removes against ``parent``
-    (asked of those paths alone: a change of any size answers in a few bytes)."""
-    if not parent or parent == commit or not among:
-        return set()
-    out = git(
-        "diff-tree",
-        "-r",
-        "-z",
-        "--no-renames",
-        "--name-only",
-        parent,
-        commit,
-        "--",
-        *(f":(literal){name}" for name in sorted(among)),
-        cwd=path,
-    )
-    return {name for name in out.split("\0") if name}
 
 
 def _identity() -> list[str]:

@@ -12,7 +12,7 @@ project, anywhere) and works the queue until it is empty, a batch at a time:
    change whose batches ended ``FACTORY_LANDING_HEAD_ERRORS`` times in a row without a
    verdict goes back first if the target alone passes (``_heal``);
 3. verify the last commit's tree in the sandbox (``_verify``, ``landing.verifying``: a
-   failure is seen twice before it counts, ``landing.flaky``); if it fails, bisect the
+   failure is seen twice before it counts, ``runner.judging``); if it fails, bisect the
    chain to the first commit that fails, land the passing prefix and send the culprit
    back with its failing tests (the rest stay queued for the next batch); if the very
    first change fails, check the base: a target that fails on its own lands nothing and
@@ -53,7 +53,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from evidence.services import evidence_measured
-from landing import backoff, flaky, git, pause, pushing, reverting, through_host
+from landing import backoff, git, pause, pushing, reverting, through_host
 from landing.errors import LandingError
 from landing.locks import LockLost, lander_lock
 from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
@@ -64,6 +64,7 @@ from landing.verifying import Runs, verified_prefix
 from projects import metrics
 from projects.errors import Conflict
 from projects.models import Project
+from runner import judging
 from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, RunnerUnavailable
 from tasks.landing import (
@@ -514,9 +515,9 @@ def _held(runs: Runs, path, chain: list[Change], culprit: int | None) -> dict[in
         for index, change in enumerate(chain[:count]):
             if index == culprit or not tests:
                 continue
-            files = {flaky.file_of(test) for test in tests}
+            files = {judging.file_of(test) for test in tests}
             paths = git.changed_paths(path, change.parent, change.built, among=files)
-            own = flaky.own_flaky(tests, paths)
+            own = judging.own_flaky(tests, paths)
             for test in own:
                 held.setdefault(index, [])
                 if test not in held[index]:

@@ -1,4 +1,4 @@
-"""The verify step of a batch: each tree judged by its runs (``landing.flaky.judge``), the
+"""The verify step of a batch: each tree judged by its runs (``runner.judging.judge``), the
 chain bisected to its first failing change, and, where there is room, the runs a bisection
 may need next started beside the one it needs now (docs/landing.md, "The lander", step 4;
 "Parallel verification where there is room")."""
@@ -15,6 +15,7 @@ from landing.errors import LandingError
 from landing.models import Batch
 from projects.models import Project
 from projects.policy import measuring_gate_name
+from runner import judging
 from runner.gates import FAILED_NAMED
 from runner.verify import CommitRefused, Result, verify_tree
 
@@ -24,7 +25,7 @@ FLAKY_LISTED = 50  # the flaky tests a batch names
 @dataclass
 class Runs:
     """The verify runs of one batch, by how many changes of the chain they include. Each
-    tree is judged by ``landing.flaky.judge``: a failure is seen twice before it counts,
+    tree is judged by ``runner.judging.judge``: a failure is seen twice before it counts,
     and three times (``confirm``) before it blames.
 
     Where there is room (``FACTORY_LANDING_VERIFY_PARALLEL`` > 1, and no submission waits
@@ -52,7 +53,7 @@ class Runs:
     def commit_of(self, count: int, base: str) -> str:
         return self.chain[count - 1].built if count else base
 
-    def verify(self, count: int, commit: str, *, then=()) -> flaky.Verdict:
+    def verify(self, count: int, commit: str, *, then=()) -> judging.Verdict:
         """The verdict on the tree of ``count`` changes; ``then``: the counts the bisection
         needs next if it fails, started ahead beside its second run where there is room."""
 
@@ -66,18 +67,18 @@ class Runs:
 
         runs = iter((first, second))
         return self._judged(
-            count, commit, flaky.judge(lambda: next(runs)(), self.quarantine, self._seen)
+            count, commit, judging.judge(lambda: next(runs)(), self.quarantine, self._seen)
         )
 
-    def confirm(self, count: int, base: str) -> flaky.Verdict:
+    def confirm(self, count: int, base: str) -> judging.Verdict:
         """The verdict on the tree of ``count`` changes, a failing one, after one more run:
         the tree whose failure is about to blame a change fails a third time first."""
         commit = self.commit_of(count, base)
         before = self.verdicts[count]
-        verdict = flaky.confirm(before, lambda: self._run(commit), self.quarantine, self._seen)
+        verdict = judging.confirm(before, lambda: self._run(commit), self.quarantine, self._seen)
         return self._judged(count, commit, verdict, before=before)
 
-    def _judged(self, count, commit, verdict, *, before=None) -> flaky.Verdict:
+    def _judged(self, count, commit, verdict, *, before=None) -> judging.Verdict:
         """Note ``verdict`` on the tree of ``count`` changes: the batch's counts, the flaky
         tests it found (recorded once per tree, ``before`` being what was noted of it)."""
         noted = set(before.flaky) if before else set()
@@ -89,7 +90,14 @@ class Runs:
             self.batch.flaky = (
                 known + [t for t in new if t not in known][: FLAKY_LISTED - len(known)]
             )
-            flaky.record(self.project, new, tree=git.tree_of(self.path, commit))
+            # Only the project's tests are its record: a test a change of the batch adds or
+            # edits is that change's own (held, ``lander._held``), and counting it would let
+            # an agent flake its own test into the project's automatic quarantine.
+            files = {judging.file_of(test) for test in new}
+            theirs = git.changed_paths(self.path, self.batch.base, commit, among=files)
+            project_tests = [test for test in new if judging.file_of(test) not in theirs]
+            if project_tests:
+                flaky.record(self.project, project_tests, tree=git.tree_of(self.path, commit))
         self.batch.save(update_fields=["reruns", "flaked", "flaky"])
         self.failing[count] = verdict.failing[:FAILED_NAMED]
         self.flakes[count] = verdict.flaky
@@ -132,7 +140,7 @@ class Runs:
         self.batch.save(update_fields=["verify_runs", "bisect_steps"])
         return _verify_tree(self.project, self.path, commit)
 
-    def _seen(self, run: flaky.Run) -> None:
+    def _seen(self, run: judging.Run) -> None:
         flaky.count_runs(self.project, run)
 
 

@@ -13,6 +13,9 @@ lets an optional runner pass as "not verified", so the other gates decide on wha
 uploaded; a required runner is then an ``error``, and so is any other crash.
 """
 
+import time
+from dataclasses import dataclass, field
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
@@ -21,9 +24,21 @@ from evidence.gates import Attachment, Gate, Verdict, test_ids
 from evidence.models import Kind, Provenance
 from evidence.parsers import junit_cases, summarize
 from evidence.selectors import tested_criteria
-from runner.verify import CommitNotFound, CommitRefused, Result, RunnerUnavailable, verify
+from runner import judging
+from runner.signals import flaked
+from runner.verify import (
+    CommitNotFound,
+    CommitRefused,
+    Result,
+    RunnerUnavailable,
+    changed,
+    runs,
+    tree_of,
+)
 
 FAILED_NAMED = 5
+RUNS = 3  # at most, of one submitted commit (``judge``)
+MARGIN_SECONDS = 30  # kept free under the time limit when deciding to run again
 
 
 class RunnerGate(Gate):
@@ -52,12 +67,12 @@ class RunnerGate(Gate):
         if not project.verify or not project.repository_url:
             raise RunnerUnavailable("the project has no repository or verify block to run")
         try:
-            result = verify(project=project, commit=commit)
+            judged = judge(project, commit, limit=self.time_limit)
         except CommitNotFound:
             raise  # tried again: the push may not have arrived yet
         except CommitRefused as exc:
             return _refused(exc)
-        return self.verdict(attempt, result)
+        return self.verdict(attempt, judged)
 
     def gave_up(self, error, params):
         if params.get("required"):
@@ -74,7 +89,10 @@ class RunnerGate(Gate):
             {"verified": False, "error": str(error)[:2000]},
         )
 
-    def verdict(self, attempt, result: Result) -> Verdict:
+    def verdict(self, attempt, judged: "Judged") -> Verdict:
+        """The gate's verdict on what the runs at the commit decided (``judge``), with the
+        last run's reports attached."""
+        result = judged.result
         short = result.commit[:12]
         tests_criteria = tuple(tested_criteria(attempt))
         attachments, tests = [], {}
@@ -111,14 +129,33 @@ class RunnerGate(Gate):
             "steps": result.steps,
             "tests": tests,
             "problems": result.problems,
+            "runs": judged.runs,
+            "flaky": judged.flaky,
         }
         counts = _counts(tests)
-        if result.passed:
+        if judged.own:
+            summary = (
+                f"a test this change adds or edits is flaky at {short} (it failed and then "
+                f"passed at one commit): {', '.join(judged.own)}; make it pass every time "
+                "and submit again"
+            )
+        elif judged.passed:
             summary = f"verified at {short} in {result.seconds:.1f} s{counts}"
+            if judged.flaky:
+                summary += (
+                    f"; run {judged.runs} times: flaky, not the change's: "
+                    f"{', '.join(judged.flaky[:FAILED_NAMED])}"
+                )
         else:
             summary = f"the runner found problems at {short}: {'; '.join(result.problems)}{counts}"
-            if tests.get("failing"):
+            if judged.failing:
+                summary += f"; failing: {', '.join(judged.failing)}"
+            elif tests.get("failing"):
                 summary += f"; failing: {', '.join(tests['failing'])}"
+            if judged.runs > 1:
+                summary += f" (at each of {judged.runs} runs)"
+            if judged.note:
+                summary += f"; {judged.note}"
         report = "\n".join(
             [
                 f"# runner for {attempt}",
@@ -134,7 +171,72 @@ class RunnerGate(Gate):
                 *([f"Problem: {problem}" for problem in result.problems] or ["Passed."]),
             ]
         )
-        return Verdict(result.passed, summary[:2000], details, report, attachments)
+        return Verdict(judged.passed, summary[:2000], details, report, attachments)
+
+
+@dataclass
+class Judged:
+    """What the runs at one submitted commit decided (``judge``): ``result`` is the run
+    whose reports are attached (the last), ``passed`` the gate's verdict. ``failing``:
+    tests that failed at every run; ``flaky``: tests that failed at one run and passed at
+    another; ``own``: those of them in files the change adds or edits, which fail it."""
+
+    result: Result
+    passed: bool
+    runs: int = 1
+    failing: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    own: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def judge(project, commit: str, *, limit: float) -> Judged:
+    """``commit`` judged by its runs as the lander judges a tree (``runner.judging``), so a
+    flaky test of the base never fails an agent's attempt: a failing run is run again at
+    the same commit, and a third time when its two runs failed by different tests. It
+    passes only at a run that passed and only if no test the change adds or edits
+    flaked; the other flaky tests are the project's (recorded, ``runner.signals.flaked``).
+    A run starts again only while another as long fits in ``limit`` seconds (the gate's
+    time limit)."""
+    started = time.monotonic()
+    results = runs(project=project, commit=commit)
+    readings = [judging.read(next(results), set())]
+    note = ""
+    while not readings[-1].ok and len(readings) < RUNS:
+        if len(readings) == RUNS - 1 and not judging.decide(readings).passed:
+            break  # a test failed at both runs: the third would only confirm it
+        took = time.monotonic() - started
+        if took + took / len(readings) + MARGIN_SECONDS > limit:
+            note = "not run again: another run would not end within the runner's time limit"
+            break
+        readings.append(judging.read(next(results), set()))
+    verdict = judging.decide(readings)
+    result = verdict.result
+    passed = verdict.passed and result.passed
+    own = []
+    if passed and verdict.flaky:
+        files = {judging.file_of(test) for test in verdict.flaky}
+        own = judging.own_flaky(verdict.flaky, changed(project=project, result=result, among=files))
+        others = [test for test in verdict.flaky if test not in own]
+        if others:
+            # Only the project's tests are its record: a test of the change's own is not
+            # on the branch yet, and counting it would let an agent flake its own test
+            # into the project's automatic quarantine.
+            flaked.send(
+                sender=RunnerGate,
+                project=project,
+                tests=others,
+                tree=tree_of(project=project, result=result),
+            )
+    return Judged(
+        result=result,
+        passed=passed and not own,
+        runs=verdict.runs,
+        failing=verdict.failing[:FAILED_NAMED],
+        flaky=verdict.flaky[:FAILED_NAMED],
+        own=own[:FAILED_NAMED],
+        note=note,
+    )
 
 
 def _refused(error: CommitRefused) -> Verdict:

@@ -210,6 +210,11 @@ def _locked(project_id: int):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def mirror_path(project) -> Path:
+    """Where the project's mirror is (or will be, once ``mirror`` cloned it)."""
+    return _directory("mirrors") / f"{project.pk}.git"
+
+
 def mirror(project) -> tuple[Path, str]:
     """The project's mirror, cloned the first time and fetched every time after.
 
@@ -217,7 +222,7 @@ def mirror(project) -> tuple[Path, str]:
     repository leads is checked again first, and git connects only where the check
     looked (``projects.verify.check_repository_location``); a refusal is a ``GitError``.
     """
-    path = _directory("mirrors") / f"{project.pk}.git"
+    path = mirror_path(project)
     url = project.repository_url
     try:
         pins = check_repository_location(url)
@@ -363,6 +368,30 @@ def tree_size(path: Path, sha: str, *, limit: int) -> int:
             "(FACTORY_RUNNER_MAX_CHECKOUT_BYTES)"
         )
     return total
+
+
+def tree_of(path: Path, commit: str) -> str:
+    return git("rev-parse", "--verify", f"{commit}^{{tree}}", cwd=path).strip()
+
+
+def changed_paths(path: Path, parent: str, commit: str, *, among: set[str]) -> set[str]:
+    """Which of the paths ``among`` ``commit`` adds, edits or removes against ``parent``
+    (asked of those paths alone: a change of any size answers in a few bytes)."""
+    if not parent or parent == commit or not among:
+        return set()
+    out = git(
+        "diff-tree",
+        "-r",
+        "-z",
+        "--no-renames",
+        "--name-only",
+        parent,
+        commit,
+        "--",
+        *(f":(literal){name}" for name in sorted(among)),
+        cwd=path,
+    )
+    return {name for name in out.split("\0") if name}
 
 
 def checkout(path: Path, sha: str, *, owner: int | None) -> Path:

@@ -17,6 +17,7 @@ import io
 import os
 import stat
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,14 @@ def _owner() -> int | None:
 
 def verify(*, project, commit: str) -> Result:
     """Verify ``commit`` of ``project`` as its ``verify`` block says; see the module docstring."""
+    return next(runs(project=project, commit=commit))
+
+
+def runs(*, project, commit: str) -> Iterator[Result]:
+    """``commit`` verified as often as it is asked (``next``): the mirror fetched and the
+    commit resolved, diffed and measured once, then each run in a fresh checkout of its
+    own (a failing tree's second run, ``runner.judging``). Raises as ``verify`` does, at
+    the run that meets the trouble."""
     box = sandbox()
     try:
         box.check()
@@ -89,18 +98,41 @@ def verify(*, project, commit: str) -> Result:
         sha = git.resolve(path, commit)
         base = git.merge_base(path, project.default_branch, sha)
         size = git.tree_size(path, sha, limit=settings.FACTORY_RUNNER_MAX_CHECKOUT_BYTES)
-        _check_room(size)
         diff, cut = git.diff(path, base, sha, limit=limit)
         change = git.change_id(path, base, sha, limit=limit)
-        workspace = git.checkout(path, sha, owner=_owner())
     except git.UnknownCommit as exc:
         raise CommitNotFound(str(exc)) from exc
     except git.BadCommit as exc:
         raise CommitRefused(str(exc)) from exc
     except git.GitError as exc:
         raise RunnerUnavailable(str(exc)) from exc
-    result = Result(commit=sha, base=base, mirror=how, diff=diff, change_id=change)
-    return run_checked_out(box, project, workspace, result, cut=cut)
+    while True:
+        _check_room(size)
+        try:
+            workspace = git.checkout(path, sha, owner=_owner())
+        except git.BadCommit as exc:
+            raise CommitRefused(str(exc)) from exc
+        except git.GitError as exc:
+            raise RunnerUnavailable(str(exc)) from exc
+        result = Result(commit=sha, base=base, mirror=how, diff=diff, change_id=change)
+        yield run_checked_out(box, project, workspace, result, cut=cut)
+
+
+def changed(*, project, result: Result, among: set[str]) -> set[str]:
+    """Which of the paths ``among`` the change ``result`` verified adds, edits or removes
+    (from its merge base, in the project's mirror)."""
+    try:
+        return git.changed_paths(git.mirror_path(project), result.base, result.commit, among=among)
+    except git.GitError as exc:
+        raise RunnerUnavailable(str(exc)) from exc
+
+
+def tree_of(*, project, result: Result) -> str:
+    """The tree ``result``'s commit holds (what a flaky test is recorded at)."""
+    try:
+        return git.tree_of(git.mirror_path(project), result.commit)
+    except git.GitError as exc:
+        raise RunnerUnavailable(str(exc)) from exc
 
 
 def run_checked_out(

@@ -10,14 +10,12 @@ in the real sandbox.
 import pytest
 from django.core.exceptions import ValidationError
 
-from landing import flaky
 from landing.lander import land
 from landing.models import Batch, FlakyTest
 from landing.services import landing_quarantine
 from projects import services as project_services
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
-from runner.verify import Result
 from tests.landing.conftest import broken, feature
 
 CALC_ADD = "tests/test_calc.py::CalcTest::test_add"
@@ -195,6 +193,24 @@ def test_an_own_test_made_flaky_on_purpose_lands_only_once_a_manager_quarantined
     assert sly.state == "done"
 
 
+def test_an_own_test_flaked_on_purpose_never_counts_toward_the_projects_quarantine(
+    queue, origin, flow, script
+):
+    # Were it counted, an agent could submit its coin-toss test until the project's rule
+    # quarantined it, and then land it.
+    queue.on(quarantine_after=1)
+    script.fails[id_of("sly")] = once
+    sly, sly_attempt = queue.approved(feature("sly"), branch="sly")
+
+    land(flow.project)
+
+    sly.refresh_from_db()
+    sly_attempt.refresh_from_db()
+    assert (sly.state, sly_attempt.landing["flaky"]) == ("ready", [id_of("sly")])
+    assert not FlakyTest.objects.exists()
+    assert Batch.objects.get(project=flow.project).flaky == [id_of("sly")]  # still shown
+
+
 def test_the_project_quarantines_after_n_flakes_and_releases_after_m_passes(
     queue, origin, flow, script
 ):
@@ -217,116 +233,6 @@ def test_the_project_quarantines_after_n_flakes_and_releases_after_m_passes(
     assert (row.quarantined, row.passes) == (False, 0)
     release = Event.objects.get(transition="release")
     assert release.reason == "passed 2 runs in a row"
-
-
-# --- The verdict on one tree, without git ------------------------------------------------------
-
-
-def run(*failing: str, explained: bool = True, passing: tuple = ()) -> Result:
-    cases = [f'<testcase classname="t.test_x.T" name="{n}"><failure/></testcase>' for n in failing]
-    cases += [f'<testcase classname="t.test_x.T" name="{n}"/>' for n in passing]
-    result = Result(commit="c" * 40, base="", mirror="built")
-    result.junit = f"<testsuite>{''.join(cases)}</testsuite>".encode() if explained else None
-    if failing or not explained:
-        result.steps = [{"name": "test", "exit_code": 1, "stopped": None}]
-        result.problems.append("the test command exited with code 1")
-    return result
-
-
-def judged(*results: Result, quarantine=frozenset()) -> flaky.Verdict:
-    given = iter(results)
-    return flaky.judge(lambda: next(given), set(quarantine), lambda run: None)
-
-
-def name(test: str) -> str:
-    return f"t/test_x.py::T::{test}"
-
-
-def test_a_tree_passing_at_its_first_run_is_run_once():
-    verdict = judged(run(passing=("a",)))
-    assert (verdict.passed, verdict.runs, verdict.flaky) == (True, 1, [])
-
-
-def test_a_failure_then_a_pass_makes_the_failing_tests_flaky():
-    verdict = judged(run("a", "b"), run(passing=("a", "b")))
-    assert (verdict.passed, verdict.runs, verdict.flaky) == (True, 2, [name("a"), name("b")])
-
-
-def test_tests_failing_at_both_runs_fail_the_tree_and_the_others_are_flaky():
-    verdict = judged(run("a", "b"), run("b", "c"))
-    assert (verdict.passed, verdict.failing, verdict.flaky) == (
-        False,
-        [name("b")],
-        [name("a"), name("c")],
-    )
-
-
-def test_two_runs_failing_by_different_tests_each_of_which_also_passed_pass_the_tree():
-    verdict = judged(run("a", passing=("b",)), run("b", passing=("a",)))
-    assert (verdict.passed, verdict.failing, verdict.flaky) == (True, [], [name("a"), name("b")])
-
-
-def confirmed(verdict: flaky.Verdict, result: Result) -> flaky.Verdict:
-    return flaky.confirm(verdict, lambda: result, set(), lambda run: None)
-
-
-def test_a_failing_tree_that_passes_its_confirming_run_passes_and_its_failures_are_flaky():
-    verdict = confirmed(judged(run("a", "b"), run("a")), run(passing=("a", "b")))
-    assert (verdict.passed, verdict.runs, verdict.failing, verdict.flaky) == (
-        True,
-        3,
-        [],
-        [name("a"), name("b")],
-    )
-
-
-def test_a_confirming_run_fails_the_tree_by_the_tests_that_failed_at_all_three():
-    verdict = confirmed(judged(run("a", "b"), run("a", "b")), run("b", "c"))
-    assert (verdict.passed, verdict.runs, verdict.failing, verdict.flaky) == (
-        False,
-        3,
-        [name("b")],
-        [name("a"), name("c")],
-    )
-
-
-def test_a_confirming_run_failing_by_other_tests_only_passes_the_tree():
-    verdict = confirmed(judged(run("a"), run("a")), run("c", passing=("a",)))
-    assert (verdict.passed, verdict.failing, verdict.flaky) == (True, [], [name("a"), name("c")])
-
-
-def test_a_confirming_run_that_crashes_fails_the_tree():
-    verdict = confirmed(judged(run("a"), run("a")), run(explained=False))
-    assert (verdict.passed, verdict.runs) == (False, 3)
-
-
-def test_a_failure_beyond_the_tests_at_both_runs_fails_the_tree_naming_no_flaky_test():
-    verdict = judged(run(explained=False), run(explained=False))
-    assert (verdict.passed, verdict.failing, verdict.flaky) == (False, [], [])
-
-
-def test_a_crash_then_a_pass_passes_the_tree_and_blames_no_test():
-    verdict = judged(run(explained=False), run(passing=("a",)))
-    assert (verdict.passed, verdict.flaky) == (True, [])
-
-
-def test_a_run_failing_only_by_quarantined_tests_passes():
-    verdict = judged(run("a", passing=("b",)), quarantine={name("a")})
-    assert (verdict.passed, verdict.runs) == (True, 1)
-
-
-def test_a_report_naming_more_failures_than_tracked_fails_beyond_its_tests(monkeypatch):
-    monkeypatch.setattr(flaky, "TRACKED", 2)
-    verdict = judged(run("a", "b", "c"), run("d", "e", "f"))
-    assert (verdict.passed, verdict.flaky) == (False, [])
-
-
-def test_an_unreadable_report_fails_the_run_saying_why():
-    bad = run("a")
-    bad.junit = b"<testsuite><testcase"
-    verdict = judged(bad, run("a"))
-    assert verdict.passed is False
-    assert any("JUnit report cannot be read" in p for p in bad.problems)
 
 
 # --- A manager's quarantine ------------------------------------------------------------------

@@ -76,6 +76,6 @@ def test_the_lander_reaches_git_through_landing_git_alone():
                     )
     assert found == [
         "git.py: from runner import mirror",
-        "git.py: from runner.mirror import GitError, git, stream",
+        "git.py: from runner.mirror import GitError, changed_paths, git, stream, tree_of",
         "locks.py: from runner.mirror import root",  # where the lock files live, not git
     ]

@@ -407,7 +407,7 @@ def test_an_optional_runner_that_crashes_is_an_error_not_a_pass(
     def crash(*, project, commit):
         raise KeyError("a bug, or a commit that found one")
 
-    monkeypatch.setattr("runner.gates.verify", crash)
+    monkeypatch.setattr("runner.gates.runs", crash)
 
     attempt = optional_runner_submits(runner_flow, repo.honest, django_capture_on_commit_callbacks)
 

@@ -1,0 +1,226 @@
+"""The runner's gate judges a submitted commit by its runs, as the lander judges a tree
+(``runner.judging``; issue 34: flaky tests blame nobody, at submission too).
+
+The sandbox tests count the runs in the project's dependency cache (written by the setup
+step, kept between runs: ``runner.cache``); ``tests/test_coin.py`` fails when the count is
+odd, so the first run of a commit fails by it and the second passes: a real flake in two
+sandboxed runs of one commit, in a certain order. The rest script the runs.
+"""
+
+import itertools
+
+import pytest
+
+from demo.repository import CLAIMQUEUE, FAILING_TEST, RELEASE, RELEASE_TESTS, TESTS, VERIFY, build
+from demo.runner_demo import CRITERIA, POLICY
+from evidence.models import GateRun
+from landing.models import FlakyTest
+from projects import services as project_services
+from runner import gates
+from runner.verify import Result
+from tasks import attempts
+from tests.runner.conftest import commit_files, git_in
+
+COIN = "tests/test_coin.py::CoinTest::test_coin"
+COUNT = """\
+import pathlib
+
+runs = pathlib.Path("/cache/runs")
+runs.write_text(str(int(runs.read_text()) + 1 if runs.exists() else 1))
+"""
+COIN_TEST = """\
+import pathlib
+import unittest
+
+
+class CoinTest(unittest.TestCase):
+    def test_coin(self):
+        self.assertEqual(int(pathlib.Path("/cache/runs").read_text()) % 2, 0)
+"""
+RELEASED = {
+    "claimqueue.py": (CLAIMQUEUE + RELEASE).encode(),
+    "tests/test_claimqueue.py": (TESTS + RELEASE_TESTS).encode(),
+}
+
+
+@pytest.fixture
+def repo(tmp_path, runner_root):
+    return build(tmp_path / "repo")
+
+
+@pytest.fixture
+def counting(flow, repo):
+    """The project counts its runs in the cache; main holds the counter."""
+    main = commit_files(repo.path, repo.main, {"count.py": COUNT.encode()}, branch="main")
+    project_services.project_update(
+        project=flow.project,
+        actor=flow.manager,
+        repository_url=repo.url,
+        verify={**VERIFY, "setup": ["python3 count.py"], "cache_keys": ["count.py"]},
+        gate_policy=POLICY,
+    )
+    flow.project.refresh_from_db()
+    flow.spec_ = flow.spec(criteria=CRITERIA)
+    return main
+
+
+def submitted(flow, commit, capture):
+    _, attempt = flow.claimed(spec=flow.spec_, allowed_paths=["**"])
+    with capture(execute=True):
+        attempts.attempt_submit(
+            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
+        )
+    attempt.refresh_from_db()
+    attempt.task.refresh_from_db()
+    return attempt
+
+
+def runner_of(attempt) -> GateRun:
+    return GateRun.objects.get(attempt=attempt, gate="runner")
+
+
+def test_a_flaky_test_of_the_base_fails_no_submission_and_is_recorded_for_the_project(
+    flow, repo, counting, django_capture_on_commit_callbacks
+):
+    base = commit_files(
+        repo.path, counting, {"tests/test_coin.py": COIN_TEST.encode()}, branch="main"
+    )
+    change = commit_files(repo.path, base, RELEASED, branch="release")
+
+    attempt = submitted(flow, change, django_capture_on_commit_callbacks)
+
+    assert (attempt.task.state, attempt.state) == ("in_review", "passed")
+    runner = runner_of(attempt)
+    assert (runner.state, runner.verdict["runs"], runner.verdict["flaky"]) == ("passed", 2, [COIN])
+    assert runner.summary.startswith(f"verified at {change[:12]} in ")
+    assert runner.summary.endswith(f"; run 2 times: flaky, not the change's: {COIN}")
+    # The reports attached are the passing run's: tests-pass decides on them.
+    assert GateRun.objects.get(attempt=attempt, gate="tests-pass").state == "passed"
+    row = FlakyTest.objects.get(project=flow.project)
+    tree = git_in(repo.path, "rev-parse", f"{change}^{{tree}}").strip()
+    assert (row.test, row.flakes, row.trees, row.quarantined) == (COIN, 1, [tree], False)
+
+
+def test_a_submission_whose_own_test_flakes_fails_naming_it_and_records_nothing(
+    flow, repo, counting, django_capture_on_commit_callbacks
+):
+    change = commit_files(
+        repo.path, counting, {**RELEASED, "tests/test_coin.py": COIN_TEST.encode()}, branch="sly"
+    )
+
+    attempt = submitted(flow, change, django_capture_on_commit_callbacks)
+
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+    runner = runner_of(attempt)
+    assert (runner.state, runner.verdict["runs"], runner.verdict["flaky"]) == ("failed", 2, [COIN])
+    assert runner.summary == (
+        f"a test this change adds or edits is flaky at {change[:12]} (it failed and then "
+        f"passed at one commit): {COIN}; make it pass every time and submit again"
+    )
+    # Not the project's test yet: counting it would let an agent flake its own test into
+    # the project's automatic quarantine.
+    assert not FlakyTest.objects.exists()
+
+
+def test_a_test_that_fails_at_both_runs_fails_the_submission_saying_so(
+    flow, repo, counting, django_capture_on_commit_callbacks
+):
+    broken = git_in(repo.path, "show", f"{repo.false_claim}:claimqueue.py")
+    change = commit_files(repo.path, counting, {"claimqueue.py": broken.encode()}, branch="broken")
+
+    attempt = submitted(flow, change, django_capture_on_commit_callbacks)
+
+    assert (attempt.task.state, attempt.state) == ("ready", "failed")
+    runner = runner_of(attempt)
+    assert (runner.verdict["runs"], runner.verdict["flaky"]) == (2, [])
+    assert runner.summary.endswith(f"; failing: {FAILING_TEST} (at each of 2 runs)")
+    assert not FlakyTest.objects.exists()
+
+
+def test_a_failing_run_is_not_run_again_when_another_would_pass_the_time_limit(
+    flow, repo, counting, django_capture_on_commit_callbacks, settings
+):
+    settings.FACTORY_RUNNER_TIME_LIMIT = gates.MARGIN_SECONDS  # no room for a second run
+    base = commit_files(
+        repo.path, counting, {"tests/test_coin.py": COIN_TEST.encode()}, branch="main"
+    )
+    change = commit_files(repo.path, base, RELEASED, branch="release")
+
+    attempt = submitted(flow, change, django_capture_on_commit_callbacks)
+
+    runner = runner_of(attempt)
+    assert (runner.state, runner.verdict["runs"]) == ("failed", 1)
+    assert runner.summary.endswith(
+        f"; failing: {COIN}; not run again: another run would not end within the runner's "
+        "time limit"
+    )
+
+
+# --- The runs scripted -----------------------------------------------------------------
+
+
+def run(*failing: str, passing: tuple = ("b",)) -> Result:
+    cases = [f'<testcase classname="t.test_x.T" name="{n}"><failure/></testcase>' for n in failing]
+    cases += [f'<testcase classname="t.test_x.T" name="{n}"/>' for n in passing]
+    result = Result(commit="c" * 40, base="b" * 40, mirror="fetched")
+    result.junit = f"<testsuite>{''.join(cases)}</testsuite>".encode()
+    if failing:
+        result.steps = [{"name": "test", "exit_code": 1, "stopped": None}]
+        result.problems.append("the test command exited with code 1")
+    return result
+
+
+@pytest.fixture
+def scripted(monkeypatch, flow):
+    """``judge`` over the given runs, the change touching no test file; what it judged,
+    and how many runs it took."""
+
+    def judge(*results: Result) -> tuple[gates.Judged, int]:
+        given = iter(results)
+        taken = itertools.count(1)
+
+        def runs(*, project, commit):
+            for result in given:
+                next(taken)
+                yield result
+
+        monkeypatch.setattr(gates, "runs", runs)
+        monkeypatch.setattr(gates, "changed", lambda *, project, result, among: set())
+        monkeypatch.setattr(gates, "tree_of", lambda *, project, result: "t" * 40)
+        judged = gates.judge(flow.project, "c" * 40, limit=3600)
+        return judged, next(taken) - 1
+
+    return judge
+
+
+def name(test: str) -> str:
+    return f"t/test_x.py::T::{test}"
+
+
+def test_a_commit_passing_at_its_first_run_is_run_once(scripted):
+    judged, taken = scripted(run(), run("a"))
+    assert (judged.passed, judged.runs, taken, judged.flaky) == (True, 1, 1, [])
+
+
+def test_two_runs_failing_by_different_tests_are_settled_by_a_third(scripted):
+    judged, taken = scripted(run("a"), run("c"), run())
+    assert (judged.passed, judged.runs, taken) == (True, 3, 3)
+    assert judged.flaky == [name("a"), name("c")]
+    assert [row.test for row in FlakyTest.objects.order_by("test")] == [name("a"), name("c")]
+
+
+def test_three_runs_failing_by_different_tests_fail_without_a_run_that_passed(scripted):
+    judged, taken = scripted(run("a"), run("c"), run("d"), run())
+    assert (judged.passed, judged.runs, taken, judged.failing) == (False, 3, 3, [])
+    assert not FlakyTest.objects.exists()  # no run passed: nothing is known flaky
+
+
+def test_a_test_failing_at_both_runs_ends_the_runs_at_two(scripted):
+    judged, taken = scripted(run("a", "c"), run("a"), run())
+    assert (judged.passed, judged.runs, taken, judged.failing, judged.flaky) == (
+        False,
+        2,
+        2,
+        [name("a")],
+        [name("c")],
+    )
