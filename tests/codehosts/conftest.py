@@ -11,6 +11,15 @@ APP_ID = 4242
 REPOSITORY = "octo-org/widgets"
 KEY_ENV = "FACTORY_HOST_WIDGETS_APP_KEY"
 TOKEN_ENV = "FACTORY_HOST_WIDGETS_TOKEN"
+# What the sweep counts besides pull requests and deliveries, when it had none to do.
+NOTHING_MORE = {
+    "line_comments_posted": 0,
+    "line_comments_failed": 0,
+    "issues_created": 0,
+    "issues_read": 0,
+    "issues_left": 0,
+    "issues_failed": 0,
+}
 
 
 @pytest.fixture

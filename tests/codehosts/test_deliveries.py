@@ -12,21 +12,12 @@ from django.utils import timezone
 
 from codehosts import jobs, sync
 from codehosts.models import HostDelivery, TaskPullRequest
+from tests.codehosts.conftest import NOTHING_MORE
 from tests.codehosts.test_pull_requests import BRANCH, submitted
 from tests.factories import ProjectFactory
 from tests.github_standin.world import Pull
 
 SECRET = "It's a Secret to Everybody"
-# What the sweep says of issues when no project follows a label.
-# What the sweep counts besides pull requests and deliveries, when it had none to do.
-NOTHING_MORE = {
-    "line_comments_posted": 0,
-    "line_comments_failed": 0,
-    "issues_created": 0,
-    "issues_read": 0,
-    "issues_left": 0,
-    "issues_failed": 0,
-}
 
 
 def deliver(client, github, *, delivery, number=1, repository="octo-org/widgets", **fields):

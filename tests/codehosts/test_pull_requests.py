@@ -11,17 +11,8 @@ from codehosts.models import TaskPullRequest
 from projects.models import Event
 from tasks import attempts, review
 from tasks.models import Task
+from tests.codehosts.conftest import NOTHING_MORE
 from tests.factories import Flow, ProjectFactory, all_met
-
-# What the sweep counts besides pull requests and deliveries, when it had none to do.
-NOTHING_MORE = {
-    "line_comments_posted": 0,
-    "line_comments_failed": 0,
-    "issues_created": 0,
-    "issues_read": 0,
-    "issues_left": 0,
-    "issues_failed": 0,
-}
 
 BRANCH = "fm/WID-1"
 FAILING_JUNIT = (
