@@ -169,3 +169,16 @@ class Flow:
             kind=kind,
             criteria=criteria,
         )
+
+
+def submit_through_the_gates(attempt, commit: str, capture):
+    """``attempt`` submitted at ``commit`` with its gates (the runner among them) run as the
+    workers would (``capture``: pytest-django's ``django_capture_on_commit_callbacks``), and
+    read back with its task."""
+    with capture(execute=True):
+        attempts.attempt_submit(
+            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
+        )
+    attempt.refresh_from_db()
+    attempt.task.refresh_from_db()
+    return attempt

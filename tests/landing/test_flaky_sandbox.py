@@ -1,33 +1,11 @@
-"""Flaky tests in the real sandbox: a test that fails at odd runs and passes at even ones.
-
-The project's setup step counts the runs in the lander's dependency cache (writable in
-setup, read-only in the test step, kept between runs: ``runner.cache``); ``tests/test_coin.py``
-fails when the count is odd. So the first run of any tree fails by it and the second
-passes, at the same tree: the flakiness is real (two sandboxed runs of one commit, their
-own JUnit reports), and the order is certain.
-"""
+"""Flaky tests in the real sandbox, at the lander: a test that fails at odd runs and passes
+at even ones (``tests.coin``)."""
 
 from landing.lander import land
 from landing.models import Batch, FlakyTest
 from projects import services as project_services
+from tests.coin import COIN, COIN_TEST, COUNT, COUNTING
 from tests.landing.conftest import VERIFY, feature
-
-COIN = "tests/test_coin.py::CoinTest::test_coin"
-COUNT = """\
-import pathlib
-
-runs = pathlib.Path("/cache/runs")
-runs.write_text(str(int(runs.read_text()) + 1 if runs.exists() else 1))
-"""
-COIN_TEST = """\
-import pathlib
-import unittest
-
-
-class CoinTest(unittest.TestCase):
-    def test_coin(self):
-        self.assertEqual(int(pathlib.Path("/cache/runs").read_text()) % 2, 0)
-"""
 
 
 def counting(flow, origin):
@@ -35,7 +13,7 @@ def counting(flow, origin):
     project_services.project_update(
         project=flow.project,
         actor=flow.manager,
-        verify={**VERIFY, "setup": ["python3 count.py"], "cache_keys": ["count.py"]},
+        verify={**VERIFY, **COUNTING},
     )
 
 

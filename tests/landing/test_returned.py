@@ -9,7 +9,7 @@ from projects.roles import Role
 from tasks import attempts, context, review
 from tasks.brief import render
 from tasks.landing import task_dequeue, task_landing_return
-from tests.factories import all_met
+from tests.factories import all_met, submit_through_the_gates
 from tests.landing.conftest import CALC, CALC_TESTS, feature
 
 USES_ADD = (
@@ -23,17 +23,6 @@ RENAMED = CALC.replace("def add(", "def plus(").replace("return add(a, a)", "ret
 def claim_again(flow, task):
     attempt = attempts.task_claim(agent=flow.agent2, project=flow.project, lease_seconds=300)
     assert attempt.task_id == task.pk
-    return attempt
-
-
-def submit_through_the_runner(attempt, commit, capture):
-    """Submit, with the gates (the runner among them) run as workers would."""
-    with capture(execute=True):
-        attempts.attempt_submit(
-            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
-        )
-    attempt.refresh_from_db()
-    attempt.task.refresh_from_db()
     return attempt
 
 
@@ -67,7 +56,7 @@ def test_the_approved_change_rebased_byte_for_byte_goes_back_to_the_queue_withou
     )
     # The change that uses add() goes through the runner, which records its patch id.
     task, first = flow.claimed(title="Use add")
-    first = submit_through_the_runner(
+    first = submit_through_the_gates(
         first,
         origin.change("uses", {"tests/test_more.py": USES_ADD}),
         django_capture_on_commit_callbacks,
@@ -81,7 +70,7 @@ def test_the_approved_change_rebased_byte_for_byte_goes_back_to_the_queue_withou
     origin.person_pushes({"calc.py": RENAMED + "\n\nadd = plus\n"})
     second = claim_again(flow, task)
 
-    second = submit_through_the_runner(
+    second = submit_through_the_gates(
         second,
         origin.change("uses", {"tests/test_more.py": USES_ADD}, on="origin/main"),
         django_capture_on_commit_callbacks,
@@ -109,7 +98,7 @@ def test_a_changed_patch_needs_a_second_review(
     queue, origin, flow, django_capture_on_commit_callbacks
 ):
     task, first = flow.claimed(title="Add alpha")
-    first = submit_through_the_runner(
+    first = submit_through_the_gates(
         first, origin.change("alpha", feature("alpha")), django_capture_on_commit_callbacks
     )
     review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(first))
@@ -118,7 +107,7 @@ def test_a_changed_patch_needs_a_second_review(
     second = claim_again(flow, task)
     files = {**feature("alpha"), "alpha.py": "def alpha():\n    return 'alpha'  # changed\n"}
 
-    second = submit_through_the_runner(
+    second = submit_through_the_gates(
         second, origin.change("alpha", files, on="origin/main"), django_capture_on_commit_callbacks
     )
 
@@ -156,7 +145,7 @@ def test_a_whitespace_change_to_an_approved_change_goes_to_review_and_never_land
     # Approved, then sent back by the lander: its other test needs add(), renamed on main.
     task, first = flow.claimed(title="Guard deletes")
     files = {**GUARD, "tests/test_more.py": USES_ADD}
-    first = submit_through_the_runner(first, origin.change("guard", files), capture)
+    first = submit_through_the_gates(first, origin.change("guard", files), capture)
     review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(first))
     land(flow.project)
     first.refresh_from_db()
@@ -165,7 +154,7 @@ def test_a_whitespace_change_to_an_approved_change_goes_to_review_and_never_land
     main = origin.tip()
     second = claim_again(flow, task)
 
-    second = submit_through_the_runner(
+    second = submit_through_the_gates(
         second,
         origin.change("guard", {**files, "perm.py": EVERYONE}, on="origin/main"),
         capture,
@@ -190,7 +179,7 @@ def test_a_whitespace_change_to_an_approved_change_goes_to_review_and_never_land
 def approved_and_returned(flow, origin, capture, files, *, agent=None, branch="guard"):
     """A task whose change ``files`` was approved, then came back from landing (a conflict)."""
     task, attempt = flow.claimed(agent=agent, title="Guard deletes")
-    attempt = submit_through_the_runner(attempt, origin.change(branch, files), capture)
+    attempt = submit_through_the_gates(attempt, origin.change(branch, files), capture)
     return task, approve_and_return(flow, task, attempt)
 
 
@@ -209,7 +198,7 @@ def resubmit(flow, task, capture, commit, *, agent=None):
     """The task claimed again (by ``agent``, else the second agent) and ``commit`` submitted."""
     attempt = attempts.task_claim(agent=agent or flow.agent2, project=flow.project)
     assert attempt.task_id == task.pk
-    return submit_through_the_runner(attempt, commit, capture)
+    return submit_through_the_gates(attempt, commit, capture)
 
 
 def test_an_approval_is_never_carried_to_its_reviewers_own_submission(
@@ -262,7 +251,7 @@ def test_an_approval_given_under_another_spec_version_is_not_carried(
         criteria=[{"key": "AC-1", "text": "Only admins delete.", "proof": {"check": "review"}}]
     )
     task, first = flow.claimed(title="Guard deletes", spec=spec)
-    first = submit_through_the_runner(first, origin.change("guard", GUARD), capture)
+    first = submit_through_the_gates(first, origin.change("guard", GUARD), capture)
     review.task_approve(
         task=task,
         actor=flow.reviewer,

@@ -1,10 +1,9 @@
 """The runner's gate judges a submitted commit by its runs, as the lander judges a tree
 (``runner.judging``; issue 34: flaky tests blame nobody, at submission too).
 
-The sandbox tests count the runs in the project's dependency cache (written by the setup
-step, kept between runs: ``runner.cache``); ``tests/test_coin.py`` fails when the count is
-odd, so the first run of a commit fails by it and the second passes: a real flake in two
-sandboxed runs of one commit, in a certain order. The rest script the runs.
+The sandbox tests use a test that fails at odd runs and passes at even ones
+(``tests.coin``): a real flake in two sandboxed runs of one commit, in a certain order.
+The rest script the runs.
 """
 
 import itertools
@@ -18,25 +17,10 @@ from landing.models import FlakyTest
 from projects import services as project_services
 from runner import gates
 from runner.verify import Result
-from tasks import attempts
+from tests.coin import COIN, COIN_TEST, COUNT, COUNTING
+from tests.factories import submit_through_the_gates
 from tests.runner.conftest import commit_files, git_in
 
-COIN = "tests/test_coin.py::CoinTest::test_coin"
-COUNT = """\
-import pathlib
-
-runs = pathlib.Path("/cache/runs")
-runs.write_text(str(int(runs.read_text()) + 1 if runs.exists() else 1))
-"""
-COIN_TEST = """\
-import pathlib
-import unittest
-
-
-class CoinTest(unittest.TestCase):
-    def test_coin(self):
-        self.assertEqual(int(pathlib.Path("/cache/runs").read_text()) % 2, 0)
-"""
 RELEASED = {
     "claimqueue.py": (CLAIMQUEUE + RELEASE).encode(),
     "tests/test_claimqueue.py": (TESTS + RELEASE_TESTS).encode(),
@@ -56,7 +40,7 @@ def counting(flow, repo):
         project=flow.project,
         actor=flow.manager,
         repository_url=repo.url,
-        verify={**VERIFY, "setup": ["python3 count.py"], "cache_keys": ["count.py"]},
+        verify={**VERIFY, **COUNTING},
         gate_policy=POLICY,
     )
     flow.project.refresh_from_db()
@@ -66,13 +50,7 @@ def counting(flow, repo):
 
 def submitted(flow, commit, capture):
     _, attempt = flow.claimed(spec=flow.spec_, allowed_paths=["**"])
-    with capture(execute=True):
-        attempts.attempt_submit(
-            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
-        )
-    attempt.refresh_from_db()
-    attempt.task.refresh_from_db()
-    return attempt
+    return submit_through_the_gates(attempt, commit, capture)
 
 
 def runner_of(attempt) -> GateRun:

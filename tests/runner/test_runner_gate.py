@@ -19,6 +19,7 @@ from projects.models import Event
 from projects.queue import BACKGROUND
 from runner.jobs import verify_job
 from tasks import attempts, context, reconciler
+from tests.factories import submit_through_the_gates
 from tests.runner.conftest import commit_files, orphan_commit
 
 OPTIONAL = {**POLICY, "runner": {"required": False}}
@@ -47,16 +48,6 @@ def claimed(flow, **kwargs):
     return flow.claimed(spec=flow.spec_, allowed_paths=["**"], **kwargs)
 
 
-def submit(attempt, commit, capture):
-    with capture(execute=True):
-        attempts.attempt_submit(
-            attempt=attempt, actor=attempt.agent, summary="done", change={"commit": commit}
-        )
-    attempt.refresh_from_db()
-    attempt.task.refresh_from_db()
-    return attempt
-
-
 def runs(attempt) -> dict:
     return {run.gate: run for run in GateRun.objects.filter(attempt=attempt)}
 
@@ -66,7 +57,7 @@ def test_an_honest_submission_reaches_review_on_the_runners_authoritative_eviden
 ):
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(attempt, repo.honest, django_capture_on_commit_callbacks)
+    attempt = submit_through_the_gates(attempt, repo.honest, django_capture_on_commit_callbacks)
 
     assert (attempt.task.state, attempt.state) == ("in_review", "passed")
     runner = runs(attempt)["runner"]
@@ -89,7 +80,9 @@ def test_the_runner_catches_an_agents_passing_junit_for_code_whose_tests_fail(
     _, attempt = claimed(runner_flow)
     agents = runner_flow.attach(attempt, PASSING_JUNIT, kind="junit", name="junit.xml")
 
-    attempt = submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+    attempt = submit_through_the_gates(
+        attempt, repo.false_claim, django_capture_on_commit_callbacks
+    )
 
     assert (attempt.task.state, attempt.state) == ("ready", "failed")
     gate = runs(attempt)
@@ -107,7 +100,7 @@ def test_the_next_context_names_the_test_the_runner_saw_fail(
     runner_flow, repo, django_capture_on_commit_callbacks
 ):
     task, attempt = claimed(runner_flow)
-    submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+    submit_through_the_gates(attempt, repo.false_claim, django_capture_on_commit_callbacks)
     second = attempts.task_claim(agent=runner_flow.agent2, project=runner_flow.project)
 
     bundle = context.build(task, current=second)
@@ -160,7 +153,7 @@ def test_the_runners_own_diff_decides_diff_scope_over_the_agents(
     inside = b"diff --git a/tests/x.py b/tests/x.py\n--- a/tests/x.py\n+++ b/tests/x.py\n@@ -1 +1 @@\n-a\n+b\n"
     runner_flow.attach(attempt, inside, kind="diff", name="change.diff")
 
-    attempt = submit(attempt, repo.honest, django_capture_on_commit_callbacks)
+    attempt = submit_through_the_gates(attempt, repo.honest, django_capture_on_commit_callbacks)
 
     scope = runs(attempt)["diff-scope"]
     assert scope.state == "failed"
@@ -172,7 +165,7 @@ def test_an_unknown_commit_is_an_error_with_gits_message_after_every_try(
 ):
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(
+    attempt = submit_through_the_gates(
         attempt, "0123456789abcdef000000000000000000000000", django_capture_on_commit_callbacks
     )
 
@@ -197,7 +190,7 @@ def test_an_optional_runner_that_cannot_run_lets_the_other_gates_decide(
     )
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(
+    attempt = submit_through_the_gates(
         attempt, "0123456789abcdef000000000000000000000000", django_capture_on_commit_callbacks
     )
 
@@ -212,7 +205,7 @@ def test_a_redelivered_runner_job_stores_one_result(
     runner_flow, repo, django_capture_on_commit_callbacks
 ):
     _, attempt = claimed(runner_flow)
-    attempt = submit(attempt, repo.honest, django_capture_on_commit_callbacks)
+    attempt = submit_through_the_gates(attempt, repo.honest, django_capture_on_commit_callbacks)
     stored = Evidence.objects.filter(attempt=attempt).count()
 
     again = evidence_services.gate_run_execute(run=runs(attempt)["runner"])
@@ -225,7 +218,9 @@ def test_the_attempt_api_shows_the_runners_status(
     runner_flow, repo, api, django_capture_on_commit_callbacks
 ):
     _, attempt = claimed(runner_flow)
-    attempt = submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+    attempt = submit_through_the_gates(
+        attempt, repo.false_claim, django_capture_on_commit_callbacks
+    )
 
     body = api(runner_flow.reviewer).get(f"/api/v1/attempts/{attempt.pk}/").json()
 
@@ -245,7 +240,7 @@ def test_the_task_page_shows_the_runners_verification_and_where_the_agent_disagr
 ):
     task, attempt = claimed(runner_flow)
     runner_flow.attach(attempt, PASSING_JUNIT, kind="junit", name="junit.xml")
-    submit(attempt, repo.false_claim, django_capture_on_commit_callbacks)
+    submit_through_the_gates(attempt, repo.false_claim, django_capture_on_commit_callbacks)
     client.force_login(runner_flow.reviewer)
 
     page = client.get(f"/tasks/{task.key}/?attempt=1").content.decode()
@@ -329,7 +324,7 @@ def test_an_unknown_commit_fails_even_an_optional_runner(
     )
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(
+    attempt = submit_through_the_gates(
         attempt, "0123456789abcdef000000000000000000000000", django_capture_on_commit_callbacks
     )
 
@@ -346,7 +341,7 @@ def optional_runner_submits(flow, commit, capture):
     project_services.project_update(project=flow.project, actor=flow.manager, gate_policy=OPTIONAL)
     _, attempt = claimed(flow)
     flow.attach(attempt, PASSING_JUNIT, kind="junit", name="junit.xml")
-    return submit(attempt, commit, capture)
+    return submit_through_the_gates(attempt, commit, capture)
 
 
 def test_an_orphan_commit_fails_an_optional_runner_at_once(
@@ -391,7 +386,7 @@ def test_a_tree_over_the_checkout_limit_fails_a_required_runner_saying_so(
     big = commit_files(repo.path, repo.honest, {"big.txt": 2_000_000})
     _, attempt = claimed(runner_flow)
 
-    attempt = submit(attempt, big, django_capture_on_commit_callbacks)
+    attempt = submit_through_the_gates(attempt, big, django_capture_on_commit_callbacks)
 
     runner = runs(attempt)["runner"]
     assert (runner.state, runner.tries, runner.verdict["verified"]) == ("failed", 1, False)
