@@ -19,11 +19,15 @@ landed by ``landing.lander.land``, which verifies each batch in the sandbox:
   change is submitted with its branch, so the site's sync opens its pull request. The team's
   CI is played by a thread of the bench: it lists the repository's branches every 20 ms
   and posts the commit status ``ci`` = success on each new head ``--ci-delay`` seconds
-  (0.2) after it saw it. It runs twice, on two stand-ins with the same commits: the lander
-  looking for the required checks every ``--checks-poll`` seconds from its first look
-  (``FACTORY_LANDING_CHECKS_POLL_SECONDS``, 15: how it looked before), then as shipped:
-  again after ``--first-look`` seconds (``FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS``, 1),
-  twice as far each time, up to the poll interval.
+  (0.2) after it saw it. It runs three times, on three stand-ins with the same commits:
+  the lander looking for the required checks every ``--checks-poll`` seconds from its
+  first look (``FACTORY_LANDING_CHECKS_POLL_SECONDS``, 15: how it first looked); again
+  after ``--first-look`` seconds (``FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS``, 1), twice
+  as far each time up to the poll interval, with no webhook (``pull_request_no_webhooks``:
+  how it looked next, and what a team without webhooks gets); and as shipped
+  (``pull_request``), the team's CI also delivering GitHub's ``status`` webhook, signed,
+  to ``/hooks/github/``, which wakes the lander listening between two looks
+  (``FACTORY_LANDING_CHECKS_LISTEN_MS``).
 
 Approval → landed, per change: from the event that moved its task to ``approved`` to the
 one that moved it to ``done`` (every change is approved before the lander starts, so the
@@ -81,13 +85,38 @@ CI_LOOK_SECONDS = 0.02
 
 class TeamCI(threading.Thread):
     """The team's CI: posts the commit status ``ci`` = success on every new head of the
-    repository's branches, ``delay`` seconds after it saw it."""
+    repository's branches, ``delay`` seconds after it saw it; with ``hook`` (the stand-in's
+    address), GitHub's ``status`` delivery of it to the site's ``/hooks/github/`` too,
+    signed, through Django's test client in this thread."""
 
-    def __init__(self, world, repo, delay: float):
+    def __init__(self, world, repo, delay: float, hook: str | None = None):
         super().__init__(daemon=True, name="team-ci")
-        self.world, self.repo, self.delay = world, repo, delay
+        self.world, self.repo, self.delay, self.hook = world, repo, delay, hook
         self.stopped = threading.Event()
         self.posted = 0
+        self.delivered = Counter()
+
+    def deliver(self, sha: str) -> None:
+        from django.test import Client
+
+        body = json.dumps(
+            {
+                "sha": sha,
+                "state": "success",
+                "context": "ci",
+                "repository": {"full_name": REPOSITORY, "url": f"{self.hook}/repos/{REPOSITORY}"},
+            }
+        ).encode()
+        signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        response = Client().post(
+            "/hooks/github/",
+            body,
+            content_type="application/json",
+            HTTP_X_GITHUB_EVENT="status",
+            HTTP_X_GITHUB_DELIVERY=f"status-{sha}",
+            HTTP_X_HUB_SIGNATURE_256=signature,
+        )
+        self.delivered[response.status_code] += 1
 
     def run(self) -> None:
         seen, due = set(), []
@@ -102,12 +131,17 @@ class TeamCI(threading.Thread):
                 with self.world.lock:
                     self.repo.statuses.append((sha, "ci", "success"))
                 self.posted += 1
+                if self.hook:
+                    self.deliver(sha)
                 due.remove((when, sha))
             self.stopped.wait(CI_LOOK_SECONDS)
 
     def stop(self) -> None:
+        from django.db import connection
+
         self.stopped.set()
         self.join()
+        connection.close()  # this thread's, if it delivered
 
 
 def template(call: str) -> str:
@@ -212,14 +246,16 @@ class Hosted:
         self.standin.stop()
 
 
-def pull_request_run(hosted: Hosted, commits: dict, names: list[str], ci_delay: float) -> dict:
+def pull_request_run(
+    hosted: Hosted, commits: dict, names: list[str], ci_delay: float, *, webhooks: bool
+) -> dict:
     from landing.lander import land
     from landing.models import Batch
 
     before = len(hosted.calls())
     tasks = queue_approved(hosted.flow, commits, names, branches=True)
     queued = hosted.calls()[before:]
-    ci = TeamCI(hosted.world, hosted.repo, ci_delay)
+    ci = TeamCI(hosted.world, hosted.repo, ci_delay, hosted.standin.url if webhooks else None)
     ci.start()
     try:
         started = time.perf_counter()
@@ -238,6 +274,7 @@ def pull_request_run(hosted: Hosted, commits: dict, names: list[str], ci_delay: 
         "host_calls_landing_by_kind": dict(Counter(template(c) for c in landing).most_common()),
         "host_calls_not_2xx": sum(1 for c in queued + landing if not c.endswith((" 200", " 201"))),
         "ci_statuses_posted": ci.posted,
+        "ci_status_deliveries": dict(ci.delivered),
         "standin_violations": len(hosted.standin.violations),
     }
 
@@ -362,12 +399,15 @@ def main() -> None:
             sys.stderr.write(
                 f"push {batch_max}: {json.dumps(modes[f'push_batch_max_{batch_max}'])}\n"
             )
-        # Twice through the stand-in, the same commits: the lander looking every
-        # --checks-poll seconds from the first look (as it did), then as shipped (soon,
-        # then twice as far each time up to it).
-        for label, first_look, folder, slug in (
-            ("pull_request_polled_every_checks_poll", args.checks_poll, "github-polled", "WIP"),
-            ("pull_request", args.first_look, "github", "WID"),
+        # Three times through the stand-in, the same commits: the lander looking every
+        # --checks-poll seconds from the first look (as it first did); soon, then twice as
+        # far each time up to it, with no webhook (as it did next, and as a team without
+        # webhooks gets it); and as shipped, the team's CI delivering its status, which
+        # wakes the lander listening between two looks.
+        for label, first_look, webhooks, folder, slug in (
+            ("pull_request_polled_every_checks_poll", args.checks_poll, False, "github-p", "WIP"),
+            ("pull_request_no_webhooks", args.first_look, False, "github-n", "WIN"),
+            ("pull_request", args.first_look, True, "github", "WID"),
         ):
             if hosted is not None:
                 hosted.stop()
@@ -380,7 +420,9 @@ def main() -> None:
                 FACTORY_LANDING_CHECKS_TIMEOUT=120,
             ):
                 hosted.project(verify)
-                modes[label] = pull_request_run(hosted, origin.commits, names, args.ci_delay)
+                modes[label] = pull_request_run(
+                    hosted, origin.commits, names, args.ci_delay, webhooks=webhooks
+                )
                 sys.stderr.write(f"{label}: {json.dumps(modes[label])}\n")
                 if label == "pull_request":
                     webhook = webhook_run(hosted, args.deliveries)

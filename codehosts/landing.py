@@ -8,7 +8,11 @@ not answer or act now (5xx, a time-out, a rate limit, credentials this process l
 ``HostRefused`` when it understood and refused, with its words.
 """
 
-from codehosts.models import TaskPullRequest
+from datetime import datetime
+
+from django.db.models import Q
+
+from codehosts.models import HostDelivery, TaskPullRequest
 from codehosts.providers import (
     Forbidden,
     HostError,
@@ -22,7 +26,7 @@ from codehosts.providers import (
     provider_from,
 )
 from codehosts.pulls import CHECK_PREFIX, REVIEW_CHECK, pull_request_sync, task_url
-from codehosts.services import HostUnavailable
+from codehosts.services import CHECK_NEWS, HostUnavailable
 from landing.through_host import Checks, HostRefused, HostTrouble, Pull
 from projects.errors import Conflict
 from tasks.models import Attempt
@@ -100,6 +104,18 @@ class HostLanding:
         protection = _host_call(lambda: self.host.protection(branch))
         states = _host_call(lambda: self.host.commit_checks(commit))
         return Checks(required=tuple(protection.required_checks), states=states)
+
+    def heard_of_checks(self, commit: str, *, since: datetime) -> bool:
+        """A delivery kept since ``since`` about a check run, a check suite or a commit
+        status on ``commit`` (``codehosts.services`` keeps its commit in ``subject``)."""
+        news = Q()
+        for key in CHECK_NEWS:
+            news |= Q(**{f"subject__{key}": commit})
+        return (
+            HostDelivery.objects.filter(project=self.project, received_at__gte=since)
+            .filter(news)
+            .exists()
+        )
 
     def merge(self, pull: Pull, *, sha: str, method: str, title: str, message: str) -> str:
         """Merge pinned to ``sha``; the commit the host made on the target."""

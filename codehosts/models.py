@@ -46,6 +46,8 @@ class HostDelivery(models.Model):
     class Meta:
         verbose_name_plural = "deliveries"
         ordering = ["-received_at", "-id"]
+        # The lander waiting for checks asks for a project's news since a moment, often.
+        indexes = [models.Index(fields=["project", "received_at"], name="codehosts_delivery_news")]
         constraints = [
             models.UniqueConstraint(
                 fields=["provider", "delivery_id"], name="host_delivery_once_per_id"

@@ -180,6 +180,11 @@ def _app_followers(payload: dict) -> list[Project]:
     return list(found)
 
 
+# The subject's keys naming the commit a check run, a check suite or a commit status is on:
+# news the lander waiting for the team's checks wakes on (``codehosts.landing``).
+CHECK_NEWS = ("check_run_head_sha", "check_suite_head_sha", "status_sha")
+
+
 def _subject(payload: dict, repository: str) -> dict:
     """What names the object a delivery is about, to read it again from the host."""
     subject = {"repository": repository}
@@ -192,6 +197,8 @@ def _subject(payload: dict, repository: str) -> dict:
         found = payload.get(kind)
         if isinstance(found, dict) and isinstance(found.get("head_sha"), str):
             subject[f"{kind}_head_sha"] = found["head_sha"][:64]
+    if isinstance(payload.get("sha"), str) and isinstance(payload.get("state"), str):
+        subject["status_sha"] = payload["sha"][:64]  # a commit status names its commit so
     return subject
 
 

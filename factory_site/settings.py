@@ -489,6 +489,10 @@ FACTORY_LANDING_CHECKS_POLL_SECONDS = env_int("FACTORY_LANDING_CHECKS_POLL_SECON
 # The first look again after the lander's own checks; each next one twice as far, up to the
 # poll interval above.
 FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS = env_int("FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS", 1)
+# Between two looks the lander listens, every this many milliseconds, for the host's news of
+# a check or status on the commit (a webhook delivery kept: check_run, check_suite, status),
+# and looks at once when there is some; 0 turns listening off.
+FACTORY_LANDING_CHECKS_LISTEN_MS = env_int("FACTORY_LANDING_CHECKS_LISTEN_MS", 250)
 # Code hosts (docs/code-hosts.md): the API bases a project's code_host may name (GitHub
 # Enterprise Server by adding its https://HOST/api/v3), and the largest webhook delivery
 # taken (GitHub sends at most 25 MB).

@@ -12,7 +12,9 @@ request and has the host merge it:
 3. the target's other required checks (the team's CI) are waited for on that commit,
    up to ``FACTORY_LANDING_CHECKS_TIMEOUT`` seconds, looking again after
    ``FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS``, then twice as long each time up to
-   ``FACTORY_LANDING_CHECKS_POLL_SECONDS``;
+   ``FACTORY_LANDING_CHECKS_POLL_SECONDS``, or at once when the host tells of a check or
+   status on that commit (a webhook delivery, listened for every
+   ``FACTORY_LANDING_CHECKS_LISTEN_MS``);
 4. the pull request is merged pinned to that head, with the batch's method.
 
 ``landing`` sits below ``codehosts`` (the layers, ADR 0011): the host is reached through
@@ -23,9 +25,11 @@ checks (ADR 0031). Nothing here imports a host's client.
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from django.conf import settings
+from django.utils import timezone
 
 from landing import git
 from landing.errors import LandingError
@@ -38,6 +42,7 @@ from tasks.landing import attempt_landing_note
 from tasks.models import Attempt
 
 logger = logging.getLogger(__name__)
+NEWS_SKEW = timedelta(seconds=1)
 
 # A check that counts as green, as GitHub counts it for a required check.
 GREEN = {"success", "neutral", "skipped"}
@@ -107,6 +112,11 @@ class Host(Protocol):
 
     def checks(self, branch: str, commit: str) -> Checks:
         """The required checks of ``branch`` and each one's state on ``commit``."""
+        ...
+
+    def heard_of_checks(self, commit: str, *, since: datetime) -> bool:
+        """Whether the host told of a check or status on ``commit`` since ``since`` (a
+        webhook delivery kept); asked of the database only, often."""
         ...
 
     def merge(self, pull: Pull, *, sha: str, method: str, title: str, message: str) -> str:
@@ -236,6 +246,9 @@ def _wait_for_checks(host: Host, batch: Batch, head: str) -> None:
     poll = settings.FACTORY_LANDING_CHECKS_POLL_SECONDS
     wait = min(settings.FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS, poll)
     while True:
+        # News kept from a second before this look on wakes the next wait: the clocks of
+        # the web process that kept a delivery and of this worker may differ a little.
+        looked = timezone.now() - NEWS_SKEW
         checks = host.checks(batch.target, head)
         states = {name: checks.states.get(name, "pending") for name in checks.required}
         failed = {n: s for n, s in states.items() if s not in GREEN and s != "pending"}
@@ -257,8 +270,22 @@ def _wait_for_checks(host: Host, batch: Batch, head: str) -> None:
                 f"{settings.FACTORY_LANDING_CHECKS_TIMEOUT} s (FACTORY_LANDING_CHECKS_TIMEOUT)",
                 {"pending": pending, "built": head, "base": batch.base},
             )
-        time.sleep(max(0.0, min(wait, deadline - time.monotonic())))
+        _listen(host, head, since=looked, seconds=min(wait, deadline - time.monotonic()))
         wait = min(wait * 2, poll)
+
+
+def _listen(host: Host, head: str, *, since: datetime, seconds: float) -> None:
+    """Wait ``seconds``, or less: until the host tells of a check or status on ``head``
+    received since ``since`` (the team's CI answering wakes the lander, which then looks)."""
+    step = settings.FACTORY_LANDING_CHECKS_LISTEN_MS / 1000
+    if step <= 0:
+        time.sleep(max(0.0, seconds))
+        return
+    end = time.monotonic() + max(0.0, seconds)
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(step, left))
+        if host.heard_of_checks(head, since=since):
+            return
 
 
 def _refused(project, host, batch, attempt, head, base, exc, *, refused: int) -> str:

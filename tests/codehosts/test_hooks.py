@@ -294,6 +294,8 @@ def test_every_recorded_github_delivery_is_taken_for_its_repository_and_says_wha
     for kind in ("check_suite", "check_run", "merge_group"):
         if kind in payload:
             assert kept.subject[f"{kind}_head_sha"] == payload[kind]["head_sha"]
+    if event == "status":
+        assert kept.subject["status_sha"] == payload["sha"]
 
 
 def test_a_recorded_installation_delivery_is_checked_against_its_installations_projects(

@@ -479,6 +479,7 @@ def test_the_lander_looks_for_the_teams_checks_soon_then_ever_further_apart(sett
     settings.FACTORY_LANDING_CHECKS_TIMEOUT = 3600
     settings.FACTORY_LANDING_CHECKS_POLL_SECONDS = 15
     settings.FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS = 1
+    settings.FACTORY_LANDING_CHECKS_LISTEN_MS = 0  # no listening: each wait slept whole
     waits = []
     monkeypatch.setattr("landing.through_host.time.sleep", waits.append)
     batch = SimpleNamespace(target="main", base="b" * 40)
