@@ -14,7 +14,7 @@ uploaded; a required runner is then an ``error``, and so is any other crash.
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -200,7 +200,9 @@ def judge(project, commit: str, *, limit: float) -> Judged:
     time limit)."""
     started = time.monotonic()
     results = runs(project=project, commit=commit)
-    readings = [judging.read(next(results), set())]
+    taken = [next(results)]
+    # Read from copies: a report that cannot be read is said once, by ``verdict``.
+    readings = [_read(taken[-1])]
     note = ""
     while not readings[-1].ok and len(readings) < RUNS:
         if len(readings) == RUNS - 1 and not judging.decide(readings).passed:
@@ -209,10 +211,11 @@ def judge(project, commit: str, *, limit: float) -> Judged:
         if took + took / len(readings) + MARGIN_SECONDS > limit:
             note = "not run again: another run would not end within the runner's time limit"
             break
-        readings.append(judging.read(next(results), set()))
+        taken.append(next(results))
+        readings.append(_read(taken[-1]))
     verdict = judging.decide(readings)
-    result = verdict.result
-    passed = verdict.passed and result.passed
+    result = taken[-1]
+    passed = verdict.passed and verdict.result.passed
     own = []
     if passed and verdict.flaky:
         files = {judging.file_of(test) for test in verdict.flaky}
@@ -237,6 +240,10 @@ def judge(project, commit: str, *, limit: float) -> Judged:
         own=own[:FAILED_NAMED],
         note=note,
     )
+
+
+def _read(result: Result) -> judging.Run:
+    return judging.read(replace(result, problems=[*result.problems]), set())
 
 
 def _refused(error: CommitRefused) -> Verdict:

@@ -202,3 +202,15 @@ def test_a_test_failing_at_both_runs_ends_the_runs_at_two(scripted):
         [name("a")],
         [name("c")],
     )
+
+
+def test_a_report_that_cannot_be_read_fails_the_commit_and_is_left_for_the_verdict_to_say(
+    scripted,
+):
+    unreadable = run()
+    unreadable.junit = b"<testsuite><testcase"
+
+    judged, taken = scripted(unreadable, unreadable)
+
+    assert (judged.passed, judged.runs, taken) == (False, 2, 2)
+    assert judged.result.problems == []  # the gate's verdict names it, once
