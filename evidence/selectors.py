@@ -152,7 +152,13 @@ def runner_view(attempt, runs, evidence) -> dict | None:
     if run is None:
         return None
     provenance = measuring_gate().provenance
-    measured = {e.kind: e for e in evidence if e.provenance == provenance}
+    # The last run's reports; an earlier run's log (a failing run the runner ran again) is
+    # in the evidence list, not here.
+    measured = {
+        e.kind: e
+        for e in evidence
+        if e.provenance == provenance and not (e.summary or {}).get("earlier_run")
+    }
     disagreements = []
     for e in evidence:
         if e.provenance != Provenance.AGENT or e.kind not in measured:

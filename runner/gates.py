@@ -117,6 +117,15 @@ class RunnerGate(Gate):
                 if failing:
                     tests = {**summary, "failing": failing}
             attachments.append(Attachment(content, kind, name, media_type, summary, criteria))
+        for number, earlier in enumerate(judged.earlier, 1):
+            # The runs before the last keep their logs (a flaky test's failing run, to read);
+            # only the last run's reports decide, and the runner's panel shows its log.
+            if not earlier.log:
+                continue
+            name = f"runner-run-{number}.log"
+            said = summarize(Kind.LOG, ContentFile(earlier.log, name=name))
+            summary = {**said, "earlier_run": number}
+            attachments.append(Attachment(earlier.log, Kind.LOG, name, "text/plain", summary))
         details = {
             "verified": True,
             "commit": result.commit,
@@ -188,6 +197,7 @@ class Judged:
     flaky: list[str] = field(default_factory=list)
     own: list[str] = field(default_factory=list)
     note: str = ""
+    earlier: list[Result] = field(default_factory=list, repr=False)  # the runs before it
 
 
 def judge(project, commit: str, *, limit: float) -> Judged:
@@ -239,6 +249,7 @@ def judge(project, commit: str, *, limit: float) -> Judged:
         flaky=verdict.flaky[:FAILED_NAMED],
         own=own[:FAILED_NAMED],
         note=note,
+        earlier=taken[:-1],
     )
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from demo.repository import CLAIMQUEUE, FAILING_TEST, RELEASE, RELEASE_TESTS, TESTS, VERIFY, build
 from demo.runner_demo import CRITERIA, POLICY
-from evidence.models import GateRun
+from evidence.models import Evidence, GateRun
+from evidence.selectors import runner_view
 from landing.models import FlakyTest
 from projects import services as project_services
 from runner import gates
@@ -77,6 +78,15 @@ def test_a_flaky_test_of_the_base_fails_no_submission_and_is_recorded_for_the_pr
     row = FlakyTest.objects.get(project=flow.project)
     tree = git_in(repo.path, "rev-parse", f"{change}^{{tree}}").strip()
     assert (row.test, row.flakes, row.trees, row.quarantined) == (COIN, 1, [tree], False)
+    # The failing run's log is kept to read; the runner's panel shows the last run's.
+    logs = Evidence.objects.filter(attempt=attempt, provenance="runner", kind="log")
+    assert sorted(logs.values_list("name", flat=True)) == ["runner-run-1.log", "runner.log"]
+    earlier = logs.get(name="runner-run-1.log")
+    assert earlier.summary["earlier_run"] == 1
+    with earlier.file.open() as handle:
+        assert b"test_coin (tests.test_coin.CoinTest.test_coin) ... FAIL" in handle.read()
+    shown = runner_view(attempt, list(attempt.gate_runs.all()), list(attempt.evidence.all()))
+    assert shown["log"].name == "runner.log"
 
 
 def test_a_submission_whose_own_test_flakes_fails_naming_it_and_records_nothing(
