@@ -160,9 +160,11 @@ class RunnerGate(Gate):
             if judged.failing:
                 summary += f"; failing: {', '.join(judged.failing)}"
             elif tests.get("failing"):
-                summary += f"; failing: {', '.join(tests['failing'])}"
+                # No test failed at every run: name the last run's failures as its own.
+                at = " at the last run" if judged.runs > 1 else ""
+                summary += f"; failing{at}: {', '.join(tests['failing'])}"
             if judged.runs > 1:
-                summary += f" (at each of {judged.runs} runs)"
+                summary += f" (the commit failed at each of its {judged.runs} runs)"
             if judged.note:
                 summary += f"; {judged.note}"
         report = "\n".join(

@@ -121,7 +121,9 @@ def test_a_test_that_fails_at_both_runs_fails_the_submission_saying_so(
     assert (attempt.task.state, attempt.state) == ("ready", "failed")
     runner = runner_of(attempt)
     assert (runner.verdict["runs"], runner.verdict["flaky"]) == (2, [])
-    assert runner.summary.endswith(f"; failing: {FAILING_TEST} (at each of 2 runs)")
+    assert runner.summary.endswith(
+        f"; failing: {FAILING_TEST} (the commit failed at each of its 2 runs)"
+    )
     assert not FlakyTest.objects.exists()
 
 
@@ -153,7 +155,15 @@ def run(*failing: str, passing: tuple = ("b",)) -> Result:
     result = Result(commit="c" * 40, base="b" * 40, mirror="fetched")
     result.junit = f"<testsuite>{''.join(cases)}</testsuite>".encode()
     if failing:
-        result.steps = [{"name": "test", "exit_code": 1, "stopped": None}]
+        result.steps = [
+            {
+                "name": "test",
+                "command": "make test",
+                "exit_code": 1,
+                "stopped": None,
+                "outcome": "exited with 1",
+            }
+        ]
         result.problems.append("the test command exited with code 1")
     return result
 
@@ -201,6 +211,18 @@ def test_three_runs_failing_by_different_tests_fail_without_a_run_that_passed(sc
     judged, taken = scripted(run("a"), run("c"), run("d"), run())
     assert (judged.passed, judged.runs, taken, judged.failing) == (False, 3, 3, [])
     assert not FlakyTest.objects.exists()  # no run passed: nothing is known flaky
+
+
+def test_three_different_failures_are_named_as_the_last_runs_not_as_every_runs(scripted, flow):
+    _, attempt = flow.claimed()
+    judged, _ = scripted(run("a"), run("c"), run("d"))
+
+    verdict = gates.RunnerGate().verdict(attempt, judged)
+
+    assert verdict.passed is False
+    assert verdict.summary.endswith(
+        f"; failing at the last run: {name('d')} (the commit failed at each of its 3 runs)"
+    )
 
 
 def test_a_test_failing_at_both_runs_ends_the_runs_at_two(scripted):
