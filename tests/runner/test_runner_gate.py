@@ -14,6 +14,7 @@ from demo.runner_demo import CLAIMED_JUNIT as PASSING_JUNIT
 from demo.runner_demo import CRITERIA, POLICY
 from evidence import services as evidence_services
 from evidence.models import Evidence, GateRun
+from projects import queue
 from projects import services as project_services
 from projects.models import Event
 from projects.queue import BACKGROUND
@@ -252,9 +253,21 @@ def test_the_task_page_shows_the_runners_verification_and_where_the_agent_disagr
 
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_default_answers_the_submit_at_once_and_the_verdict_follows(
-    runner_flow, repo, api, settings
+    runner_flow, repo, api, settings, monkeypatch
 ):
     settings.FACTORY_EAGER_BACKGROUND_QUEUES = ["verify"]
+    # The runner's thread starts once the answer is written: the test database is SQLite in
+    # memory with a shared cache, where a table another connection is writing is "locked"
+    # at once instead of waited for (a file database, as `make run` uses, waits), so the
+    # thread racing the request's last reads failed the job now and then.
+    answered = threading.Event()
+    in_background = queue._in_background
+
+    def after_the_answer(*args):
+        answered.wait(30)
+        in_background(*args)
+
+    monkeypatch.setattr(queue, "_in_background", after_the_answer)
     project_services.project_update(
         project=runner_flow.project,
         actor=runner_flow.manager,
@@ -268,6 +281,7 @@ def test_the_embedded_default_answers_the_submit_at_once_and_the_verdict_follows
         format="json",
     )
 
+    answered.set()
     assert response.status_code == 202
     assert runs(attempt)["runner"].state in ("queued", "running")
     # The runner's thread, then the threads of the jobs it sent, until none is left.
