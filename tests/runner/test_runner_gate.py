@@ -256,10 +256,11 @@ def test_the_embedded_default_answers_the_submit_at_once_and_the_verdict_follows
     runner_flow, repo, api, settings, monkeypatch
 ):
     settings.FACTORY_EAGER_BACKGROUND_QUEUES = ["verify"]
-    # The runner's thread starts once the answer is written: the test database is SQLite in
-    # memory with a shared cache, where a table another connection is writing is "locked"
-    # at once instead of waited for (a file database, as `make run` uses, waits), so the
-    # thread racing the request's last reads failed the job now and then.
+    # The runner's thread starts once this test has read what the answer left: the test
+    # database is SQLite in memory with a shared cache, where a table another connection is
+    # reading is "locked" to a writer at once instead of waited for (a file database, as
+    # `make run` uses, waits), so the thread racing the request's or this test's reads
+    # failed the job now and then. From then on this thread only waits, reading nothing.
     answered = threading.Event()
     in_background = queue._in_background
 
@@ -281,9 +282,9 @@ def test_the_embedded_default_answers_the_submit_at_once_and_the_verdict_follows
         format="json",
     )
 
-    answered.set()
     assert response.status_code == 202
-    assert runs(attempt)["runner"].state in ("queued", "running")
+    assert runs(attempt)["runner"].state == "queued"
+    answered.set()
     # The runner's thread, then the threads of the jobs it sent, until none is left.
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
