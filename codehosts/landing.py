@@ -72,6 +72,28 @@ class HostLanding:
         if pull.state == "open" and pull.draft:
             # Approved and queued: ready for review (the host merges no draft).
             pull = _host_call(lambda: self.host.set_draft(pull, False))
+        return self._known(pull)
+
+    def revert_pull_request(self, attempt: Attempt, *, branch: str, title: str, body: str) -> Pull:
+        """The revert's own pull request from ``branch`` into the project's target, ready
+        for review: found on the host by its branch and its marker (``revert-KEY``, which
+        names no task, so its deliveries change no task), else opened."""
+        pull = _host_call(
+            lambda: self.host.open_or_update_pull_request(
+                task=f"revert-{attempt.task.key}",
+                head=branch,
+                base=self.project.landing_target,
+                title=title,
+                body=f"{body}\n\n{task_url(attempt.task)}",
+                draft=False,
+            )
+        )
+        return self._known(pull)
+
+    def pull(self, number: int) -> Pull:
+        return self._known(_host_call(lambda: self.host.pull_request(number)))
+
+    def _known(self, pull: PullRequest) -> Pull:
         self._pulls[pull.number] = pull
         return Pull(
             number=pull.number,

@@ -106,6 +106,9 @@ def annotations(run) -> tuple[Annotation, ...]:
     return tuple(found)
 
 
+LANDED = ("landed", "reverted")  # an attempt's landing states once its change merged
+
+
 def pull_request_sync(*, task_id: int, host=None) -> str:
     """Make the host show what the database says about one task; return what was done.
 
@@ -128,10 +131,12 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
         # attempt's submission opens a new one.
         TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
         return f"{task.key}: pull request #{link.number} was closed on the host"
-    merged = ((attempt.landing or {}).get("pull") or {}).get("number")
-    if link is not None and task.state == TaskState.DONE and merged == link.number:
+    landing = attempt.landing or {}
+    merged = (landing.get("pull") or {}).get("number")
+    if link is not None and landing.get("state") in LANDED and merged == link.number:
         # The lander merged it (landing through the pull request, ADR 0041): its branch is
-        # on the target, and a pull request opened from it again would be nobody's.
+        # on the target, and a pull request opened from it again would be nobody's; a
+        # manager's revert since (the task ready again) changes nothing of that.
         TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
         return f"{task.key}: pull request #{link.number} merged by the landing"
     host = host or provider_for(task.project)

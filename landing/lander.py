@@ -56,8 +56,7 @@ from evidence.services import evidence_measured
 from landing import backoff, git, pause, pushing, reverting, through_host
 from landing.errors import LandingError
 from landing.locks import LockLost, lander_lock
-from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, Batch, BatchState
-from landing.reverting import REVERT
+from landing.models import ACTIVE_BATCH_STATES, BEFORE_PUSH, REVERT, Batch, BatchState
 from landing.settling import errors_in_a_row, note, settle_dead_batches
 from landing.states import move
 from landing.verifying import Runs, verified_prefix
@@ -610,29 +609,9 @@ def _record(
         change.outcome = "landed"
     move(batch, "reach")
     if project.lands_through_host:
-        _check_merged_tree(project, batch, commits[-1])
+        through_host.check_merged_tree(project, batch, commits[-1])
     _store_runs(verified)
     _return_conflicts(batch, clashes, landed=verified.good, tip=verified.landing[-1].built)
-
-
-def _check_merged_tree(project: Project, batch: Batch, merged: str) -> None:
-    """The host's merge commit must hold exactly the verified tree: anything else on the
-    target is a loud error (logged, and said on the batch), never silence."""
-    try:
-        path = git.fetch(project)
-        tree = git.tree_of(path, merged)
-    except git.GitError as exc:
-        batch.reason = f"merged as {merged}; its tree could not be read back: {exc}"[:4000]
-        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
-        return
-    if tree != batch.tree:
-        batch.reason = (
-            f"merged as {merged}, whose tree {tree} is NOT the verified tree {batch.tree}: "
-            "the host merged something other than what the lander verified"
-        )[:4000]
-        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
-    else:
-        batch.reason = f"merged as {merged} through the pull request, tree {tree}"
 
 
 def _return_conflicts(batch: Batch, clashes: list[Clash], *, landed: int, tip: str) -> None:
@@ -693,8 +672,10 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
     change (a failure seen twice; a target that fails on its own lands nothing), pushed
     with a lease on that tip (built again if someone moved it). A revert that does not apply
     or whose tests fail comes back with the reason (``attempt_revert_return``: the task
-    stays done); one that lands reopens the task (``task_revert_land``). Whatever else goes
-    wrong ends the batch ``error`` with the revert still queued, as for any batch."""
+    stays done); one that lands reopens the task (``task_revert_land``). Landing through
+    pull requests, the revert's own pull request is merged by the host instead of the push
+    (``landing.through_host.land_revert``). Whatever else goes wrong ends the batch
+    ``error`` with the revert still queued, as for any batch."""
     started = time.monotonic()
     change = Change(attempt=attempt, commit=attempt.task.landed_commit)
     batch = Batch.objects.create(
@@ -709,8 +690,14 @@ def land_revert(project: Project, attempt: Attempt, *, path=None) -> Batch:
     try:
         if changes:
             reverting.revert(project, batch, change, path)
+    except through_host.MaybeMerged as exc:
+        # The merge of the revert's pull request was sent and its answer lost.
+        _unforeseen(project, batch, changes, _said(exc))
+        if batch.state == BatchState.PUSHING:
+            return batch
     except (LandingError, RunnerUnavailable, CommitRefused, git.GitError, Conflict) as exc:
         _error(project, batch, changes, _said(exc))
+        batch.host_trouble = isinstance(exc, through_host.HostTrouble)
     except LockLost:
         raise
     except Exception as exc:  # No input stops the lander: this batch ends, saying why.

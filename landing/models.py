@@ -22,6 +22,7 @@ class BatchState(models.TextChoices):
 
 ACTIVE_BATCH_STATES = [BatchState.BUILDING, BatchState.VERIFYING, BatchState.PUSHING]
 BEFORE_PUSH = [BatchState.BUILDING, BatchState.VERIFYING]
+REVERT = "revert"  # the method of a batch that lands a manager's revert
 
 
 class Batch(models.Model):

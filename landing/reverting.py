@@ -1,17 +1,17 @@
 """Undo: the steps of a batch that lands a manager's revert of a landed change
 (docs/landing.md, "Undo"). The lander runs them (``landing.lander.land_revert``) as it
 runs a batch of changes: build on the target as it is, verify in the sandbox, push with a
-lease on the tip built on, record; a revert that does not apply or fails comes back."""
+lease on the tip built on (or, landing through pull requests, have the host merge the
+revert's own pull request: ``landing.through_host.land_revert``), record; a revert that
+does not apply or fails comes back."""
 
-from landing import git, pushing
+from landing import git, pushing, through_host
 from landing.errors import LandingError
 from landing.models import Batch
 from landing.states import move
 from landing.verifying import Runs, verified_prefix
 from projects.models import Project
 from tasks.landing import attempt_revert_return, task_revert_land
-
-REVERT = "revert"  # the method of a batch that lands a revert
 
 
 def revert(project: Project, batch: Batch, change, path) -> None:
@@ -76,22 +76,41 @@ def revert(project: Project, batch: Batch, change, path) -> None:
                 {"failing": failing, "base": base},
             )
             return
+        through = project.lands_through_host
         move(
             batch,
             "push",
             result=change.built,
             tree=built.tree,
-            plan=[{"attempt": change.attempt.pk, "built": change.built}],
+            plan=[
+                {
+                    "attempt": change.attempt.pk,
+                    "built": change.built,
+                    **({"pull": True} if through else {}),
+                }
+            ],
         )
+        commit = change.built
         try:
-            pushing.push(project, path, batch, change.built, base, refused=pushes_refused)
+            if through:
+                commit = through_host.land_revert(
+                    project, path, batch, change, change.built, base, refused=pushes_refused
+                )
+            else:
+                pushing.push(project, path, batch, change.built, base, refused=pushes_refused)
         except pushing.TargetMoved as moved:
             path = moved.path
             pushes_refused += 1
             continue
-        task_revert_land(attempt=change.attempt, commit=change.built, batch=batch.pk)
+        except through_host.GoesBack as back:
+            _return_revert(change, "failed", back.reason, {**back.details, "base": base})
+            move(batch, "back", why=back.reason)
+            return
+        task_revert_land(attempt=change.attempt, commit=commit, batch=batch.pk)
         change.outcome = "reverted"
         move(batch, "reach")
+        if through:
+            through_host.check_merged_tree(project, batch, commit)
         return
 
 

@@ -12,8 +12,7 @@ without a verdict with it first (``errors_in_a_row``, ADR 0033).
 from django.utils import timezone
 
 from landing import git, through_host
-from landing.models import ACTIVE_BATCH_STATES, Batch, BatchState
-from landing.reverting import REVERT
+from landing.models import ACTIVE_BATCH_STATES, REVERT, Batch, BatchState
 from landing.states import move
 from projects import metrics
 from projects.models import Project

@@ -17,6 +17,12 @@ request and has the host merge it:
    ``FACTORY_LANDING_CHECKS_LISTEN_MS``);
 4. the pull request is merged pinned to that head, with the batch's method.
 
+A manager's revert of a landed change (``land_revert``) goes the same way through a pull
+request of its own: the verified revert is pushed to the branch
+``factory-memory/revert-KEY-<landed commit>`` (a new branch, or one only the site wrote
+to), its pull request is opened or updated, then steps 2 to 4 as above, the manager's
+request standing as its review.
+
 ``landing`` sits below ``codehosts`` (the layers, ADR 0011): the host is reached through
 ``Host``, which ``codehosts`` registers at start (``register``), as the kernel is given its
 checks (ADR 0031). Nothing here imports a host's client.
@@ -34,11 +40,11 @@ from django.utils import timezone
 from landing import git
 from landing.errors import LandingError
 from landing.locks import ensure_held
-from landing.models import Batch
+from landing.models import REVERT, Batch
 from landing.pushing import TargetMoved
 from landing.states import move
 from projects.models import Project
-from tasks.landing import attempt_landing_note
+from tasks.landing import attempt_landing_note, attempt_revert_note
 from tasks.models import Attempt
 
 logger = logging.getLogger(__name__)
@@ -123,6 +129,15 @@ class Host(Protocol):
         """Merge ``pull`` pinned to ``sha``; the commit the host made on the target."""
         ...
 
+    def revert_pull_request(self, attempt: Attempt, *, branch: str, title: str, body: str) -> Pull:
+        """The pull request of the revert of ``attempt``'s landed change, from ``branch``
+        into the project's target: opened, or the open one updated."""
+        ...
+
+    def pull(self, number: int) -> Pull:
+        """Pull request ``number``, read from the host now."""
+        ...
+
 
 _host = None
 
@@ -192,24 +207,130 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
             if again.head not in (pull.head, head):
                 raise _moved(again, attempt) from exc
             raise LandingError(f"the push to {pull.branch} was refused: {exc}") from exc
+    return _checked_and_merged(
+        project,
+        path,
+        batch,
+        host,
+        attempt,
+        pull,
+        head,
+        base,
+        method=batch.method,
+        review=_review(attempt, base, batch.target),
+        again=lambda: host.pull_request(attempt),
+        moved=lambda after: _moved(after, attempt),
+        refused=refused,
+    )
+
+
+def land_revert(
+    project: Project, path, batch: Batch, change, head: str, base: str, *, refused: int
+):
+    """Land a manager's revert (``change``: the landed change's, built as ``head``, the
+    revert, on ``base`` and verified; the batch is ``pushing``) through a pull request of
+    its own; returns the commit the host made on the target. The branch
+    ``revert_branch(...)`` is set to ``head`` with a lease: it must not exist yet, or hold
+    only commits the site put there (remembered on the revert's record, ``pull.heads``,
+    before each push). Then as ``land``: the runner's and the review's checks (the review is
+    the manager's request), the target's required checks, the merge pinned to ``head``
+    with the project's method. Raises as ``land`` does; ``GoesBack`` sends the revert back
+    (its branch holds someone else's commit, a required check failed or stayed pending)."""
+    host = host_for(project)
+    attempt = change.attempt
+    task = attempt.task
+    revert = (attempt.landing or {}).get("revert") or {}
+    known = revert.get("pull") or {}
+    branch = known.get("branch") or revert_branch(task.key, change.commit)
+    ensure_held(project.pk)
+    there = git.tip(path, branch)
+    if there is not None and there not in known.get("heads", []):
+        raise GoesBack(
+            f"not reverted: its branch {branch} holds {there[:12]}, which the site did not put "
+            "there (someone pushed to it); delete the branch and ask for the revert again",
+            {"branch": branch, "head": there},
+        )
+    if there != head:
+        # The intent first: a lander that dies after the push still knows the head as its own.
+        known = {**known, "branch": branch, "heads": [*known.get("heads", []), head][-HEADS_KEPT:]}
+        if not attempt_revert_note(attempt=attempt, pull=known):
+            raise LandingError("the revert left the queue before its branch was pushed")
+        try:
+            git.force_branch(
+                path, project.repository_url, head, branch=branch, expected=there or ""
+            )
+        except git.GitError as exc:
+            raise LandingError(f"the push to {branch} was refused: {exc}") from exc
+    by = revert.get("by") or "a manager"
+    landed = change.commit
+    pull = host.revert_pull_request(
+        attempt,
+        branch=branch,
+        title=f"Revert {task.key}: {task.title}"[:256],
+        body=(
+            f"Reverts {landed} ({task.key}: {task.title}), asked by {by} on Factory Memory:\n\n"
+            f"> {revert.get('reason', '')}\n\nBuilt onto {batch.target} at {base} and verified "
+            "there by the site's lander, which merges it once the required checks pass."
+        ),
+    )
+    if known.get("number") != pull.number:
+        known = {**known, "branch": branch, "number": pull.number}
+        attempt_revert_note(attempt=attempt, pull=known)
+    return _checked_and_merged(
+        project,
+        path,
+        batch,
+        host,
+        attempt,
+        pull,
+        head,
+        base,
+        method=project.landing_settings["method"],
+        review=(
+            f"{by} asked for the revert of {landed} ({task.key}) on Factory Memory: "
+            f"{revert.get('reason', '')}; the revert built onto {batch.target} at {base}"
+        ),
+        again=lambda: host.pull(pull.number),
+        moved=lambda after: GoesBack(
+            f"not reverted: the branch {branch} of pull request #{after.number} moved to "
+            f"{after.head[:12]}, which is not the verified revert {head[:12]} (someone pushed "
+            "to it); delete the branch and ask for the revert again",
+            {"pull": after.number, "head": after.head},
+        ),
+        refused=refused,
+    )
+
+
+def revert_branch(key: str, landed: str) -> str:
+    """The branch a revert of ``key``'s change landed at ``landed`` is proposed from: one
+    per landed commit, so a task landed, reverted and landed again gets a new one."""
+    return f"factory-memory/revert-{key}-{landed[:12]}"
+
+
+def _checked_and_merged(
+    project, path, batch, host, attempt, pull, head, base, *, method, review, again, moved, refused
+) -> str:
+    """Steps 2 to 4 for ``pull`` at ``head``: the site's checks, the target's required
+    checks waited for, the merge pinned to ``head``. ``again()`` reads the pull request
+    anew and ``moved(pull)`` is the ``GoesBack`` of a head someone else moved."""
     host.post_checks(
         attempt,
         head,
         runner=f"verified by the lander: batch {batch.pk}, tree {batch.tree}, built on "
         f"{batch.target} at {base}",
-        review=_review(attempt, base, batch.target),
+        review=review,
     )
     _wait_for_checks(host, batch, head)
     ensure_held(project.pk)
     title, _, message = git.message_of(path, head).partition("\n")
     try:
-        return host.merge(pull, sha=head, method=batch.method, title=title, message=message)
+        return host.merge(pull, sha=head, method=method, title=title, message=message)
     except HostRefused as exc:
-        return _refused(project, host, batch, attempt, head, base, exc, refused=refused)
+        return _refused(project, batch, head, base, exc, again=again, moved=moved, refused=refused)
     except HostTrouble as exc:
         # The merge may have happened (a lost answer): the host says whether it did.
         try:
-            after = host.pull_request(attempt)
+            after = again()
         except LandingError:
             raise MaybeMerged(
                 f"the merge's answer was lost ({exc}); settled from the host"
@@ -217,6 +338,26 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
         if after.merged:
             return after.merge_commit
         raise HostTrouble(f"the host did not merge: {exc}") from exc
+
+
+def check_merged_tree(project: Project, batch: Batch, merged: str) -> None:
+    """The host's merge commit must hold exactly the verified tree: anything else on the
+    target is a loud error (logged, and said on the batch), never silence."""
+    try:
+        path = git.fetch(project)
+        tree = git.tree_of(path, merged)
+    except git.GitError as exc:
+        batch.reason = f"merged as {merged}; its tree could not be read back: {exc}"[:4000]
+        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+        return
+    if tree != batch.tree:
+        batch.reason = (
+            f"merged as {merged}, whose tree {tree} is NOT the verified tree {batch.tree}: "
+            "the host merged something other than what the lander verified"
+        )[:4000]
+        logger.error("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
+    else:
+        batch.reason = f"merged as {merged} through the pull request, tree {tree}"
 
 
 def _moved(pull: Pull, attempt: Attempt) -> GoesBack:
@@ -288,11 +429,11 @@ def _listen(host: Host, head: str, *, since: datetime, seconds: float) -> None:
             return
 
 
-def _refused(project, host, batch, attempt, head, base, exc, *, refused: int) -> str:
+def _refused(project, batch, head, base, exc, *, again, moved, refused: int) -> str:
     """The host refused the merge: the target moved (build again on its tip), the head
     moved (the change goes back), or another reason (the batch errs, saying the host's
-    words). Told apart by reading the target and the pull request again, never by the
-    words of the refusal."""
+    words). Told apart by reading the target and the pull request again (``again()``),
+    never by the words of the refusal."""
     path = git.fetch(project)
     if git.tip(path, batch.target) != base:
         refused += 1
@@ -300,11 +441,11 @@ def _refused(project, host, batch, attempt, head, base, exc, *, refused: int) ->
             raise LandingError(f"the target moved under every one of {refused} merges") from exc
         move(batch, "rebuild")
         raise TargetMoved(path) from exc
-    after = host.pull_request(attempt)
+    after = again()
     if after.merged:
         return after.merge_commit
     if after.head != head:
-        raise _moved(after, attempt) from exc
+        raise moved(after) from exc
     raise LandingError(f"the host refused the merge of pull request #{after.number}: {exc}")
 
 
@@ -318,7 +459,14 @@ def merged(project: Project, batch: Batch) -> dict[int, str]:
         [item["attempt"] for item in batch.plan]
     )
     for item in batch.plan:
-        pull = host.pull_request(attempts[item["attempt"]])
+        attempt = attempts[item["attempt"]]
+        if batch.method == REVERT:  # the revert's own pull request, not the task's
+            number = ((attempt.landing.get("revert") or {}).get("pull") or {}).get("number")
+            if number is None:  # its lander died before the pull request was opened
+                continue
+            pull = host.pull(number)
+        else:
+            pull = host.pull_request(attempt)
         if pull.merged and pull.merge_commit:
             found[item["attempt"]] = pull.merge_commit
     return found

@@ -410,12 +410,10 @@ def attempt_revert_queue(*, task: Task, actor, reason: str) -> Attempt:
                 f"{task} has no landed change to revert (it is {task.state})", code="not_landed"
             )
         project = lock_landing_mode(task)
-        if not project.lands or project.lands_through_host:
-            # A revert through a pull request is not built yet (ADR 0041).
+        if not project.lands:
             raise Conflict(
-                f"{task.project.slug} does not land reverts through its lander now"
-                + (" (it lands through pull requests)" if project.lands_through_host else "")
-                + f"; revert {task.landed_commit[:12]} on the repository itself",
+                f"{task.project.slug} does not land reverts through its lander now; revert "
+                f"{task.landed_commit[:12]} on the repository itself",
                 code="landing_off",
             )
         if attempt.revert_at is not None:

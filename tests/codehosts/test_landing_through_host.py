@@ -11,6 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from codehosts import landing as host_landing
+from codehosts.models import HostDelivery
+from codehosts.sync import hosts_reconcile
 from landing import through_host
 from landing.lander import land
 from landing.models import Batch, BatchState
@@ -19,6 +21,7 @@ from projects.models import Event
 from tasks import attempts, review
 from tasks.models import Attempt, Task
 from tests.codehosts.conftest import REPOSITORY
+from tests.codehosts.test_deliveries import SECRET, deliver
 from tests.factories import all_met
 from tests.github_standin.world import Check, Protection
 from tests.landing.conftest import Origin, Script, feature
@@ -151,7 +154,7 @@ def test_a_merge_whose_tree_is_not_the_verified_one_is_a_loud_error(
     monkeypatch.setattr(repo.git, "merge_tree", smuggling)
     errors = []
     monkeypatch.setattr(
-        "landing.lander.logger.error", lambda text, *args: errors.append(text % args)
+        "landing.through_host.logger.error", lambda text, *args: errors.append(text % args)
     )
 
     land(through.project)
@@ -422,19 +425,179 @@ def test_removing_the_github_host_under_pull_request_mode_is_a_400(
     assert (project.code_host, project.landing, Event.objects.count()) == before
 
 
-def test_a_revert_is_refused_in_pull_request_mode(
+def landed_then_reverting(flow, repo, api, capture, reason="alpha broke the nightly export"):
+    """A task landed through its pull request (#1), and its revert asked for through the
+    API; the lander has not run since."""
+    task, _, _ = approved(flow, repo, capture)
+    before = repo.git.head("main")
+    land(flow.project)
+    task.refresh_from_db()
+    response = api(flow.manager).post(
+        f"/api/v1/tasks/{task.key}/revert/", {"reason": reason}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    return task, before
+
+
+def test_a_managers_revert_lands_through_a_pull_request_of_its_own(
     through, repo, api, django_capture_on_commit_callbacks
 ):
-    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
-    land(through.project)
-    before = Event.objects.count()
+    task, before = landed_then_reverting(through, repo, api, django_capture_on_commit_callbacks)
+    landed_at = task.landed_commit
+    branch = f"factory-memory/revert-{task.key}-{landed_at[:12]}"
 
-    response = api(through.manager).post(
-        f"/api/v1/tasks/{task.key}/revert/", {"reason": "broke it"}, format="json"
+    counts = land(through.project)
+
+    tip = repo.git.head("main")
+    pull = repo.pulls[2]
+    assert counts["reverted"] == 1
+    assert (pull.head, pull.base, pull.state, pull.merged) == (branch, "main", "closed", True)
+    assert pull.merge_commit_sha == tip
+    assert f"Factory-Reverts: {landed_at}" in repo.git.git("log", "-1", "--format=%B", tip)
+    assert pull.title == f"Revert {task.key}: Add {BRANCH}"
+    assert "alpha broke the nightly export" in pull.body
+    assert repo.git.git("rev-parse", f"{tip}^") == landed_at  # on the tip it was built on
+    assert repo.git.git("rev-parse", f"{tip}^{{tree}}") == repo.git.git(
+        "rev-parse", f"{before}^{{tree}}"
+    )  # the landed change taken out, nothing else
+    head = repo.git.head(branch)
+    assert sorted((c.name, c.conclusion) for c in repo.checks.values() if c.head_sha == head) == [
+        ("factory-memory/review", "success"),
+        ("factory-memory/runner", "success"),
+    ]
+    review = next(c for c in repo.checks.values() if c.head_sha == head and "review" in c.name)
+    assert (
+        f"{through.manager.username} asked for the revert of {landed_at}"
+        in review.output["summary"]
+    )
+    task.refresh_from_db()
+    attempt = Attempt.objects.filter(task=task).latest("pk")
+    assert (task.state, task.landed_commit) == ("ready", "")
+    assert attempt.landing["state"] == "reverted"
+    assert attempt.landing["revert"]["commit"] == tip
+    assert attempt.landing["revert"]["pull"]["number"] == 2
+    assert Event.objects.get(task=task, transition="revert").extra["reverts"] == landed_at
+    batch = Batch.objects.latest("pk")
+    assert (batch.state, batch.reason) == (
+        BatchState.LANDED,
+        f"merged as {tip} through the pull request, tree {batch.tree}",
     )
 
-    assert (response.status_code, response.json()["code"]) == (409, "landing_off")
-    assert Event.objects.count() == before
+
+def test_after_a_revert_the_sweep_opens_no_pull_request_for_the_merged_branch(
+    through, repo, api, django_capture_on_commit_callbacks
+):
+    landed_then_reverting(through, repo, api, django_capture_on_commit_callbacks)
+    land(through.project)
+    pulls = sorted(repo.pulls)
+
+    hosts_reconcile()
+
+    assert sorted(repo.pulls) == pulls == [1, 2]
+
+
+def test_the_reverts_pull_request_merged_is_no_tasks_pull_request(
+    through, repo, api, github, client, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
+    task, _ = landed_then_reverting(through, repo, api, django_capture_on_commit_callbacks)
+    land(through.project)
+    task.refresh_from_db()
+    before = (task.state, Event.objects.count(), sorted(repo.pulls))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, github, delivery="d-revert", action="closed", number=2, merged=True)
+
+    assert HostDelivery.objects.get(delivery_id="d-revert").result == (
+        f"pull request #2 is no task's of {through.project.slug}"
+    )
+    task.refresh_from_db()
+    assert (task.state, Event.objects.count(), sorted(repo.pulls)) == before
+
+
+def test_a_revert_whose_required_check_fails_comes_back_and_the_task_stays_done(
+    through, repo, api, team_ci, django_capture_on_commit_callbacks
+):
+    task, _ = landed_then_reverting(through, repo, api, django_capture_on_commit_callbacks)
+    landed_at = repo.git.head("main")
+    team_ci.conclusion = "failure"
+
+    land(through.project)
+
+    assert repo.git.head("main") == landed_at
+    assert repo.pulls[2].merged is False
+    task.refresh_from_db()
+    attempt = Attempt.objects.filter(task=task).latest("pk")
+    assert (task.state, task.landed_commit, attempt.revert_at) == ("done", landed_at, None)
+    revert = attempt.landing["revert"]
+    assert revert["state"] == "returned"
+    assert revert["why"].startswith(
+        "landing failed: the required check ci (failure) of main did not pass on"
+    )
+    assert Batch.objects.latest("pk").state == BatchState.RETURNED
+    assert Event.objects.filter(task=task, transition="revert_returned").count() == 1
+
+
+def test_a_revert_branch_someone_else_pushed_to_is_neither_overwritten_nor_proposed(
+    through, repo, api, django_capture_on_commit_callbacks
+):
+    task, _ = landed_then_reverting(through, repo, api, django_capture_on_commit_callbacks)
+    landed_at = repo.git.head("main")
+    branch = f"factory-memory/revert-{task.key}-{landed_at[:12]}"
+    theirs = repo.git.commit(branch, {"theirs.txt": "mine\n"}, "theirs", start="main")
+
+    land(through.project)
+
+    assert (repo.git.head("main"), repo.git.head(branch)) == (landed_at, theirs)
+    assert sorted(repo.pulls) == [1]
+    attempt = Attempt.objects.filter(task=task).latest("pk")
+    assert attempt.landing["revert"]["why"] == (
+        f"not reverted: its branch {branch} holds {theirs[:12]}, which the site did not put "
+        "there (someone pushed to it); delete the branch and ask for the revert again"
+    )
+    task.refresh_from_db()
+    assert task.state == "done"
+
+
+def test_a_lander_killed_mid_revert_leaves_it_queued_and_the_next_lands_it_on_the_same_branch(
+    through, repo, api, team_ci, django_capture_on_commit_callbacks
+):
+    task, _ = landed_then_reverting(through, repo, api, django_capture_on_commit_callbacks)
+
+    def killed():
+        raise Killed
+
+    team_ci.then = killed
+    with pytest.raises(Killed):
+        land(through.project)
+    assert repo.pulls[2].state == "open"
+
+    counts = land(through.project)
+
+    task.refresh_from_db()
+    assert (counts["settled"], counts["reverted"]) == (1, 1)
+    assert sorted(repo.pulls) == [1, 2]  # its own pull request taken up again, not a third
+    assert (repo.pulls[2].merged, task.state) == (True, "ready")
+    assert [b.state for b in Batch.objects.order_by("pk")][1:] == [
+        BatchState.ABANDONED,
+        BatchState.LANDED,
+    ]
+
+
+def test_a_revert_merge_answered_502_after_it_happened_is_reverted_once(
+    through, repo, api, github, django_capture_on_commit_callbacks
+):
+    task, _ = landed_then_reverting(through, repo, api, django_capture_on_commit_callbacks)
+    landed_at = repo.git.head("main")
+    github.fail("lost", match=f"PUT /repos/{REPOSITORY}/pulls/2/merge")
+
+    land(through.project)
+
+    tip = repo.git.head("main")
+    assert repo.git.git("rev-list", "--count", f"{landed_at}..{tip}") == "1"
+    task.refresh_from_db()
+    assert task.state == "ready"
+    assert Attempt.objects.filter(task=task).latest("pk").landing["revert"]["commit"] == tip
 
 
 def test_a_lander_killed_before_the_merge_is_abandoned_and_the_next_lands_on_its_branch(
