@@ -7,7 +7,7 @@ the same changes; and a webhook's delivery in to the state it changes.
 One origin is built as bench/landing.py builds it (``landing_setup.Origin``: ``main`` with
 a suite that sleeps ``--suite-seconds`` in the runner's bubblewrap sandbox, and
 ``--changes`` independent changes, each on a branch of its own). The same commits are
-landed four times, each on a fresh project, queued through the real services while the
+landed in six runs, each on a fresh project, queued through the real services while the
 bench holds the lander lock (submitted, approved; ``landing_setup.queue_approved``), then
 landed by ``landing.lander.land``, which verifies each batch in the sandbox:
 
@@ -27,7 +27,11 @@ landed by ``landing.lander.land``, which verifies each batch in the sandbox:
   how it looked next, and what a team without webhooks gets); and as shipped
   (``pull_request``), the team's CI also delivering GitHub's ``status`` webhook, signed,
   to ``/hooks/github/``, which wakes the lander listening between two looks
-  (``FACTORY_LANDING_CHECKS_LISTEN_MS``).
+  (``FACTORY_LANDING_CHECKS_LISTEN_MS``);
+- ``pull_request_merge_queue``: as shipped, on a ``main`` with GitHub's merge queue
+  instead of strict (ADR 0042): the stand-in builds a merge group per queued pull request,
+  the team's CI posts on its branch as on any other, and the lander judges and vouches for
+  each group before the queue merges it.
 
 Approval → landed, per change: from the event that moved its task to ``approved`` to the
 one that moved it to ``done`` (every change is approved before the lander starts, so the
@@ -190,7 +194,9 @@ class Hosted:
     through pull requests on it (code host set and mode switched through the services,
     which ask the stand-in)."""
 
-    def __init__(self, work: Path, origin, names: list[str], *, folder="github", slug="WID"):
+    def __init__(
+        self, work: Path, origin, names: list[str], *, folder="github", slug="WID", queue=False
+    ):
         from tests.github_standin import app_key
         from tests.github_standin.server import StandIn
         from tests.github_standin.world import Protection, World
@@ -205,8 +211,12 @@ class Hosted:
             cwd=origin.bare,
             check=True,
         )
+        # Strict, or through GitHub's merge queue (``queue``: merge groups, ADR 0042).
         self.repo.protect(
-            "main", Protection(required_checks=["ci", "factory-memory/review"], strict=True)
+            "main",
+            Protection(
+                required_checks=["ci", "factory-memory/review"], strict=not queue, merge_queue=queue
+            ),
         )
         self.installation = self.world.install("octo-org", [REPOSITORY])
         os.environ[KEY_ENV] = app_key()[0]
@@ -404,14 +414,24 @@ def main() -> None:
         # far each time up to it, with no webhook (as it did next, and as a team without
         # webhooks gets it); and as shipped, the team's CI delivering its status, which
         # wakes the lander listening between two looks.
-        for label, first_look, webhooks, folder, slug in (
-            ("pull_request_polled_every_checks_poll", args.checks_poll, False, "github-p", "WIP"),
-            ("pull_request_no_webhooks", args.first_look, False, "github-n", "WIN"),
-            ("pull_request", args.first_look, True, "github", "WID"),
+        # A fourth: as shipped, on a target with GitHub's merge queue (the team's CI runs on
+        # each merge group's branch as on any other).
+        for label, first_look, webhooks, folder, slug, queue in (
+            (
+                "pull_request_polled_every_checks_poll",
+                args.checks_poll,
+                False,
+                "github-p",
+                "WIP",
+                False,
+            ),
+            ("pull_request_no_webhooks", args.first_look, False, "github-n", "WIN", False),
+            ("pull_request", args.first_look, True, "github", "WID", False),
+            ("pull_request_merge_queue", args.first_look, True, "github-q", "WIQ", True),
         ):
             if hosted is not None:
                 hosted.stop()
-            hosted = Hosted(work, origin, names, folder=folder, slug=slug)
+            hosted = Hosted(work, origin, names, folder=folder, slug=slug, queue=queue)
             with override_settings(
                 FACTORY_CODE_HOST_URLS=[hosted.standin.url],
                 FACTORY_LANDING_CHECKS_POLL_SECONDS=args.checks_poll,

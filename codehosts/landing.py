@@ -27,7 +27,7 @@ from codehosts.providers import (
 )
 from codehosts.pulls import CHECK_PREFIX, REVIEW_CHECK, pull_request_sync, task_url
 from codehosts.services import CHECK_NEWS, HostUnavailable
-from landing.through_host import Checks, HostRefused, HostTrouble, Pull
+from landing.through_host import Checks, HostRefused, HostTrouble, Pull, Queued
 from projects.errors import Conflict
 from tasks.models import Attempt
 
@@ -90,6 +90,27 @@ class HostLanding:
         )
         return self._known(pull)
 
+    def has_merge_queue(self, branch: str) -> bool:
+        return _host_call(lambda: self.host.protection(branch)).merge_queue
+
+    def queued(self, pull: Pull) -> Queued | None:
+        entry = _host_call(lambda: self.host.queue_entry(pull.number))
+        if entry is None:
+            return None
+        return Queued(state=entry.state, head=entry.head_sha, base=entry.base_sha)
+
+    def enqueue(self, pull: Pull, *, head: str) -> None:
+        known = self._pulls.get(pull.number) or _host_call(
+            lambda: self.host.pull_request(pull.number)
+        )
+        _host_call(lambda: self.host.enqueue_pull_request(known, expected_head_sha=head))
+
+    def dequeue(self, pull: Pull) -> None:
+        known = self._pulls.get(pull.number) or _host_call(
+            lambda: self.host.pull_request(pull.number)
+        )
+        _host_call(lambda: self.host.dequeue_pull_request(known))
+
     def pull(self, number: int) -> Pull:
         return self._known(_host_call(lambda: self.host.pull_request(number)))
 
@@ -106,17 +127,21 @@ class HostLanding:
             url=pull.url,
         )
 
-    def post_checks(self, attempt: Attempt, commit: str, *, runner: str, review: str) -> None:
-        """The lander's verification and the review, success, on the verified commit."""
+    def post_checks(
+        self, attempt: Attempt, commit: str, *, runner: str, review: str, passed: bool = True
+    ) -> None:
+        """The lander's verification and the review on the verified commit: success, or
+        failure when not ``passed``."""
         url = task_url(attempt.task)
+        verdict = "passed" if passed else "failed"
         for name, summary in ((RUNNER_CHECK, runner), (REVIEW_CHECK, review)):
             _host_call(
                 lambda name=name, summary=summary: self.host.check_run(
                     name=name,
                     head_sha=commit,
                     status="completed",
-                    conclusion="success",
-                    title=f"{name.removeprefix(CHECK_PREFIX)}: passed on the built commit",
+                    conclusion="success" if passed else "failure",
+                    title=f"{name.removeprefix(CHECK_PREFIX)}: {verdict} on the built commit",
                     summary=summary,
                     details_url=url,
                 )
@@ -153,10 +178,10 @@ class HostLanding:
 
 
 def target_check(code_host: dict, branch: str) -> None:
-    """Whether the site may land on ``branch`` through pull requests: its protection must
-    require a branch to be up to date before merging (strict: the verified commit is
-    merged only on the tip it was built on), and it must have no merge queue (landing
-    through GitHub's merge queue is not built yet). Raises ``Conflict`` (409) saying why,
+    """Whether the site may land on ``branch`` through pull requests: through its merge
+    queue, where it has one; else its protection must require a branch to be up to date
+    before merging (strict: the verified commit is merged only on the tip it was built
+    on). Raises ``Conflict`` (409) saying why,
     or ``HostUnavailable`` (503) when the host cannot be asked; one try, no waiting."""
     try:
         protection = provider_from(code_host, retries=0, max_wait=0).protection(branch)
@@ -174,11 +199,7 @@ def target_check(code_host: dict, branch: str) -> None:
             "nothing was saved: try again"
         ) from None
     if protection.merge_queue:
-        raise Conflict(
-            f"{branch} has GitHub's merge queue: landing through GitHub's merge queue is not "
-            "built yet (a later step); use landing mode push, or a target without a merge queue",
-            code="landing_merge_queue",
-        )
+        return  # the queue builds each merge group on the target as it is
     if not protection.strict:
         raise Conflict(
             f"{branch} must require branches to be up to date before merging (strict status "

@@ -90,6 +90,12 @@ class Batch(models.Model):
 
     # --- Its transitions: what the lander does, in the order it does it ---------------------
 
+    @property
+    def through_host(self) -> bool:
+        """Whether the batch lands through a pull request the host merges (its plan says
+        so), not by the lander's own push."""
+        return any(item.get("pull") for item in self.plan)
+
     @transition(field=state, source=BatchState.BUILDING, target=BatchState.VERIFYING,
                 permission=SYSTEM)  # fmt: skip
     def verify(self, *, base: str):

@@ -31,7 +31,7 @@ def revert(project: Project, batch: Batch, change, path) -> None:
     pushes_refused = 0
     while True:
         base = pushing.base_for(path, batch)
-        why = _unrevertable(path, batch, task, landed, base)
+        why = _unrevertable(path, batch, change.attempt, landed, base)
         if why:
             _return_revert(change, "failed", f"not reverted: {why}", {"base": base})
             return
@@ -114,15 +114,16 @@ def revert(project: Project, batch: Batch, change, path) -> None:
         return
 
 
-def _unrevertable(path, batch: Batch, task, landed: str | None, base: str) -> str:
+def _unrevertable(path, batch: Batch, attempt, landed: str | None, base: str) -> str:
     """Why the landed commit cannot be reverted on ``base`` (empty: it can): it must be on
     the target and carry this task (a change already on the target when it landed landed
     as someone else's commit, which a revert must not take out)."""
+    task = attempt.task
     if landed is None:
         return f"its landed commit {task.landed_commit[:12]} is not in the repository"
     if not git.is_ancestor(path, landed, base):
         return f"its landed commit {landed[:12]} is not on {batch.target} at {base[:12]}"
-    if not git.carries(path, landed, task.key):
+    if not git.carries(path, landed, task.key) and not _merged_by_the_host(attempt):
         return (
             f"the commit it landed at, {landed[:12]}, does not carry {task.key} (its change "
             "was already on the target when it landed); revert it by hand"
@@ -130,6 +131,15 @@ def _unrevertable(path, batch: Batch, task, landed: str | None, base: str) -> st
     if git.first_parent(path, landed) is None:
         return f"{landed[:12]} is the repository's first commit"
     return ""
+
+
+def _merged_by_the_host(attempt) -> bool:
+    """Whether the attempt's change landed through its pull request, which the host merged
+    as its landed commit: that commit is the change's own, though its message is the
+    host's (GitHub's merge queue writes its own, with no ``Factory-Task`` trailer)."""
+    number = (attempt.landing or {}).get("batch")
+    batch = Batch.objects.filter(pk=number).first() if number else None
+    return batch is not None and batch.through_host
 
 
 def _return_revert(change, state: str, reason: str, details: dict) -> None:

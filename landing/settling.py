@@ -28,10 +28,10 @@ def settle_dead_batches(project: Project) -> int:
     # Only a batch that was pushing may be on the target: git is asked about those alone,
     # and the host about those that were landing through a pull request (ADR 0041).
     path = None
-    if any(batch.state == BatchState.PUSHING and not _through(batch) for batch in dead):
+    if any(batch.state == BatchState.PUSHING and not batch.through_host for batch in dead):
         path = git.fetch(project)
     for batch in dead:
-        if batch.state == BatchState.PUSHING and _through(batch):
+        if batch.state == BatchState.PUSHING and batch.through_host:
             planned = through_host.merged(project, batch)
             pushed = bool(planned)
         else:
@@ -73,7 +73,7 @@ def settle_dead_batches(project: Project) -> int:
             **({"pushed": pushed} if pushing else {}),
             why=(
                 "its lander stopped after pushing; settled from the "
-                + ("host: its pull request is merged" if _through(batch) else "target")
+                + ("host: its pull request is merged" if batch.through_host else "target")
             )
             if pushed
             else "its lander stopped before pushing; its changes stay queued",
@@ -82,11 +82,6 @@ def settle_dead_batches(project: Project) -> int:
         batch.save(update_fields=["changes", "ended_at"])
         metrics.landing_batch_ended(project=project.slug, state=batch.state, runs=batch.verify_runs)
     return len(dead)
-
-
-def _through(batch: Batch) -> bool:
-    """Whether the batch was landing through a pull request (its plan says so)."""
-    return any(item.get("pull") for item in batch.plan)
 
 
 def note(of: Batch, attempt: Attempt, **fields) -> bool:

@@ -28,8 +28,10 @@ request standing as its review.
 checks (ADR 0031). Nothing here imports a host's client.
 """
 
+import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -43,6 +45,7 @@ from landing.locks import ensure_held
 from landing.models import REVERT, Batch
 from landing.pushing import TargetMoved
 from landing.states import move
+from landing.verifying import Runs
 from projects.models import Project
 from tasks.landing import attempt_landing_note, attempt_revert_note
 from tasks.models import Attempt
@@ -94,6 +97,17 @@ class Pull:
 
 
 @dataclass(frozen=True)
+class Queued:
+    """A pull request's entry in the host's merge queue: its ``state`` as the host names
+    it, and the merge group built for it once there is one (``head`` merges the pull
+    request onto ``base``)."""
+
+    state: str
+    head: str = ""
+    base: str = ""
+
+
+@dataclass(frozen=True)
 class Checks:
     """The target's required checks and where each stands on one commit: ``pending``, or
     the conclusion in lower case."""
@@ -111,9 +125,11 @@ class Host(Protocol):
         branch), read from the host now."""
         ...
 
-    def post_checks(self, attempt: Attempt, commit: str, *, runner: str, review: str) -> None:
-        """The runner's verification and ``factory-memory/review``, success, on ``commit``,
-        with those summaries."""
+    def post_checks(
+        self, attempt: Attempt, commit: str, *, runner: str, review: str, passed: bool = True
+    ) -> None:
+        """The runner's verification and ``factory-memory/review`` on ``commit``, with those
+        summaries: success, or failure when not ``passed``."""
         ...
 
     def checks(self, branch: str, commit: str) -> Checks:
@@ -136,6 +152,22 @@ class Host(Protocol):
 
     def pull(self, number: int) -> Pull:
         """Pull request ``number``, read from the host now."""
+        ...
+
+    def has_merge_queue(self, branch: str) -> bool:
+        """Whether ``branch`` lands through the host's own merge queue."""
+        ...
+
+    def queued(self, pull: Pull) -> Queued | None:
+        """``pull``'s entry in its target's merge queue, None when it is not queued."""
+        ...
+
+    def enqueue(self, pull: Pull, *, head: str) -> None:
+        """Put ``pull`` into its target's merge queue, only while its head is ``head``."""
+        ...
+
+    def dequeue(self, pull: Pull) -> None:
+        """Take ``pull`` out of its target's merge queue."""
         ...
 
 
@@ -187,6 +219,18 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
         raise LandingError(
             f"its pull request #{pull.number} merges into {pull.base}, not {batch.target}; "
             "the next sync of the pull request puts it back"
+        )
+    if host.has_merge_queue(batch.target):
+        return _land_in_queue(
+            project,
+            batch,
+            host,
+            attempt,
+            pull,
+            base,
+            approved=attempt.landing.get("commit", ""),
+            review=lambda at: _review(attempt, at, batch.target),
+            moved=lambda after: _moved(after, attempt),
         )
     known = heads_of(attempt)
     if pull.head not in known and pull.head != head:
@@ -276,6 +320,25 @@ def land_revert(
     if known.get("number") != pull.number:
         known = {**known, "branch": branch, "number": pull.number}
         attempt_revert_note(attempt=attempt, pull=known)
+
+    def review(at: str) -> str:
+        return (
+            f"{by} asked for the revert of {landed} ({task.key}) on Factory Memory: "
+            f"{revert.get('reason', '')}; the revert built onto {batch.target} at {at}"
+        )
+
+    def moved(after: Pull) -> GoesBack:
+        return GoesBack(
+            f"not reverted: the branch {branch} of pull request #{after.number} moved to "
+            f"{after.head[:12]}, which is not the verified revert {head[:12]} (someone pushed "
+            "to it); delete the branch and ask for the revert again",
+            {"pull": after.number, "head": after.head},
+        )
+
+    if host.has_merge_queue(batch.target):
+        return _land_in_queue(
+            project, batch, host, attempt, pull, base, approved=head, review=review, moved=moved
+        )
     return _checked_and_merged(
         project,
         path,
@@ -286,18 +349,176 @@ def land_revert(
         head,
         base,
         method=project.landing_settings["method"],
-        review=(
-            f"{by} asked for the revert of {landed} ({task.key}) on Factory Memory: "
-            f"{revert.get('reason', '')}; the revert built onto {batch.target} at {base}"
-        ),
+        review=review(base),
         again=lambda: host.pull(pull.number),
-        moved=lambda after: GoesBack(
-            f"not reverted: the branch {branch} of pull request #{after.number} moved to "
-            f"{after.head[:12]}, which is not the verified revert {head[:12]} (someone pushed "
-            "to it); delete the branch and ask for the revert again",
-            {"pull": after.number, "head": after.head},
-        ),
+        moved=moved,
         refused=refused,
+    )
+
+
+def _land_in_queue(
+    project: Project,
+    batch: Batch,
+    host: Host,
+    attempt,
+    pull: Pull,
+    base: str,
+    *,
+    approved: str,
+    review: Callable[[str], str],
+    moved: Callable[[Pull], GoesBack],
+):
+    """Land the change through the host's own merge queue (GitHub's, on a target that has
+    one); returns the commit the target moved to. The host builds the merge groups, so
+    the branch is not touched: its head must be the approved commit (else the change goes
+    back, as a person's push). The site's checks are posted on that head and the
+    target's required checks waited for there (the queue takes a pull request whose
+    checks passed); then the pull request is enqueued at that head. For each merge group
+    the host builds for it, the lander checks that the group's tree is its base plus the
+    approved change and nothing else, verifies that tree in the sandbox (unless it is the
+    tree the lander verified already), and posts ``factory-memory/runner`` and
+    ``factory-memory/review`` on the group's head: success, or failure, taking it out of
+    the queue. It waits, as long as ``FACTORY_LANDING_CHECKS_TIMEOUT``, until the host
+    merged it (done) or removed it (the change goes back, naming the failing check)."""
+    if pull.head != approved:
+        raise moved(pull)
+    if host.queued(pull) is None:
+        host.post_checks(
+            attempt,
+            approved,
+            runner=f"verified by the lander: batch {batch.pk}, tree {batch.tree}, built on "
+            f"{batch.target} at {base}",
+            review=review(base),
+        )
+        _wait_for_checks(host, batch, approved)
+        ensure_held(project.pk)
+        host.enqueue(pull, head=approved)
+    deadline = time.monotonic() + settings.FACTORY_LANDING_CHECKS_TIMEOUT
+    poll = settings.FACTORY_LANDING_CHECKS_POLL_SECONDS
+    wait = min(settings.FACTORY_LANDING_CHECKS_FIRST_LOOK_SECONDS, poll)
+    vouched = ""
+    while True:
+        looked = timezone.now() - NEWS_SKEW
+        now = host.pull(pull.number)
+        if now.merged:
+            return now.merge_commit
+        if now.head != approved:
+            raise moved(now)
+        entry = host.queued(now)
+        if entry is None:
+            raise _removed(host, batch, now, vouched)
+        if entry.head and entry.head != vouched:
+            _vouch(project, batch, host, attempt, now, entry, approved, review(entry.base))
+            vouched = entry.head
+        if time.monotonic() >= deadline:
+            _out_of_the_queue(host, now)
+            raise GoesBack(
+                f"landing failed: pull request #{now.number} was still in {batch.target}'s "
+                f"merge queue on the host after {settings.FACTORY_LANDING_CHECKS_TIMEOUT} s "
+                "(FACTORY_LANDING_CHECKS_TIMEOUT); the site took it out",
+                {"pull": now.number, "group": entry.head},
+            )
+        _listen(
+            host,
+            entry.head or approved,
+            since=looked,
+            seconds=min(wait, deadline - time.monotonic()),
+        )
+        wait = min(wait * 2, poll)
+
+
+def _vouch(
+    project, batch: Batch, host: Host, attempt, pull: Pull, group: Queued, approved: str, review
+):
+    """Judge the merge group ``group`` the host built for ``pull``: it must be its base plus
+    the approved change, byte for byte, and pass the project's tests. Post the site's
+    checks on its head, success; or failure, take the pull request out of the queue and
+    send the change back."""
+    path = git.fetch(project)
+    tree = git.tree_of(path, group.head)
+    expected = git.apply(path, group.base, approved, message="the approved change", method="merge")
+    if isinstance(expected, git.Conflicted) or expected.tree != tree:
+        _refuse_group(
+            host,
+            attempt,
+            pull,
+            group,
+            f"the merge group {group.head} is not {group.base[:12]} plus the approved change "
+            f"{approved[:12]}: it holds bytes no reviewer approved",
+        )
+    if tree != batch.tree:
+        # Something else is ahead of it in the queue: this tree was never verified.
+        runs = Runs(project=project, path=path, batch=batch)
+        try:
+            verdict = runs.verify(1, group.head)
+            alone = runs.verify(0, group.base) if not verdict.passed else None
+        finally:
+            runs.close()
+        if alone is not None and not alone.passed:
+            # What is ahead of it fails on its own: nothing of this change's to blame.
+            why = (
+                f"the merge group's base {group.base[:12]} (what is ahead of pull request "
+                f"#{pull.number} in the queue) fails the project's tests on its own: "
+                f"{_failures(alone)}"
+            )
+            host.post_checks(attempt, group.head, runner=why, review=why, passed=False)
+            _out_of_the_queue(host, pull)
+            raise LandingError(f"{why}; the change stays queued")
+        if not verdict.passed:
+            _refuse_group(
+                host,
+                attempt,
+                pull,
+                group,
+                f"the merge group {group.head} fails the project's tests: {_failures(verdict)}",
+            )
+        batch.tree, batch.result = tree, group.head
+        batch.save(update_fields=["tree", "result"])
+    host.post_checks(
+        attempt,
+        group.head,
+        runner=f"verified by the lander: the merge group of pull request #{pull.number}, "
+        f"tree {tree}, on {batch.target} at {group.base}",
+        review=review,
+    )
+
+
+def _failures(verdict) -> str:
+    return ", ".join(verdict.failing) or "; ".join(verdict.result.problems) or "it failed"
+
+
+def _refuse_group(host: Host, attempt, pull: Pull, group: Queued, why: str):
+    host.post_checks(attempt, group.head, runner=why, review=why, passed=False)
+    _out_of_the_queue(host, pull)
+    raise GoesBack(f"landing failed: {why}", {"pull": pull.number, "group": group.head})
+
+
+def _out_of_the_queue(host: Host, pull: Pull) -> None:
+    # Out already, if refused: a failing required check takes a pull request out at once.
+    with contextlib.suppress(HostRefused):
+        host.dequeue(pull)
+
+
+def _removed(host: Host, batch: Batch, pull: Pull, group: str) -> GoesBack:
+    """The host's merge queue let ``pull`` go without merging it: why, as far as the
+    required checks on its last merge group (``group``) say."""
+    failed = {}
+    if group:
+        checks = host.checks(batch.target, group)
+        states = {name: checks.states.get(name, "pending") for name in checks.required}
+        failed = {n: s for n, s in states.items() if s not in GREEN and s != "pending"}
+    if failed:
+        named = ", ".join(f"{name} ({state})" for name, state in failed.items())
+        why = (
+            f"the required check{'s' if len(failed) > 1 else ''} {named} of {batch.target} did "
+            f"not pass on its merge group {group[:12]}"
+        )
+    else:
+        why = "a person took it out, or the host did (its timeline on the host says why)"
+    return GoesBack(
+        f"landing failed: {batch.target}'s merge queue on the host let pull request "
+        f"#{pull.number} go without merging it: {why}",
+        {"pull": pull.number, "group": group, "checks": failed},
     )
 
 

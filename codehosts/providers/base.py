@@ -161,9 +161,15 @@ class Merged:
 
 @dataclass(frozen=True)
 class QueueEntry:
+    """A pull request's place in its target's merge queue: ``state`` as GitHub names it
+    (``QUEUED``, ``AWAITING_CHECKS``…); ``head_sha`` and ``base_sha`` of the merge group
+    built for it, once there is one."""
+
     id: str
     position: int
     state: str
+    head_sha: str = ""
+    base_sha: str = ""
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,11 @@ class CodeHost(Protocol):
     def enqueue_pull_request(self, pull: PullRequest, *, expected_head_sha: str) -> QueueEntry: ...
 
     def dequeue_pull_request(self, pull: PullRequest) -> QueueEntry: ...
+
+    def queue_entry(self, number: int) -> QueueEntry | None:
+        """Pull request ``number``'s entry in its target's merge queue, None when it is not
+        queued."""
+        ...
 
     def issues_with_label(self, label: str, *, state: str = "open") -> list[Issue]: ...
 

@@ -52,7 +52,15 @@ from codehosts.providers.base import (
     Unavailable,
     Unconfigured,
 )
-from codehosts.providers.github_graphql import DEQUEUE, DRAFT, ENQUEUE, READY, ROLLUP, STATUS_STATES
+from codehosts.providers.github_graphql import (
+    DEQUEUE,
+    DRAFT,
+    ENQUEUE,
+    ENTRY,
+    READY,
+    ROLLUP,
+    STATUS_STATES,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -708,6 +716,28 @@ class GitHubHost:
     def dequeue_pull_request(self, pull: PullRequest) -> QueueEntry:
         answer = self._call(lambda g: g.graphql.request(DEQUEUE, {"id": pull.node_id}))
         return self._entry(answer, "dequeuePullRequest")
+
+    def queue_entry(self, number: int) -> QueueEntry | None:
+        """Where pull request ``number`` stands in its target's merge queue, and its merge
+        group (GraphQL only: REST has no merge queue)."""
+        answer = self._call(
+            lambda g: g.graphql.request(
+                ENTRY, {"owner": self.owner, "name": self.name, "number": number}
+            )
+        )
+        pull = (answer.get("repository") or {}).get("pullRequest")
+        if pull is None:
+            raise NotFound(f"pull request #{number} is not on the host")
+        entry = pull.get("mergeQueueEntry")
+        if not entry:
+            return None
+        return QueueEntry(
+            entry.get("id", ""),
+            entry.get("position", 0),
+            entry.get("state", ""),
+            head_sha=(entry.get("headCommit") or {}).get("oid", ""),
+            base_sha=(entry.get("baseCommit") or {}).get("oid", ""),
+        )
 
     def _issue(self, data: dict) -> Issue:
         return Issue(

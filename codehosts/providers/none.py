@@ -62,6 +62,9 @@ class NoHost:
     def dequeue_pull_request(self, pull):
         _absent("dequeue from")
 
+    def queue_entry(self, number):
+        _absent("read a merge queue from")
+
     def issue(self, number):
         _absent("read an issue from")
 

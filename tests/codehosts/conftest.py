@@ -1,11 +1,14 @@
 import pytest
 
 from codehosts.providers.github import token_cache
+from projects import services as project_services
 from projects.models import Project
+from tests.codehosts.through import STRICT, VERIFY, TeamCI
 from tests.factories import Flow, ProjectFactory
 from tests.github_standin import app_key
 from tests.github_standin.server import StandIn
 from tests.github_standin.world import World
+from tests.landing.conftest import Origin, Script
 
 APP_ID = 4242
 REPOSITORY = "octo-org/widgets"
@@ -114,3 +117,39 @@ def hosted(github, repo, installation, settings, monkeypatch, db):
     flow = Flow(project)
     flow.gates({})
     return flow
+
+
+@pytest.fixture
+def team_ci(repo, monkeypatch):
+    return TeamCI(repo, monkeypatch)
+
+
+@pytest.fixture
+def target_protection():
+    """The protection of the stand-in's ``main`` where ``through`` lands (a module of
+    tests overrides it: GitHub's merge queue)."""
+    return STRICT
+
+
+@pytest.fixture
+def through(hosted, repo, github, settings, monkeypatch, team_ci, target_protection):
+    """``hosted``'s project landing through pull requests on the stand-in's repository."""
+    settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(github.world.root)]
+    settings.FACTORY_LANDING_CHECKS_TIMEOUT = 0.3
+    settings.FACTORY_LANDING_CHECKS_POLL_SECONDS = 0.02
+    settings.FACTORY_LANDING_BACKOFF_SECONDS = 0
+    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", "hook secret")
+    monkeypatch.setattr("landing.verifying.verify_tree", Script(Origin))
+    repo.protect("main", target_protection)
+    project = hosted.project
+    project_services.project_update(
+        project=project, actor=hosted.manager, repository_url=f"file://{repo.git.path}",
+        verify=VERIFY,
+    )  # fmt: skip
+    hosted.gates({"runner": {}})
+    project_services.project_update(
+        project=project, actor=hosted.manager, landing={"mode": "pull_request"}
+    )
+    hosted.gates({})  # submissions straight to review: the lander's verification counts
+    project.refresh_from_db()
+    return hosted

@@ -18,93 +18,12 @@ from landing.lander import land
 from landing.models import Batch, BatchState
 from projects import services as project_services
 from projects.models import Event
-from tasks import attempts, review
-from tasks.models import Attempt, Task
+from tasks.models import Attempt
 from tests.codehosts.conftest import REPOSITORY
 from tests.codehosts.test_deliveries import SECRET, deliver
-from tests.factories import all_met
-from tests.github_standin.world import Check, Protection
-from tests.landing.conftest import Origin, Script, feature
-
-BRANCH = "fm/WID-1"
-VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml", "timeout_seconds": 60}
-STRICT = Protection(required_checks=["ci", "factory-memory/review"], strict=True)
-
-
-class TeamCI:
-    """The team's CI: each time the site posts its checks on a commit, it posts ``ci`` there
-    too (``conclusion``: a status ``success``, a check run ``failure``…; None: never)."""
-
-    def __init__(self, repo, monkeypatch):
-        self.repo, self.conclusion, self.then = repo, "success", None
-        posted = host_landing.HostLanding.post_checks
-
-        def post_checks(landing, attempt, commit, **summaries):
-            posted(landing, attempt, commit, **summaries)
-            if self.conclusion == "success":
-                repo.statuses.append((commit, "ci", "success"))
-            elif self.conclusion is not None:
-                check = Check(len(repo.checks) + 9000, "CR", "ci", commit, "completed",
-                              self.conclusion, None)  # fmt: skip
-                repo.checks[check.id] = check
-            then, self.then = self.then, None  # once
-            if then is not None:
-                then()
-
-        monkeypatch.setattr(host_landing.HostLanding, "post_checks", post_checks)
-
-
-@pytest.fixture
-def team_ci(repo, monkeypatch):
-    return TeamCI(repo, monkeypatch)
-
-
-@pytest.fixture
-def through(hosted, repo, github, settings, monkeypatch, team_ci):
-    """``hosted``'s project landing through pull requests on the stand-in's repository."""
-    settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(github.world.root)]
-    settings.FACTORY_LANDING_CHECKS_TIMEOUT = 0.3
-    settings.FACTORY_LANDING_CHECKS_POLL_SECONDS = 0.02
-    settings.FACTORY_LANDING_BACKOFF_SECONDS = 0
-    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", "hook secret")
-    monkeypatch.setattr("landing.verifying.verify_tree", Script(Origin))
-    repo.protect("main", STRICT)
-    project = hosted.project
-    project_services.project_update(
-        project=project, actor=hosted.manager, repository_url=f"file://{repo.git.path}",
-        verify=VERIFY,
-    )  # fmt: skip
-    hosted.gates({"runner": {}})
-    project_services.project_update(
-        project=project, actor=hosted.manager, landing={"mode": "pull_request"}
-    )
-    hosted.gates({})  # submissions straight to review: the lander's verification counts
-    project.refresh_from_db()
-    return hosted
-
-
-def approved(flow, repo, capture, files=None, branch=BRANCH):
-    """A task whose change (on ``branch``) has its pull request (opened by the sync job) and
-    is approved, queued to land; the lander has not run."""
-    task, attempt = flow.claimed(title=f"Add {branch}")
-    sha = repo.git.commit(branch, files or feature("alpha"), "alpha", start="main")
-    with capture(execute=True):
-        attempts.attempt_submit(
-            attempt=attempt, actor=flow.agent, summary="alpha", change={"commit": sha, "branch": branch}
-        )  # fmt: skip
-    attempt.refresh_from_db()
-    review.task_approve(task=task, actor=flow.reviewer, criteria=all_met(attempt))
-    task.refresh_from_db()
-    attempt.refresh_from_db()
-    assert (task.state, attempt.landing["state"]) == ("approved", "queued")
-    assert repo.pulls[max(repo.pulls)].head == branch
-    return task, attempt, sha
-
-
-def state(task):
-    task = Task.objects.get(pk=task.pk)
-    attempt = Attempt.objects.filter(task=task).latest("pk")
-    return task.state, attempt.landing["state"], attempt.landing.get("reason", "")
+from tests.codehosts.through import BRANCH, VERIFY, approved, state
+from tests.github_standin.world import Protection
+from tests.landing.conftest import feature
 
 
 def test_a_change_lands_through_its_pull_request_on_a_protected_target(
@@ -377,11 +296,10 @@ def test_pull_request_mode_without_a_github_host_is_a_400_naming_the_field(flow,
     "protection, code",
     [
         (Protection(required_checks=["ci"], strict=False), "landing_target_not_strict"),
-        (Protection(required_checks=["ci"], strict=True, merge_queue=True), "landing_merge_queue"),
         (None, "landing_target_not_strict"),
     ],
 )
-def test_pull_request_mode_needs_a_strict_target_without_a_merge_queue(
+def test_pull_request_mode_without_a_merge_queue_needs_a_strict_target(
     hosted, repo, github, api, settings, protection, code
 ):
     settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(github.world.root)]
@@ -403,8 +321,6 @@ def test_pull_request_mode_needs_a_strict_target_without_a_merge_queue(
     )
 
     assert (response.status_code, response.json()["code"]) == (409, code)
-    if code == "landing_merge_queue":
-        assert "landing through GitHub's merge queue is not built yet" in response.json()["detail"]
     project.refresh_from_db()
     assert (project.landing, project.name, Event.objects.count()) == before
 

@@ -297,10 +297,14 @@ def test_a_pull_request_is_queued_and_dequeued_through_graphql(repo, app_host):
 
     entry = app_host.enqueue_pull_request(pull, expected_head_sha=pull.head_sha)
     queued = repo.pulls[1].queued
+    group = app_host.queue_entry(1)
     left = app_host.dequeue_pull_request(pull)
 
-    assert (entry.position, entry.state, queued) == (1, "QUEUED", True)
-    assert (left.id, repo.pulls[1].queued) == (entry.id, False)
+    # The stand-in builds the merge group at once: the entry awaits its checks.
+    assert (entry.position, entry.state, queued) == (1, "AWAITING_CHECKS", True)
+    assert (group.id, group.base_sha) == (entry.id, repo.git.head("main"))
+    assert repo.git.git("rev-parse", f"{group.head_sha}^2") == pull.head_sha
+    assert (left.id, repo.pulls[1].queued, app_host.queue_entry(1)) == (entry.id, False, None)
 
 
 def test_a_pull_request_is_not_queued_where_the_target_has_no_queue_or_its_head_moved(

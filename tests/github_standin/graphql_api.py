@@ -22,7 +22,8 @@ MUTATIONS = {
     "dequeuePullRequest": ("merge_queues", "write"),
     "markPullRequestReadyForReview": ("pull_requests", "write"),
     "convertPullRequestToDraft": ("pull_requests", "write"),
-    # The one query: a commit's status check rollup (check runs and commit statuses).
+    # The queries: a commit's status check rollup (check runs and commit statuses), and a
+    # pull request's merge queue entry.
     "repository": ("checks", "read"),
 }
 # A check run's state as the schema spells it; a commit status's.
@@ -62,10 +63,17 @@ class GraphQL:
     def entry(self, repo: Repo, pull: Pull) -> dict:
         queued = sorted(
             (p for p in repo.pulls.values() if p.queued and p.base == pull.base),
-            key=lambda p: p.number,
+            key=lambda p: p.enqueued,
         )
         position = next((i + 1 for i, p in enumerate(queued) if p is pull), 0)
-        return {"id": f"MQE_{pull.node_id}", "position": position, "state": "QUEUED"}
+        group = pull.group
+        return {
+            "id": f"MQE_{pull.node_id}",
+            "position": position,
+            "state": "AWAITING_CHECKS" if group is not None else "QUEUED",
+            "headCommit": {"oid": group.head_sha} if group is not None else None,
+            "baseCommit": {"oid": group.base_sha} if group is not None else None,
+        }
 
     def enqueuePullRequest(self, info, input):
         repo, pull = self.find(input["pullRequestId"])
@@ -80,7 +88,7 @@ class GraphQL:
             raise Refusal("Head ref has been modified since expectedHeadOid", "UNPROCESSABLE")
         if pull.state != "open" or pull.draft:
             raise Refusal("Pull request is not in a mergeable state", "UNPROCESSABLE")
-        pull.queued = True
+        self.world.enqueue(repo, pull)
         return {"mergeQueueEntry": self.entry(repo, pull), "clientMutationId": None}
 
     def dequeuePullRequest(self, info, input):
@@ -88,7 +96,7 @@ class GraphQL:
         if not pull.queued:
             raise Refusal("Pull request is not in the merge queue", "UNPROCESSABLE")
         entry = self.entry(repo, pull)
-        pull.queued = False
+        self.world.dequeue(repo, pull, "removed by the App")
         return {"mergeQueueEntry": entry, "clientMutationId": None}
 
     def _draft(self, input, draft: bool):
@@ -142,7 +150,17 @@ class GraphQL:
                 return None
             return {"__typename": "Commit", "statusCheckRollup": rollup(oid)}
 
-        return {"object": commit}
+        def pull_request(info, number, **_):
+            pull = repo.pulls.get(number)
+            if pull is None:
+                raise Refusal(
+                    f"Could not resolve to a PullRequest with the number of {number}.",
+                    "NOT_FOUND",
+                )
+            entry = self.entry(repo, pull) if pull.queued else None
+            return {"number": pull.number, "mergeQueueEntry": entry}
+
+        return {"object": commit, "pullRequest": pull_request}
 
     def answer(self, body) -> tuple[dict, list[str]]:
         """GitHub's answer to one GraphQL request, and what in the request the schema or

@@ -81,9 +81,25 @@ class Pull:
     closed_by: str | None = None  # who closed it (GitHub's issue answer says; not the pull's)
     closed_at: str | None = None
     queued: bool = False
+    group: "Group | None" = None  # its merge group while queued (GitHub's merge queue)
+    enqueued: int = 0  # the queue's order
+    dequeued_because: str = ""  # why the merge queue last removed it
     reviews: list[Review] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     review_comments: list[ReviewComment] = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    """The merge group GitHub's merge queue built for a queued pull request: its head
+    commit merges the pull request's head (``pull_head``) onto ``base_sha`` (the target's
+    tip, or the head of the group ahead), on the branch ``ref``
+    (``gh-readonly-queue/<target>/pr-<number>-<head>``), where the required checks run."""
+
+    base_sha: str
+    head_sha: str
+    pull_head: str
+    ref: str
 
 
 @dataclass
@@ -346,6 +362,82 @@ class World:
         repo.git.move(pull.base, sha, base)
         pull.state, pull.merged, pull.merge_commit_sha, pull.queued = "closed", True, sha, False
         return sha
+
+    def enqueue(self, repo: Repo, pull: Pull) -> None:
+        """Into the merge queue of its base, last; its merge group is built at once."""
+        if not pull.queued:
+            pull.queued, pull.enqueued, pull.dequeued_because = True, self.next_id(), ""
+        self.advance(repo)
+
+    def dequeue(self, repo: Repo, pull: Pull, because: str) -> None:
+        """Out of the merge queue, its merge group's branch deleted (those behind are
+        built again on what is ahead of them at the next ``advance``)."""
+        if pull.group is not None:
+            repo.git.git("update-ref", "-d", f"refs/heads/{pull.group.ref}", check=False)
+        pull.queued, pull.group, pull.dequeued_because = False, None, because
+
+    def advance_all(self) -> None:
+        for repo in list(self.repos.values()):
+            self.advance(repo)
+
+    def advance(self, repo: Repo) -> None:
+        """What GitHub's merge queue does between two calls, for each queued target: build
+        each queued pull request's merge group on the one ahead (again when what it stands
+        on or the pull request's head changed; a head pushed to while queued leaves the
+        queue, as on GitHub); merge the first group into the target once every required
+        check is green on its head (the target fast-forwards to it), or remove it when one
+        failed. Called after every request the stand-in answers."""
+        with self.lock:
+            for branch, protection in repo.protection.items():
+                if protection.merge_queue:
+                    while self._advance_one(repo, branch, protection):
+                        pass
+
+    def _advance_one(self, repo: Repo, branch: str, protection: Protection) -> bool:
+        queued = sorted(
+            (p for p in repo.pulls.values() if p.queued and p.base == branch),
+            key=lambda p: p.enqueued,
+        )
+        base = repo.git.head(branch)
+        for pull in queued:
+            head = repo.git.head(pull.head)
+            group = pull.group
+            if group is not None and group.pull_head != head:
+                self.dequeue(repo, pull, "the pull request's head changed while it was queued")
+                return True
+            if group is None or group.base_sha != base:
+                if group is not None:
+                    repo.git.git("update-ref", "-d", f"refs/heads/{group.ref}", check=False)
+                tree = repo.git.merge_tree(base, head)
+                if tree is None:
+                    pull.group = None
+                    self.dequeue(repo, pull, "the merge group could not be built: a conflict")
+                    return True
+                sha = repo.git.commit_tree(
+                    tree, [base, head], f"Merge pull request #{pull.number} from {pull.head}"
+                )
+                ref = f"gh-readonly-queue/{branch}/pr-{pull.number}-{head}"
+                repo.git.git("update-ref", f"refs/heads/{ref}", sha)
+                pull.group = Group(base_sha=base, head_sha=sha, pull_head=head, ref=ref)
+            base = pull.group.head_sha
+        if not queued:
+            return False
+        first = queued[0]
+        states = {
+            c: self.check_green(repo, first.group.head_sha, c) for c in protection.required_checks
+        }
+        failed = [c for c, state in states.items() if state == "failure"]
+        if failed:
+            self.dequeue(repo, first, f"the required check {failed[0]} failed on its merge group")
+            return True
+        if all(state == "success" for state in states.values()):
+            group = first.group
+            repo.git.move(branch, group.head_sha, group.base_sha)
+            repo.git.git("update-ref", "-d", f"refs/heads/{group.ref}", check=False)
+            first.state, first.merged, first.merge_commit_sha = "closed", True, group.head_sha
+            first.queued, first.group = False, None
+            return True
+        return False
 
     def close_pull(self, repo: Repo, number: int, login: str) -> Pull:
         """A person closes a pull request without merging it (GitHub's "Close pull request")."""
