@@ -55,11 +55,13 @@ class HostLanding:
         self.project = project
         self.host = _host_call(lambda: provider_for(project))
         self._pulls: dict[int, PullRequest] = {}
+        self._read_now: dict = {}  # a branch's protection just read, for the next look
 
     def pull_request(self, attempt: Attempt) -> Pull:
         """The task's pull request read from the host now, by the number the site keeps
         (a merged or closed one too: the settling of a dead lander asks about it); the
-        site's sync opens it first when the site has none yet."""
+        site's sync opens it first when the site has none yet, or only an earlier
+        attempt's from another branch."""
         link = TaskPullRequest.objects.filter(task_id=attempt.task_id).first()
         if link is None:
             _host_call(lambda: pull_request_sync(task_id=attempt.task_id, host=self.host))
@@ -69,6 +71,13 @@ class HostLanding:
                 f"{attempt.task.key} has no pull request on the host: its attempt names no branch"
             )
         pull = _host_call(lambda: self.host.pull_request(link.number))
+        branch = (attempt.change or {}).get("branch")
+        if branch and pull.head_ref != branch and not pull.merged:
+            # The site knows an earlier attempt's pull request (the sync of this one has not
+            # run yet, or failed): the sync opens this attempt's own and closes that one.
+            _host_call(lambda: pull_request_sync(task_id=attempt.task_id, host=self.host))
+            link = TaskPullRequest.objects.get(task_id=attempt.task_id)
+            pull = _host_call(lambda: self.host.pull_request(link.number))
         if pull.state == "open" and pull.draft:
             # Approved and queued: ready for review (the host merges no draft).
             pull = _host_call(lambda: self.host.set_draft(pull, False))
@@ -91,7 +100,9 @@ class HostLanding:
         return self._known(pull)
 
     def has_merge_queue(self, branch: str) -> bool:
-        return _host_call(lambda: self.host.protection(branch)).merge_queue
+        protection = _host_call(lambda: self.host.protection(branch))
+        self._read_now[branch] = protection  # the first look at the checks reads no more
+        return protection.merge_queue
 
     def queued(self, pull: Pull) -> Queued | None:
         entry = _host_call(lambda: self.host.queue_entry(pull.number))
@@ -148,7 +159,9 @@ class HostLanding:
             )
 
     def checks(self, branch: str, commit: str) -> Checks:
-        protection = _host_call(lambda: self.host.protection(branch))
+        protection = self._read_now.pop(branch, None) or _host_call(
+            lambda: self.host.protection(branch)
+        )
         states = _host_call(lambda: self.host.commit_checks(commit))
         return Checks(required=tuple(protection.required_checks), states=states)
 

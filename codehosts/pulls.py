@@ -149,6 +149,8 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
         body=body(material),
         draft=draft,
     )
+    if link is not None and link.number != pull.number:
+        _close_superseded(host, task, attempt, link.number, pull.number)
     link = _remember(task, pull)
     posted = dict(link.posted.get(str(attempt.number), {}))
     checks = dict(posted.get("checks", {}))
@@ -199,6 +201,20 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
     # once the task changes after that (or when a step above failed before this line).
     TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
     return f"{task.key}: pull request #{pull.number}{' (draft)' if pull.draft else ''}"
+
+
+def _close_superseded(host, task: Task, attempt, old: int, new: int) -> None:
+    """The task's earlier pull request, still open, when an attempt from another branch
+    opened ``new``: closed, saying where the work went on (before the link moves to the new
+    one, so a job that fails here closes it at its next try). A close in the site's own
+    name withdraws nothing (``pull_request_closed``)."""
+    earlier = host.pull_request(old)
+    if earlier.state == "open":
+        host.close_pull_request(
+            old,
+            f"Superseded by #{new}: {task.key}'s attempt {attempt.number} is proposed there "
+            "(from another branch). Closed by Factory Memory.",
+        )
 
 
 def pull_request_closed(*, task: Task, pull, host) -> str:

@@ -153,6 +153,32 @@ def artifacts(task: str) -> list[tuple[str, str, bytes]]:
     return [("junit", "junit.xml", junit), ("diff", "change.diff", diff)]
 
 
+def judged(agent: Agent, key: str) -> list[dict]:
+    """Each criterion of the task's spec that a reviewer judges, marked met (a task made
+    from an issue has such criteria: its task list); none for a task without a spec."""
+    context = agent.call("GET", f"/tasks/{key}/context/", params={"max_chars": 200000})
+    if context is None or context.status_code != 200:
+        return []
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for criterion in node.get("criteria") or []:
+                proof = criterion.get("proof") if isinstance(criterion, dict) else None
+                if proof == "review" or (
+                    isinstance(proof, dict) and proof.get("check") == "review"
+                ):
+                    found.append({"key": criterion["key"], "verdict": "met"})
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(context.json())
+    return list({mark["key"]: mark for mark in found}.values())
+
+
 def review(base: str, token: str, journal: Journal, stop: Path, share: tuple[int, int]) -> None:
     """Approve everything that reaches review (this process's share of the task numbers),
     until told to stop and nothing is left."""
@@ -163,7 +189,8 @@ def review(base: str, token: str, journal: Journal, stop: Path, share: tuple[int
         found = page.json()["results"] if page is not None and page.status_code == 200 else []
         keys = [task["key"] for task in found if int(task["key"].rsplit("-", 1)[1]) % of == index]
         for key in keys:
-            answer = agent.call("POST", f"/tasks/{key}/review/", json={"verdict": "approve"})
+            verdict = {"verdict": "approve", "criteria": judged(agent, key)}
+            answer = agent.call("POST", f"/tasks/{key}/review/", json=verdict)
             if answer is not None and answer.status_code == 200:
                 journal.write(approved=key)
         if not keys:

@@ -142,6 +142,21 @@ def failed_at_runner(context: dict) -> str:
     return (latest.get("change") or {}).get("commit", "")
 
 
+ASKED = re.compile(r"factory-proof kind=(\w+) n=(\d+)")
+
+
+def planned(described, context) -> dict | None:
+    """The edit the task asks for: its description (a JSON spec, the landing proof's), or
+    the line ``factory-proof kind=feature n=3`` in its brief (a task made from an issue,
+    whose text the brief quotes: the code-host proof's)."""
+    if described is None or described.status_code != 200:
+        return None
+    with contextlib.suppress(ValueError):
+        return json.loads(described.json()["description"])
+    found = ASKED.search(context.text) if context is not None else None
+    return {"kind": found.group(1), "n": int(found.group(2))} if found else None
+
+
 class Coder(Agent):
     def __init__(self, base: str, token: str, journal: Journal, lease: int, clone: Path, url: str):
         super().__init__(base, token, journal, lease)
@@ -221,12 +236,12 @@ class Coder(Agent):
         number = body["attempt"].get("number")
         self.journal.write(claimed=attempt, task=task, number=number)
         described = self.call("GET", f"/tasks/{task}/")
-        spec = json.loads(described.json()["description"]) if described is not None else None
         context = self.call("GET", f"/tasks/{task}/context/", params={"max_chars": 200000})
         returned, failed = [], ""
         if context is not None and context.status_code == 200:
             returned = returned_before(context.json())
             failed = failed_at_runner(context.json())
+        spec = planned(described, context)
         if spec is None:
             return "lost"
         try:

@@ -30,7 +30,7 @@ import psycopg
 from django.conf import settings
 
 from events.types import type_of
-from proof import landing
+from proof import code_host, landing
 from proof import metrics as site_metrics
 from proof.invariants import check_all
 from proof.stack import REDIS_DB, ROOT, Stack, free_port
@@ -632,4 +632,6 @@ SCENARIOS = {
     ),
     # The merge queue on a real repository (proof/landing.py): its own harness and faults.
     "landing": lambda short: (landing.scenario(short), None),
+    # Issues to landed commits through pull requests on a protected GitHub (the stand-in).
+    "code-host": lambda short: (code_host.scenario(short), None),
 }

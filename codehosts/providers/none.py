@@ -68,6 +68,9 @@ class NoHost:
     def issue(self, number):
         _absent("read an issue from")
 
+    def close_pull_request(self, number, comment):
+        _absent("close a pull request on")
+
     def close_issue(self, number, comment):
         _absent("close an issue on")
 

@@ -1,6 +1,6 @@
 import pytest
 
-from codehosts.providers.github import token_cache
+from codehosts.providers.github_calls import token_cache
 from projects import services as project_services
 from projects.models import Project
 from tests.codehosts.through import STRICT, VERIFY, TeamCI

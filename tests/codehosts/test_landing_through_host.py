@@ -18,10 +18,12 @@ from landing.lander import land
 from landing.models import Batch, BatchState
 from projects import services as project_services
 from projects.models import Event
+from tasks import attempts, review
 from tasks.models import Attempt
 from tests.codehosts.conftest import REPOSITORY
 from tests.codehosts.test_deliveries import SECRET, deliver
 from tests.codehosts.through import BRANCH, VERIFY, approved, state
+from tests.factories import all_met
 from tests.github_standin.world import Protection
 from tests.landing.conftest import feature
 
@@ -566,3 +568,39 @@ def test_the_lander_looks_for_the_teams_checks_soon_then_ever_further_apart(sett
     through_host._wait_for_checks(SlowCI(looks=7), batch, "a" * 40)
 
     assert waits == [1, 2, 4, 8, 15, 15, 15]
+
+
+def test_the_lander_lands_the_attempts_own_pull_request_when_the_site_knew_an_earlier_one(
+    through, repo, monkeypatch, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    task, first = through.claimed(title="Add alpha")
+    sha = repo.git.commit(BRANCH, feature("alpha"), "alpha", start="main")
+    with capture(execute=True):
+        attempts.attempt_submit(
+            attempt=first, actor=through.agent, summary="alpha", change={"commit": sha, "branch": BRANCH}
+        )  # fmt: skip
+    with capture(execute=True):
+        review.task_reject(task=task, actor=through.reviewer, reason="again, on a new branch")
+    assert repo.pulls[1].state == "open"
+    # The second attempt, from another branch, submitted and approved while the site's sync
+    # of it does not reach the host: the site still knows #1 only.
+    second = attempts.task_claim(agent=through.agent, project=through.project)
+    again = repo.git.commit("fm/WID-1-b", feature("alpha"), "alpha again", start="main")
+    with monkeypatch.context() as patched:
+        patched.setattr("codehosts.pulls.pull_request_sync", lambda **_: "the host is down")
+        with capture(execute=True):
+            attempts.attempt_submit(
+                attempt=second, actor=through.agent, summary="again",
+                change={"commit": again, "branch": "fm/WID-1-b"},
+            )  # fmt: skip
+        second.refresh_from_db()
+        review.task_approve(task=task, actor=through.reviewer, criteria=all_met(second))
+    assert sorted(repo.pulls) == [1]
+
+    land(through.project)
+
+    task.refresh_from_db()
+    assert (repo.pulls[1].state, repo.pulls[1].merged) == ("closed", False)
+    assert (repo.pulls[2].head, repo.pulls[2].merged) == ("fm/WID-1-b", True)
+    assert (task.state, task.landed_commit) == ("done", repo.pulls[2].merge_commit_sha)

@@ -28,7 +28,15 @@ PASSING_JUNIT = (
 
 
 def submitted(
-    hosted, repo, capture, *, junit=None, task=None, summary="Claims are exclusive.", run=True
+    hosted,
+    repo,
+    capture,
+    *,
+    junit=None,
+    task=None,
+    summary="Claims are exclusive.",
+    run=True,
+    branch=BRANCH,
 ):
     """The agent's branch pushed, the attempt submitted with it, the jobs run on commit
     (unless not ``run``)."""
@@ -36,7 +44,7 @@ def submitted(
         task, attempt = hosted.claimed(spec=hosted.spec(), title="Exclusive claims")
     else:
         attempt = attempts.task_claim(agent=hosted.agent, project=hosted.project)
-    sha = repo.git.commit(BRANCH, {"claim.py": f"# {attempt.number}\n"}, "claim", start="main")
+    sha = repo.git.commit(branch, {"claim.py": f"# {attempt.number}\n"}, "claim", start="main")
     if junit is not None:
         hosted.attach(attempt, junit, kind="junit", name="junit.xml", criteria=["AC-1"])
     with capture(execute=run):
@@ -44,7 +52,7 @@ def submitted(
             attempt=attempt,
             actor=hosted.agent,
             summary=summary,
-            change={"commit": sha, "branch": BRANCH},
+            change={"commit": sha, "branch": branch},
         )
     task.refresh_from_db()
     attempt.refresh_from_db()
@@ -183,6 +191,29 @@ def test_a_second_attempt_updates_the_same_pull_request(
     assert repo.pulls[1].head == BRANCH
     assert "Attempt WID-1#2 by wid-agent" in repo.pulls[1].body
     assert TaskPullRequest.objects.get(task=task).head_sha == sha
+
+
+def test_an_attempt_from_another_branch_opens_a_new_pull_request_and_closes_the_old(
+    hosted, repo, django_capture_on_commit_callbacks
+):
+    task, _, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        review.task_reject(task=task, actor=hosted.reviewer, reason="try again")
+
+    task, second, _ = submitted(
+        hosted, repo, django_capture_on_commit_callbacks, task=task, branch="fm/WID-1-again"
+    )
+
+    assert sorted(repo.pulls) == [1, 2]
+    assert (repo.pulls[1].state, repo.pulls[2].state) == ("closed", "open")
+    assert repo.pulls[1].closed_by == "factory-memory[bot]"
+    assert repo.comments[-1].issue == 1
+    assert repo.comments[-1].body.startswith(
+        "Superseded by #2: WID-1's attempt 2 is proposed there"
+    )
+    assert TaskPullRequest.objects.get(task=task).number == 2
+    second.refresh_from_db()
+    assert (second.state, task.state) == ("passed", "in_review")  # nothing withdrawn
 
 
 def test_running_the_job_again_posts_nothing_twice(

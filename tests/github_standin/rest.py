@@ -3,7 +3,7 @@ description's own skeleton of the response (``description.skeleton``) so that wh
 always sends is there; the server checks every answer against the description again."""
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 
 from tests.github_standin.description import description, overlay, skeleton
@@ -399,6 +399,12 @@ class Rest:
             if name in body:
                 setattr(pull, name, body[name])
         if body.get("state") in ("open", "closed") and not pull.merged:
+            if body["state"] == "closed" and pull.state == "open":
+                # The closer, as the issue's answer for the number says (``closed_by``).
+                pull.closed_by = (
+                    f"{self.world.app_slug}[bot]" if caller.installation else caller.login
+                )
+                pull.closed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             pull.state = body["state"]
         return 200, self.pull(repo, pull)
 

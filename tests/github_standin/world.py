@@ -84,6 +84,7 @@ class Pull:
     group: "Group | None" = None  # its merge group while queued (GitHub's merge queue)
     enqueued: int = 0  # the queue's order
     dequeued_because: str = ""  # why the merge queue last removed it
+    merged_head: str | None = None  # the head commit it was merged at
     reviews: list[Review] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     review_comments: list[ReviewComment] = field(default_factory=list)
@@ -361,6 +362,7 @@ class World:
         sha = repo.git.commit_tree(tree, parents, title)
         repo.git.move(pull.base, sha, base)
         pull.state, pull.merged, pull.merge_commit_sha, pull.queued = "closed", True, sha, False
+        pull.merged_head = head
         return sha
 
     def enqueue(self, repo: Repo, pull: Pull) -> None:
@@ -435,7 +437,7 @@ class World:
             repo.git.move(branch, group.head_sha, group.base_sha)
             repo.git.git("update-ref", "-d", f"refs/heads/{group.ref}", check=False)
             first.state, first.merged, first.merge_commit_sha = "closed", True, group.head_sha
-            first.queued, first.group = False, None
+            first.queued, first.group, first.merged_head = False, None, group.pull_head
             return True
         return False
 

@@ -1,0 +1,87 @@
+"""Create the code-host proof's project through the services: the stand-in's repository,
+the runner, the GitHub code host following the label ``factory``, landing through pull
+requests, agents and a reviewer. The tasks come from the issues (the host's sweep).
+
+python -m proof.code_host_seed --agents M --repository URL --api URL --installation N --out F
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
+
+VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml", "timeout_seconds": 30}
+KEY_ENV = "FACTORY_HOST_PROOF_APP_KEY"
+HOOK_ENV = "FACTORY_HOST_PROOF_HOOK"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--agents", type=int, required=True)
+    parser.add_argument("--repository", required=True, help="the stand-in's bare repository")
+    parser.add_argument("--api", required=True, help="the stand-in's address")
+    parser.add_argument("--full-name", required=True, help="owner/name on the stand-in")
+    parser.add_argument("--app", type=int, required=True)
+    parser.add_argument("--installation", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from knox.models import AuthToken
+
+    from projects import services as project_services
+
+    User = get_user_model()
+    project = project_services.project_create(
+        slug="GH",
+        name="code-host proof",
+        repository_url=args.repository,
+        verify=VERIFY,
+        gate_policy={"runner": {"required": True}},
+        max_attempts=50,
+    )
+    manager = User.objects.create_user("proof-manager")
+    reviewer = User.objects.create_user("proof-reviewer")
+    project_services.membership_grant(user=manager, project=project, role="manager")
+    project_services.membership_grant(user=reviewer, project=project, role="reviewer")
+    # Saved through the services, which ask the stand-in at save (permissions, the target's
+    # protection), as a manager's save would.
+    project_services.project_update(
+        project=project,
+        actor=manager,
+        code_host={
+            "provider": "github",
+            "api_url": args.api,
+            "repository": args.full_name,
+            "app_id": args.app,
+            "installation_id": args.installation,
+            "private_key_env": KEY_ENV,
+            "webhook_secret_env": HOOK_ENV,
+            "issues": {"label": "factory"},
+        },
+    )
+    project.refresh_from_db()
+    project_services.project_update(
+        project=project, actor=manager, landing={"mode": "pull_request", "method": "squash"}
+    )
+    agents = []
+    for n in range(args.agents):
+        agent = User.objects.create_user(f"proof-agent-{n}")
+        project_services.membership_grant(user=agent, project=project, role="agent")
+        agents.append(AuthToken.objects.create(user=agent, expiry=None)[1])
+    out = {
+        "agents": agents,
+        "reviewer": AuthToken.objects.create(user=reviewer, expiry=None)[1],
+        "manager": AuthToken.objects.create(user=manager, expiry=None)[1],
+    }
+    args.out.write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
