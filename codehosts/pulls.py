@@ -149,6 +149,20 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
         body=body(material),
         draft=draft,
     )
+    overtaken = _overtaken(task, attempt)
+    if overtaken:
+        # While this sync talked to the host, a newer attempt was submitted or this one's
+        # change landed (another process may have done it and synced): a pull request it
+        # opened now, not the one the site knows, is closed rather than left open beside
+        # it (a merged branch looks unproposed to the host), and nothing is kept.
+        known = TaskPullRequest.objects.filter(task=task).values_list("number", flat=True)
+        if pull.state == "open" and pull.number not in known:
+            host.close_pull_request(
+                pull.number,
+                f"Superseded: {overtaken} while this pull request was being brought up to "
+                "date. Closed by Factory Memory.",
+            )
+        return f"{task.key}: attempt {attempt.number} was overtaken: {overtaken}"
     if link is not None and link.number != pull.number:
         _close_superseded(host, task, attempt, link.number, pull.number)
     link = _remember(task, pull)
@@ -201,6 +215,25 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
     # once the task changes after that (or when a step above failed before this line).
     TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
     return f"{task.key}: pull request #{pull.number}{' (draft)' if pull.draft else ''}"
+
+
+def _overtaken(task: Task, attempt) -> str:
+    """What happened to ``attempt`` since a sync read it, as the database says now: a newer
+    attempt submitted, or its change landed (empty: nothing; the sync's picture holds)."""
+    newest = (
+        Attempt.objects.filter(task=task, submitted_at__isnull=False)
+        .order_by("-number")
+        .values_list("number", flat=True)
+        .first()
+    )
+    if newest != attempt.number:
+        return f"{task.key}'s attempt {newest} was submitted"
+    landing = Attempt.objects.filter(pk=attempt.pk).values_list("landing", flat=True).first()
+    if (landing or {}).get("state") in LANDED and (attempt.landing or {}).get(
+        "state"
+    ) not in LANDED:
+        return f"{task.key}'s change landed"
+    return ""
 
 
 def _close_superseded(host, task: Task, attempt, old: int, new: int) -> None:

@@ -62,6 +62,7 @@ APP_ID = 4242
 SECRET = "proof webhook secret"
 CI_LOOK_SECONDS = 0.05
 # The landed commit's full id in the comment that closes an issue (codehosts.issues).
+MARKER = re.compile(r"<!-- factory-memory:task (\S+) -->")
 TRAILER = re.compile(r"^(Factory-Task|Factory-Attempt): (\S+)$", re.MULTILINE)
 LANDED_IN = re.compile(r"\(([0-9a-f]{40})\) by Factory Memory task ")
 
@@ -469,7 +470,11 @@ def code_host_invariants(url: str, world, repo, base: str, standin) -> tuple[dic
 
     # Every task is done at the end of a finished run: no pull request of the site's is left
     # open (one an attempt from another branch superseded is closed, saying so).
-    left_open = [p.number for p in pulls.values() if p.state == "open"]
+    left_open = [
+        {"pull": p.number, "head": p.head, "task": (MARKER.search(p.body or "") or [None, ""])[1]}
+        for p in pulls.values()
+        if p.state == "open"
+    ]
     closed_up = {"violations": len(left_open), "examples": left_open[:10]}
     described = {
         "violations": len(standin.violations),

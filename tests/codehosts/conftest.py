@@ -132,10 +132,19 @@ def target_protection():
 
 
 @pytest.fixture
-def through(hosted, repo, github, settings, monkeypatch, team_ci, target_protection):
+def checks_timeout():
+    """``FACTORY_LANDING_CHECKS_TIMEOUT`` where ``through`` lands: short, so that a wait
+    meant to run out does so at once."""
+    return 0.3
+
+
+@pytest.fixture
+def through(
+    hosted, repo, github, settings, monkeypatch, team_ci, target_protection, checks_timeout
+):
     """``hosted``'s project landing through pull requests on the stand-in's repository."""
     settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(github.world.root)]
-    settings.FACTORY_LANDING_CHECKS_TIMEOUT = 0.3
+    settings.FACTORY_LANDING_CHECKS_TIMEOUT = checks_timeout
     settings.FACTORY_LANDING_CHECKS_POLL_SECONDS = 0.02
     settings.FACTORY_LANDING_BACKOFF_SECONDS = 0
     monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", "hook secret")

@@ -6,11 +6,12 @@ loses nothing, and the sweep makes the host agree afterwards."""
 
 import pytest
 
-from codehosts import jobs, sync
+from codehosts import jobs, pulls, sync
 from codehosts.models import TaskPullRequest
+from codehosts.providers.github import GitHubHost
 from projects.models import Event
 from tasks import attempts, review
-from tasks.models import Task
+from tasks.models import Attempt, Task
 from tests.codehosts.conftest import NOTHING_MORE
 from tests.factories import Flow, ProjectFactory, all_met
 
@@ -214,6 +215,60 @@ def test_an_attempt_from_another_branch_opens_a_new_pull_request_and_closes_the_
     assert TaskPullRequest.objects.get(task=task).number == 2
     second.refresh_from_db()
     assert (second.state, task.state) == ("passed", "in_review")  # nothing withdrawn
+
+
+def test_a_sync_a_newer_attempt_overtook_closes_the_pull_request_it_opened(
+    hosted, repo, monkeypatch, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    task, _, _ = submitted(hosted, repo, capture)
+    with capture(execute=True):
+        review.task_reject(task=task, actor=hosted.reviewer, reason="try again")
+    real = GitHubHost.open_or_update_pull_request
+    overtaken = []
+
+    def slow(host, **asked):  # a sync of attempt 1, overtaken by attempt 2's on its way
+        if asked["head"] == BRANCH and not overtaken:
+            overtaken.append(
+                submitted(hosted, repo, capture, task=task, branch="fm/WID-1-again")[1]
+            )
+        return real(host, **asked)
+
+    monkeypatch.setattr(GitHubHost, "open_or_update_pull_request", slow)
+
+    said = pulls.pull_request_sync(task_id=task.pk)
+
+    assert said == "WID-1: attempt 1 was overtaken: WID-1's attempt 2 was submitted"
+    assert {n: p.state for n, p in repo.pulls.items()} == {1: "closed", 2: "open", 3: "closed"}
+    assert repo.pulls[3].head == BRANCH  # opened for attempt 1 in the race, and closed
+    assert repo.comments[-1].body.startswith("Superseded: WID-1's attempt 2 was submitted while")
+    assert TaskPullRequest.objects.get(task=task).number == 2
+
+
+def test_a_sync_overtaken_by_the_landing_of_its_change_closes_the_pull_request_it_opened(
+    hosted, repo, github, monkeypatch, django_capture_on_commit_callbacks
+):
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    real = GitHubHost.open_or_update_pull_request
+
+    def slow(host, **asked):  # meanwhile the lander merges #1 and records the landing
+        if not repo.pulls[1].merged:
+            repo.pulls[1].state, repo.pulls[1].merged = "closed", True
+            Attempt.objects.filter(pk=attempt.pk).update(
+                landing={"state": "landed", "pull": {"number": 1}}
+            )
+        return real(host, **asked)
+
+    monkeypatch.setattr(GitHubHost, "open_or_update_pull_request", slow)
+
+    said = pulls.pull_request_sync(task_id=task.pk)
+
+    assert said == "WID-1: attempt 1 was overtaken: WID-1's change landed"
+    assert {n: (p.state, p.merged) for n, p in repo.pulls.items()} == {
+        1: ("closed", True),
+        2: ("closed", False),  # opened from the merged branch in the race, and closed
+    }
+    assert TaskPullRequest.objects.get(task=task).number == 1
 
 
 def test_running_the_job_again_posts_nothing_twice(
