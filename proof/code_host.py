@@ -52,7 +52,7 @@ import psycopg
 from demo.repository import RUN_TESTS
 from proof.code_host_seed import HOOK_ENV, KEY_ENV
 from proof.invariants import check_all
-from proof.landing import Runners, _open_to_the_sandbox, _redis_del, _spawn
+from proof.landing import Runners, _open_to_the_sandbox, _redis_del, team
 from proof.stack import ROOT, Stack
 from runner.sandbox import Bubblewrap
 
@@ -299,27 +299,7 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
     ci.start()
     began = time.monotonic()
     stop_file = stack.work / "stop"
-    agents = [
-        _spawn(
-            stack,
-            [
-                *(sys.executable, "-m", "proof.coder", "--base", stack.base, "--token", token),
-                *("--journal", str(stack.work / f"coder-{i}.jsonl"), "--stop", str(stop_file)),
-                *("--clone", str(stack.work / "clones" / str(i)), "--origin", url),
-            ],
-            f"coder-{i}",
-        )
-        for i, token in enumerate(tokens["agents"])
-    ]
-    reviewer = _spawn(
-        stack,
-        [
-            *(sys.executable, "-m", "proof.agent", "--base", stack.base),
-            *("--token", tokens["reviewer"], "--journal", str(stack.work / "reviewer-0.jsonl")),
-            *("--stop", str(stop_file), "--role", "reviewer"),
-        ],
-        "reviewer-0",
-    )
+    agents, reviewer = team(stack, tokens, url, stop_file)
     finished = False
     try:
         while time.monotonic() - began < run.timeout:

@@ -619,6 +619,34 @@ def faults(run: LandingRun, stack: Stack, origin: Origin, runners: Runners, stop
             )
 
 
+def team(stack: Stack, tokens: dict, origin: str, stop_file: Path):
+    """The coders (``proof.coder``, one per agent token, each with a clone of ``origin``)
+    and the reviewer (``proof.agent``), as processes of their own; ``(coders, reviewer)``.
+    They finish up once ``stop_file`` exists."""
+    coders = [
+        _spawn(
+            stack,
+            [
+                *(sys.executable, "-m", "proof.coder", "--base", stack.base, "--token", token),
+                *("--journal", str(stack.work / f"coder-{i}.jsonl"), "--stop", str(stop_file)),
+                *("--clone", str(stack.work / "clones" / str(i)), "--origin", origin),
+            ],
+            f"coder-{i}",
+        )
+        for i, token in enumerate(tokens["agents"])
+    ]
+    reviewer = _spawn(
+        stack,
+        [
+            *(sys.executable, "-m", "proof.agent", "--base", stack.base),
+            *("--token", tokens["reviewer"], "--journal", str(stack.work / "reviewer-0.jsonl")),
+            *("--stop", str(stop_file), "--role", "reviewer"),
+        ],
+        "reviewer-0",
+    )
+    return coders, reviewer
+
+
 def _spawn(stack: Stack, command: list[str], name: str) -> subprocess.Popen:
     return subprocess.Popen(
         command,
@@ -679,27 +707,7 @@ def execute(run: LandingRun, *, keep: bool = False) -> dict:
     runners = Runners(stack, run.runners, run.landers)
     began = time.monotonic()
     stop_file = stack.work / "stop"
-    agents = [
-        _spawn(
-            stack,
-            [
-                *(sys.executable, "-m", "proof.coder", "--base", stack.base, "--token", token),
-                *("--journal", str(stack.work / f"coder-{i}.jsonl"), "--stop", str(stop_file)),
-                *("--clone", str(stack.work / "clones" / str(i)), "--origin", origin.url),
-            ],
-            f"coder-{i}",
-        )
-        for i, token in enumerate(tokens["agents"])
-    ]
-    reviewer = _spawn(
-        stack,
-        [
-            *(sys.executable, "-m", "proof.agent", "--base", stack.base),
-            *("--token", tokens["reviewer"], "--journal", str(stack.work / "reviewer-0.jsonl")),
-            *("--stop", str(stop_file), "--role", "reviewer"),
-        ],
-        "reviewer-0",
-    )
+    agents, reviewer = team(stack, tokens, origin.url, stop_file)
     stop = threading.Event()
     injector = threading.Thread(
         target=faults, args=(run, stack, origin, runners, stop), daemon=True

@@ -3,7 +3,7 @@ import pytest
 from codehosts.providers.github_calls import token_cache
 from projects import services as project_services
 from projects.models import Project
-from tests.codehosts.through import STRICT, VERIFY, TeamCI
+from tests.codehosts.through import STRICT, TeamCI, verified_by_the_runner
 from tests.factories import Flow, ProjectFactory
 from tests.github_standin import app_key
 from tests.github_standin.server import StandIn
@@ -151,11 +151,7 @@ def through(
     monkeypatch.setattr("landing.verifying.verify_tree", Script(Origin))
     repo.protect("main", target_protection)
     project = hosted.project
-    project_services.project_update(
-        project=project, actor=hosted.manager, repository_url=f"file://{repo.git.path}",
-        verify=VERIFY,
-    )  # fmt: skip
-    hosted.gates({"runner": {}})
+    verified_by_the_runner(hosted, repo)
     project_services.project_update(
         project=project, actor=hosted.manager, landing={"mode": "pull_request"}
     )

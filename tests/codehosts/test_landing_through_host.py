@@ -16,13 +16,12 @@ from codehosts.sync import hosts_reconcile
 from landing import through_host
 from landing.lander import land
 from landing.models import Batch, BatchState
-from projects import services as project_services
 from projects.models import Event
 from tasks import attempts, review
 from tasks.models import Attempt
 from tests.codehosts.conftest import REPOSITORY
 from tests.codehosts.test_deliveries import SECRET, deliver
-from tests.codehosts.through import BRANCH, VERIFY, approved, state
+from tests.codehosts.through import BRANCH, approved, state, verified_by_the_runner
 from tests.factories import all_met
 from tests.github_standin.world import Protection
 from tests.landing.conftest import feature
@@ -308,11 +307,7 @@ def test_pull_request_mode_without_a_merge_queue_needs_a_strict_target(
     if protection is not None:
         repo.protect("main", protection)
     project = hosted.project
-    project_services.project_update(
-        project=project, actor=hosted.manager, repository_url=f"file://{repo.git.path}",
-        verify=VERIFY,
-    )  # fmt: skip
-    hosted.gates({"runner": {}})
+    verified_by_the_runner(hosted, repo)
     project.refresh_from_db()
     before = (project.landing, project.name, Event.objects.count())
 

@@ -10,9 +10,8 @@ import pytest
 from landing import through_host
 from landing.lander import land
 from landing.models import Batch, BatchState
-from projects import services as project_services
 from projects.models import Event
-from tests.codehosts.through import BRANCH, VERIFY, approved, state
+from tests.codehosts.through import BRANCH, approved, state, verified_by_the_runner
 from tests.github_standin.world import Protection, Pull
 from tests.landing.conftest import broken, feature
 
@@ -159,11 +158,7 @@ def test_pull_request_mode_may_be_switched_on_for_a_target_with_a_merge_queue(
     settings.FACTORY_LOCAL_REPOSITORY_ROOTS = [str(github.world.root)]
     repo.protect("main", QUEUED)
     project = hosted.project
-    project_services.project_update(
-        project=project, actor=hosted.manager, repository_url=f"file://{repo.git.path}",
-        verify=VERIFY,
-    )  # fmt: skip
-    hosted.gates({"runner": {}})
+    verified_by_the_runner(hosted, repo)
     before = Event.objects.count()
 
     response = api(hosted.manager).patch(

@@ -3,6 +3,7 @@ team's CI on the stand-in, a change approved with its pull request open, and whe
 stands; the fixtures ``team_ci`` and ``through`` (tests/codehosts/conftest.py) use them."""
 
 from codehosts import landing as host_landing
+from projects import services as project_services
 from tasks import attempts, review
 from tasks.models import Attempt, Task
 from tests.factories import all_met
@@ -35,6 +36,16 @@ class TeamCI:
                 then()
 
         monkeypatch.setattr(host_landing.HostLanding, "post_checks", post_checks)
+
+
+def verified_by_the_runner(flow, repo) -> None:
+    """``flow``'s project on the stand-in's repository, the runner in its policy: what
+    landing needs before its mode is switched on."""
+    project_services.project_update(
+        project=flow.project, actor=flow.manager, repository_url=f"file://{repo.git.path}",
+        verify=VERIFY,
+    )  # fmt: skip
+    flow.gates({"runner": {}})
 
 
 def approved(flow, repo, capture, files=None, branch=BRANCH):
