@@ -250,14 +250,17 @@ def land_batch(project: Project, queue: list[Attempt], *, path=None) -> Batch:
             _work(project, batch, changes, started, path)
     except through_host.MaybeMerged as exc:
         # The merge's answer was lost: only the host can tell whether it happened.
-        _unforeseen(project, batch, changes, _said(exc))
+        _unforeseen(project, batch, changes, _said(exc), counted=False)
         if batch.state == BatchState.PUSHING:
             return batch
     except (LandingError, RunnerUnavailable, CommitRefused, git.GitError, Conflict) as exc:
-        _error(project, batch, changes, _said(exc))
         # The host's trouble passes by itself: tried again on the back-off's schedule, not
-        # held until the target or the queue changes (not saved: read by _work_queue).
-        batch.host_trouble = isinstance(exc, through_host.HostTrouble)
+        # held until the target or the queue changes (not saved: read by _work_queue), and
+        # never counted against the change at the head (``_heal``): a host answering 502
+        # is nobody's change's fault.
+        trouble = isinstance(exc, through_host.HostTrouble)
+        _error(project, batch, changes, _said(exc), counted=not trouble)
+        batch.host_trouble = trouble
     except LockLost:
         raise  # another lander may hold the project now: this one changes nothing more
     except Exception as exc:  # No input stops the lander: this batch ends, saying why.
@@ -289,19 +292,25 @@ def _end_batch(project: Project, batch: Batch, changes: list[Change], started: f
     return batch
 
 
-def _error(project: Project, batch: Batch, changes: list[Change], reason: str) -> None:
+def _error(
+    project: Project, batch: Batch, changes: list[Change], reason: str, *, counted: bool = True
+) -> None:
     """Nothing can be decided about the changes: the batch ends ``error`` with the reason,
-    and every change not yet decided stays queued, saying it."""
+    and every change not yet decided stays queued, saying it. ``counted``: the batch counts
+    toward the first change's errors in a row (``_heal``); the host's trouble does not."""
     move(batch, "err", why=f"nothing landed: {reason}"[:4000])
     for index, change in enumerate(changes):
         if change.outcome in ("queued", "landing"):
             # The first change counts the batches in a row that ended without a verdict.
-            errors = {"errors": errors_in_a_row(change.attempt) + 1} if index == 0 else {}
+            first = index == 0 and counted
+            errors = {"errors": errors_in_a_row(change.attempt) + 1} if first else {}
             note(batch, change.attempt, state="error", reason=batch.reason, **errors)
     logger.warning("landing batch %s of %s: %s", batch.pk, project.slug, batch.reason)
 
 
-def _unforeseen(project: Project, batch: Batch, changes: list[Change], reason: str) -> None:
+def _unforeseen(
+    project: Project, batch: Batch, changes: list[Change], reason: str, *, counted: bool = True
+) -> None:
     """An error nobody foresaw. Before the push it is an ``error`` like any other. After the
     push was sent (``pushing``) only git can tell whether the changes landed: the batch is
     settled from git as a dead lander's is, landed, or an ``error`` if the push did not
@@ -311,7 +320,7 @@ def _unforeseen(project: Project, batch: Batch, changes: list[Change], reason: s
         batch.reason = f"landed; then: {reason}"[:4000]
         return
     if batch.state != BatchState.PUSHING:
-        _error(project, batch, changes, reason)
+        _error(project, batch, changes, reason, counted=counted)
         return
     batch.save(update_fields=["verify_runs", "bisect_steps", "pushes"])
     try:
@@ -327,7 +336,9 @@ def _unforeseen(project: Project, batch: Batch, changes: list[Change], reason: s
     if batch.state == BatchState.LANDED:
         batch.reason = f"landed, settled from the target after: {reason}"[:4000]
     elif batch.state == BatchState.ABANDONED:
-        _error(project, batch, changes, f"its push did not reach the target: {reason}")
+        _error(
+            project, batch, changes, f"its push did not reach the target: {reason}", counted=counted
+        )
 
 
 def _change_record(change: Change) -> dict:

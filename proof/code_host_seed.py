@@ -14,7 +14,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
 
-VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml", "timeout_seconds": 30}
 KEY_ENV = "FACTORY_HOST_PROOF_APP_KEY"
 HOOK_ENV = "FACTORY_HOST_PROOF_HOOK"
 
@@ -32,24 +31,12 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
-    from knox.models import AuthToken
-
     from projects import services as project_services
+    from proof.landing_seed import staffed_project
 
-    User = get_user_model()
-    project = project_services.project_create(
-        slug="GH",
-        name="code-host proof",
-        repository_url=args.repository,
-        verify=VERIFY,
-        gate_policy={"runner": {"required": True}},
-        max_attempts=50,
+    project, manager, out = staffed_project(
+        slug="GH", name="code-host proof", repository=args.repository, agents=args.agents
     )
-    manager = User.objects.create_user("proof-manager")
-    reviewer = User.objects.create_user("proof-reviewer")
-    project_services.membership_grant(user=manager, project=project, role="manager")
-    project_services.membership_grant(user=reviewer, project=project, role="reviewer")
     # Saved through the services, which ask the stand-in at save (permissions, the target's
     # protection), as a manager's save would.
     project_services.project_update(
@@ -70,16 +57,6 @@ def main() -> None:
     project_services.project_update(
         project=project, actor=manager, landing={"mode": "pull_request", "method": "squash"}
     )
-    agents = []
-    for n in range(args.agents):
-        agent = User.objects.create_user(f"proof-agent-{n}")
-        project_services.membership_grant(user=agent, project=project, role="agent")
-        agents.append(AuthToken.objects.create(user=agent, expiry=None)[1])
-    out = {
-        "agents": agents,
-        "reviewer": AuthToken.objects.create(user=reviewer, expiry=None)[1],
-        "manager": AuthToken.objects.create(user=manager, expiry=None)[1],
-    }
     args.out.write_text(json.dumps(out))
 
 

@@ -16,6 +16,39 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "factory_site.settings")
 VERIFY = {"test": "python3 run_tests.py", "junit": "reports/junit.xml", "timeout_seconds": 30}
 
 
+def staffed_project(*, slug: str, name: str, repository: str, agents: int):
+    """A project on ``repository`` whose runner verifies every submission at its commit,
+    with a manager, a reviewer and ``agents`` agents; ``(project, manager, tokens)``,
+    ``tokens`` being what the proof's processes sign in with (``agents``, ``reviewer``,
+    ``manager``). Call after ``django.setup()``."""
+    from django.contrib.auth import get_user_model
+    from knox.models import AuthToken
+
+    from projects import services as project_services
+
+    User = get_user_model()
+    project = project_services.project_create(
+        slug=slug,
+        name=name,
+        repository_url=repository,
+        verify=VERIFY,
+        gate_policy={"runner": {"required": True}},
+        max_attempts=50,
+    )
+    people = {"manager": User.objects.create_user("proof-manager")}
+    people["reviewer"] = User.objects.create_user("proof-reviewer")
+    for role, user in people.items():
+        project_services.membership_grant(user=user, project=project, role=role)
+    tokens = {"agents": []}
+    for n in range(agents):
+        agent = User.objects.create_user(f"proof-agent-{n}")
+        project_services.membership_grant(user=agent, project=project, role="agent")
+        tokens["agents"].append(AuthToken.objects.create(user=agent, expiry=None)[1])
+    for role, user in people.items():
+        tokens[role] = AuthToken.objects.create(user=user, expiry=None)[1]
+    return project, people["manager"], tokens
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plan", type=Path, required=True)
@@ -28,37 +61,19 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
-    from knox.models import AuthToken
-
     from projects import services as project_services
     from tasks import services
 
-    User = get_user_model()
     # The runner verifies every submission at its commit, and landing needs it in the policy.
-    project = project_services.project_create(
-        slug="PL",
-        name="landing proof",
-        repository_url=args.repository,
-        verify=VERIFY,
-        gate_policy={"runner": {"required": True}},
-        max_attempts=50,
+    project, manager, out = staffed_project(
+        slug="PL", name="landing proof", repository=args.repository, agents=args.agents
     )
-    manager = User.objects.create_user("proof-manager")
-    reviewer = User.objects.create_user("proof-reviewer")
-    project_services.membership_grant(user=manager, project=project, role="manager")
-    project_services.membership_grant(user=reviewer, project=project, role="reviewer")
     project_services.project_update(
         project=project,
         actor=manager,
         landing={"mode": "push", "method": "squash", "batch_max": args.batch_max},
         claim_avoid_overlap=args.avoid_overlap == "on",
     )
-    agents = []
-    for n in range(args.agents):
-        agent = User.objects.create_user(f"proof-agent-{n}")
-        project_services.membership_grant(user=agent, project=project, role="agent")
-        agents.append(AuthToken.objects.create(user=agent, expiry=None)[1])
     for item in json.loads(args.plan.read_text()):
         task = services.task_create(
             project=project,
@@ -69,11 +84,6 @@ def main() -> None:
         )
         if not item["spec"].get("held"):  # held ones are published while main is red
             services.task_publish(task=task, actor=manager)
-    out = {
-        "agents": agents,
-        "reviewer": AuthToken.objects.create(user=reviewer, expiry=None)[1],
-        "manager": AuthToken.objects.create(user=manager, expiry=None)[1],
-    }
     args.out.write_text(json.dumps(out))
 
 

@@ -236,6 +236,25 @@ def test_host_trouble_before_the_merge_ends_the_batch_in_error_with_the_change_q
     assert reason.startswith("nothing landed: the code host could not answer")
 
 
+def test_host_trouble_batch_after_batch_never_sends_the_change_back(
+    through, repo, github, settings, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    trouble = github.fail("502", count=1000, match="/check-runs")
+
+    for _ in range(settings.FACTORY_LANDING_HEAD_ERRORS + 2):
+        land(through.project)
+
+    attempt = Attempt.objects.get(task=task)
+    assert state(task)[:2] == ("approved", "error")  # queued, never returned for it
+    assert attempt.landing.get("errors", 0) == 0
+    assert Batch.objects.filter(state=BatchState.ERROR).count() == 5
+    trouble.count = 0  # the host is back
+    land(through.project)
+    task.refresh_from_db()
+    assert (task.state, task.landed_commit) == ("done", repo.git.head("main"))
+
+
 class Killed(BaseException):
     """The lander's worker killed (SIGKILL does not run ``except Exception``)."""
 
