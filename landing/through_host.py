@@ -221,6 +221,12 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
             "the next sync of the pull request puts it back"
         )
     if host.has_merge_queue(batch.target):
+        # Which pull request lands it, kept before it is queued: the site's sync must never
+        # propose the merged branch again (``codehosts.pulls``).
+        note = {**(attempt.landing.get("pull") or {}), "number": pull.number, "branch": pull.branch}
+        if not attempt_landing_note(attempt=attempt, pull=note):
+            raise LandingError("the change left the queue before its pull request was queued")
+        attempt.landing = {**attempt.landing, "pull": note}
         return _land_in_queue(
             project,
             batch,

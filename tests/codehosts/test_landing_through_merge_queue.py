@@ -7,6 +7,7 @@ its base plus the approved change, verifies it, and vouches for it there."""
 
 import pytest
 
+from codehosts import pulls
 from landing import through_host
 from landing.lander import land
 from landing.models import Batch, BatchState
@@ -57,6 +58,18 @@ def test_a_change_lands_through_githubs_merge_queue(
         BatchState.LANDED,
         f"merged as {merged} through the pull request, tree {batch.tree}",
     )
+
+
+def test_after_landing_the_sites_sync_proposes_the_merged_branch_no_more(
+    through, repo, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    land(through.project)
+
+    said = pulls.pull_request_sync(task_id=task.pk)
+
+    assert said == "WID-1: pull request #1 merged by the landing"
+    assert sorted(repo.pulls) == [1]
 
 
 def test_a_merge_group_whose_required_check_fails_comes_back_naming_it(
