@@ -111,19 +111,21 @@ class HostLanding:
         return Queued(state=entry.state, head=entry.head_sha, base=entry.base_sha)
 
     def enqueue(self, pull: Pull, *, head: str) -> None:
-        known = self._pulls.get(pull.number) or _host_call(
-            lambda: self.host.pull_request(pull.number)
-        )
+        known = self._provider_pull(pull)
         _host_call(lambda: self.host.enqueue_pull_request(known, expected_head_sha=head))
 
     def dequeue(self, pull: Pull) -> None:
-        known = self._pulls.get(pull.number) or _host_call(
-            lambda: self.host.pull_request(pull.number)
-        )
+        known = self._provider_pull(pull)
         _host_call(lambda: self.host.dequeue_pull_request(known))
 
     def pull(self, number: int) -> Pull:
         return self._known(_host_call(lambda: self.host.pull_request(number)))
+
+    def _provider_pull(self, pull: Pull) -> PullRequest:
+        """The provider's answer for ``pull``: the one this landing read last, else read now."""
+        return self._pulls.get(pull.number) or _host_call(
+            lambda: self.host.pull_request(pull.number)
+        )
 
     def _known(self, pull: PullRequest) -> Pull:
         self._pulls[pull.number] = pull
@@ -179,9 +181,7 @@ class HostLanding:
 
     def merge(self, pull: Pull, *, sha: str, method: str, title: str, message: str) -> str:
         """Merge pinned to ``sha``; the commit the host made on the target."""
-        known = self._pulls.get(pull.number) or _host_call(
-            lambda: self.host.pull_request(pull.number)
-        )
+        known = self._provider_pull(pull)
         merged = _host_call(
             lambda: self.host.merge(
                 known, sha=sha, method=METHODS[method], title=title, message=message
