@@ -413,8 +413,10 @@ def _land_in_queue(
         entry = host.queued(now)
         if entry is None:
             raise _removed(host, batch, now, vouched)
-        if entry.head and entry.head != vouched:
-            _vouch(project, batch, host, attempt, now, entry, approved, review(entry.base))
+        judged = entry.head and entry.head != vouched
+        if judged and _vouch(
+            project, batch, host, attempt, now, entry, approved, review(entry.base)
+        ):
             vouched = entry.head
         if time.monotonic() >= deadline:
             _out_of_the_queue(host, now)
@@ -436,11 +438,16 @@ def _land_in_queue(
 def _vouch(
     project, batch: Batch, host: Host, attempt, pull: Pull, group: Queued, approved: str, review
 ):
-    """Judge the merge group ``group`` the host built for ``pull``: it must be its base plus
-    the approved change, byte for byte, and pass the project's tests. Post the site's
-    checks on its head, success; or failure, take the pull request out of the queue and
-    send the change back."""
+    """Judge the merge group ``group`` the host built for ``pull``: it must stand on the
+    target's tip, be that base plus the approved change, byte for byte, and pass the
+    project's tests. Post the site's checks on its head, success; or failure, take the pull
+    request out of the queue and send the change back. Returns whether it judged: a group
+    behind another (someone else's pull request queued first) is not vouched for until it
+    stands on the target itself, since GitHub merges a passing group with everything
+    queued ahead of it, which nobody here approved."""
     path = git.fetch(project)
+    if git.tip(path, batch.target) != group.base:
+        return False
     tree = git.tree_of(path, group.head)
     expected = git.apply(path, group.base, approved, message="the approved change", method="merge")
     if isinstance(expected, git.Conflicted) or expected.tree != tree:
@@ -453,7 +460,8 @@ def _vouch(
             f"{approved[:12]}: it holds bytes no reviewer approved",
         )
     if tree != batch.tree:
-        # Something else is ahead of it in the queue: this tree was never verified.
+        # The target moved since the lander built the change (a pull request queued ahead
+        # of it merged): this tree was never verified.
         runs = Runs(project=project, path=path, batch=batch)
         try:
             verdict = runs.verify(1, group.head)
@@ -461,10 +469,10 @@ def _vouch(
         finally:
             runs.close()
         if alone is not None and not alone.passed:
-            # What is ahead of it fails on its own: nothing of this change's to blame.
+            # The target fails on its own: nothing of this change's to blame.
             why = (
-                f"the merge group's base {group.base[:12]} (what is ahead of pull request "
-                f"#{pull.number} in the queue) fails the project's tests on its own: "
+                f"{batch.target} at {group.base[:12]}, which the merge group of pull request "
+                f"#{pull.number} stands on, fails the project's tests on its own: "
                 f"{_failures(alone)}"
             )
             host.post_checks(attempt, group.head, runner=why, review=why, passed=False)
@@ -487,6 +495,7 @@ def _vouch(
         f"tree {tree}, on {batch.target} at {group.base}",
         review=review,
     )
+    return True
 
 
 def _failures(verdict) -> str:

@@ -223,6 +223,34 @@ def test_a_merge_group_behind_someone_elses_is_verified_before_it_is_vouched_for
     assert batch.tree == repo.git.git("rev-parse", f"{main}^{{tree}}")
 
 
+def test_a_merge_group_behind_an_unapproved_pull_request_is_never_vouched_for(
+    through, repo, github, team_ci, settings, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    settings.FACTORY_LANDING_CHECKS_TIMEOUT = 1
+    theirs = queued_ahead(github, repo, team_ci, feature("gamma"))
+    team_ci.then = None  # their group never goes green: nobody here approved it
+    base = repo.git.head("main")
+
+    land(through.project)
+
+    ours = repo.pulls[1]
+    assert (theirs.queued, ours.queued, ours.merged, repo.git.head("main")) == (
+        True,
+        False,
+        False,
+        base,
+    )
+    # GitHub merges a passing group with what is queued ahead of it: the site posted
+    # nothing on a group that held someone else's unapproved change.
+    site = {c.head_sha for c in repo.checks.values() if c.name.startswith("factory-memory/")}
+    assert theirs.group.head_sha not in site
+    assert not [sha for sha in site if repo.git.contains(theirs.group.head_sha, sha)]
+    task_state, landing, reason = state(task)
+    assert (task_state, landing) == ("ready", "failed")
+    assert "was still in main's merge queue on the host after" in reason
+
+
 def test_a_merge_group_failing_because_of_what_is_ahead_blames_nobody(
     through, repo, github, team_ci, django_capture_on_commit_callbacks
 ):
