@@ -600,7 +600,9 @@ def _moved(pull: Pull, attempt: Attempt) -> GoesBack:
     return GoesBack(
         f"landing failed: the branch {pull.branch} of pull request #{pull.number} moved to "
         f"{pull.head[:12]}, which is not the approved commit {attempt.landing.get('commit', '')[:12]} "
-        "(someone pushed to it after the approval); submit the branch as it is now for review",
+        "(someone pushed to it after the approval): a member's push becomes the task's next "
+        "attempt once the host tells of it (codehosts.pushes); else submit the branch as it "
+        "is now for review",
         {"pull": pull.number, "head": pull.head},
     )
 

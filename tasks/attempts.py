@@ -531,12 +531,7 @@ def attempt_submit(
             grown = cost_of(attempt.usage) - before
             if grown > 0:
                 _note_project_spend(task, attempt, grown, timezone.now())
-        comments_resolve_changed(attempt)
-        # The runs are written with the submission, so a lost job message is found
-        # later by the reconciler; their jobs start once this commits.
-        runs = gate_runs_create(attempt=attempt, policy=task.project.gate_policy)
-        if not runs:  # no gate to wait for: conclude at once, as the last gate would
-            enqueue_on_commit(CONCLUDE_JOB, attempt.pk)
+        runs = _checks_start(task, attempt)
     gates = [run.gate for run in runs]
     log.info(
         "attempt %s of %s submitted; gates: %s",
@@ -545,6 +540,98 @@ def attempt_submit(
         ", ".join(gates) or "none",
         extra={"task": task.key, "attempt": attempt.pk, "gates": gates},
     )
+    return attempt
+
+
+def _checks_start(task: Task, attempt: Attempt) -> list:
+    """What a submitted attempt starts, in its submission's transaction: line comments on
+    lines it changed resolved, and one gate run per gate of the policy. The runs are written
+    with the submission, so a lost job message is found later by the reconciler; their jobs
+    start once this commits."""
+    comments_resolve_changed(attempt)
+    runs = gate_runs_create(attempt=attempt, policy=task.project.gate_policy)
+    if not runs:  # no gate to wait for: conclude at once, as the last gate would
+        enqueue_on_commit(CONCLUDE_JOB, attempt.pk)
+    return runs
+
+
+# A task whose pull request a person's push becomes the attempt of: no agent holds it, and
+# it is neither finished nor held by a manager (an approved change only while still queued).
+PUSH_TAKES = [TaskState.READY, TaskState.CHECKING, TaskState.IN_REVIEW, TaskState.APPROVED]
+
+
+def attempt_from_push(*, task: Task, person, change: dict, pusher: str) -> Attempt:
+    """A person's push to the task's pull request is a new attempt in their name (issue 33):
+    submitted at once with ``change`` (``commit``, the pushed head in full, and ``branch``),
+    checked like any submission (the runner verifies it at that commit), then reviewed, the
+    reviewer shown the interdiff against what was approved before. ``pusher`` is how the
+    host named them (``@login``), for the record.
+
+    The attempt it replaces ends: one still checking or waiting for review is released
+    (``supersede``; not a failure of its agent), an approved one still queued to land leaves
+    the queue keeping its approval (as a manager's dequeue to ready leaves it). ``person``
+    cannot approve this attempt: nobody approves their own work.
+
+    The same push again (any attempt of the task already at that commit) returns that
+    attempt and changes nothing. 409 ``agent_holds_it`` while an agent's lease holds the
+    task (its own next submission is the attempt), ``landing_in_progress`` while a batch
+    lands its approved change (the push is read again once the batch ends), and
+    ``invalid_state`` for a task finished, blocked or failed; each changes nothing.
+    """
+    commit = change["commit"]
+    with transaction.atomic():
+        task, current = lock_task_and_attempt(task_id=task.pk)
+        again = Attempt.objects.filter(task=task, change__commit=commit).first()
+        if again is not None:
+            return again
+        if task.state == TaskState.CLAIMED:
+            raise Conflict(
+                f"{current} by {current.agent.get_username()} holds {task} under a lease; its "
+                "next submission is the task's attempt",
+                code="agent_holds_it",
+            )
+        if task.state not in PUSH_TAKES:
+            raise Conflict(f"{task} is {task.state}", code="invalid_state")
+        if task.state == TaskState.APPROVED and current.landing.get("state") == "landing":
+            raise Conflict(
+                f"{task}'s approved change is being landed now", code="landing_in_progress"
+            )
+        number = task.attempt_count + 1
+        why = f"{pusher} pushed {commit[:12]} to the task's pull request: attempt {number}"
+        if current is not None and current.is_live:
+            fire(current, "supersede", actor=None, reason=why, end_reason=f"superseded: {why}")
+        elif current is not None and current.state == AttemptState.APPROVED:
+            current.landing = {**current.landing, "state": "dequeued", "reason": why}
+            current.queued_at = current.fast_at = None
+            current.save(update_fields=["landing", "queued_at", "fast_at"])
+        now = timezone.now()
+        attempt = Attempt.objects.create(
+            task=task,
+            number=number,
+            agent=person,
+            state=AttemptState.CHECKING,
+            # The version in force now, as a claim pins it.
+            spec_version_id=SpecVersion.objects.filter(
+                spec_id=task.spec_id, state=SpecVersionState.ACCEPTED
+            )
+            .values_list("pk", flat=True)
+            .first(),
+            summary=f"Pushed to the pull request by {pusher}.",
+            change=change,
+            submitted_at=now,
+            started_at=now,
+        )
+        Event.record(
+            attempt,
+            actor=person,
+            transition="push",
+            from_state="",
+            to_state=attempt.state,
+            reason=why,
+            extra={"commit": commit, "pusher": pusher},
+        )
+        fire(task, "pushed", actor=None, reason=why, extra={"attempt": number}, attempt=attempt)
+        _checks_start(task, attempt)
     return attempt
 
 

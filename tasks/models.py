@@ -291,6 +291,18 @@ class Task(ConcurrentTransitionMixin, NumberedInProject):
         self.current_attempt = None
         return TaskState.READY
 
+    @transition(
+        field=state,
+        source=[TaskState.READY, TaskState.CHECKING, TaskState.IN_REVIEW, TaskState.APPROVED],
+        target=TaskState.CHECKING,
+        permission=SYSTEM,
+    )
+    def pushed(self, attempt):
+        # A person pushed to the task's pull request: their push is the task's attempt now
+        # (``tasks.attempts.attempt_from_push``), checked like any submission.
+        self.attempt_count = attempt.number
+        self.current_attempt = attempt
+
     @transition(field=state, source=TaskState.BLOCKED, target=TaskState.READY, permission=MANAGER)
     def unblock(self):
         pass
@@ -611,6 +623,16 @@ class Attempt(ConcurrentTransitionMixin, models.Model):
         # the task's free withdrawals are used up, when it ``counts`` as a failed attempt.
         self._end(end_reason)
         return AttemptState.FAILED if counts else AttemptState.RELEASED
+
+    @transition(
+        field=state,
+        source=[AttemptState.CHECKING, AttemptState.PASSED],
+        target=AttemptState.RELEASED,
+        permission=SYSTEM,
+    )
+    def supersede(self, end_reason: str):
+        # A person's push to the pull request took its place; not a failure of its agent.
+        self._end(end_reason)
 
     @transition(
         field=state, source=AttemptState.CHECKING, target=AttemptState.PASSED, permission=SYSTEM

@@ -85,6 +85,12 @@ MAX_TEXT = 65_536
 CUT = "\n\n… (cut to GitHub's limit: the whole text is on the task's page)"
 
 
+# A branch's activities read to find who pushed its head: the newest are enough, as the
+# push that put the head there is the branch's latest.
+PUSHES_READ = 30
+PUSHES = ("push", "force_push", "branch_creation")
+
+
 def fitted(text: str, limit: int = MAX_TEXT) -> str:
     """``text``, cut (saying so) to fit ``limit`` characters."""
     return text if len(text) <= limit else text[: limit - len(CUT)] + CUT
@@ -719,3 +725,21 @@ class GitHubHost:
         rename keeps, and its login as the host spells it."""
         data = self._call(lambda g: g.rest.users.get_by_username(login)).json()
         return HostUser(id=data["id"], login=data["login"])
+
+    def pushed_by(self, branch: str, sha: str) -> HostUser | None:
+        """Who moved ``branch`` to ``sha``, as the repository's activity says (the newest
+        of the branch's pushes, force pushes and creation that ends at ``sha``); None when
+        the activity names nobody (a deleted account) or holds no such push (a branch of
+        a fork, whose pushes are the fork's)."""
+        answer = self._call(
+            lambda g: g.rest.repos.list_activities(
+                self.owner, self.name, ref=f"refs/heads/{branch}", per_page=PUSHES_READ
+            )
+        ).json()
+        for activity in answer:
+            if activity.get("after") == sha and activity.get("activity_type") in PUSHES:
+                actor = activity.get("actor") or {}
+                if isinstance(actor.get("id"), int) and actor.get("login"):
+                    return HostUser(id=actor["id"], login=actor["login"])
+                return None
+        return None

@@ -76,3 +76,6 @@ class NoHost:
 
     def user(self, login):
         _absent("look an account up on")
+
+    def pushed_by(self, branch, sha):
+        _absent("read who pushed to")

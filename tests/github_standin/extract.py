@@ -21,6 +21,7 @@ OPERATIONS = [
     ("get", "/app/installations/{installation_id}"),
     ("post", "/app/installations/{installation_id}/access_tokens"),
     ("get", "/repos/{owner}/{repo}"),
+    ("get", "/repos/{owner}/{repo}/activity"),
     ("get", "/repos/{owner}/{repo}/branches/{branch}/protection"),
     ("get", "/repos/{owner}/{repo}/rules/branches/{branch}"),
     ("get", "/repos/{owner}/{repo}/pulls"),

@@ -40,9 +40,14 @@ class Bare:
         hook.write_text(HOOK)
         hook.chmod(0o755)
         self.protect([])
+        # Every ref update logged with who made it: GitHub's repository activity is read
+        # from these logs (``pushes``).
+        self.git("config", "core.logAllRefUpdates", "always")
 
-    def git(self, *args: str, stdin: bytes | None = None, check: bool = True) -> str:
+    def git(self, *args: str, stdin: bytes | None = None, check: bool = True, by: str = "") -> str:
         env = {**os.environ, **IDENTITY, "GIT_DIR": str(self.path)}
+        if by:  # who a ref update's log names
+            env |= {"GIT_COMMITTER_NAME": by, "GIT_COMMITTER_EMAIL": f"{by}@standin.invalid"}
         done = subprocess.run(
             ["git", *args], input=stdin, capture_output=True, env=env, check=False
         )
@@ -57,9 +62,12 @@ class Bare:
         found = self.git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
         return found or None
 
-    def commit(self, branch: str, files: dict[str, str], message: str, start: str = "") -> str:
+    def commit(
+        self, branch: str, files: dict[str, str], message: str, start: str = "", by: str = ""
+    ) -> str:
         """A commit on ``branch`` (created from ``start``, a branch, if absent) that writes
-        ``files`` over its parent's tree; the branch moves to it, as a push would."""
+        ``files`` over its parent's tree; the branch moves to it, as a push by the account
+        ``by`` would (its login; empty: an account the stand-in does not name)."""
         parent = self.head(branch) or (self.head(start) if start else None)
         with tempfile.TemporaryDirectory() as scratch:
             index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
@@ -79,8 +87,34 @@ class Bare:
                 .strip()
             )
         sha = self.git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message)
-        self.git("update-ref", f"refs/heads/{branch}", sha)
+        self.git("update-ref", f"refs/heads/{branch}", sha, by=by)
         return sha
+
+    def branches(self) -> list[str]:
+        return self.git("for-each-ref", "--format=%(refname:lstrip=2)", "refs/heads").split()
+
+    def pushes(self, branch: str) -> list[tuple[str, str, str, int]]:
+        """The updates of ``branch``, newest first: (before, after, who, when as a Unix
+        time), ``who`` the login that pushed, empty for an account the stand-in does not
+        name (its own merges, a push through the file system)."""
+        log = self.path / "logs" / "refs" / "heads" / branch
+        if not log.is_file():
+            return []
+        found = []
+        for line in log.read_text().splitlines():
+            head, _, _ = line.partition("\t")
+            before, after, rest = head.split(" ", 2)
+            name, _, stamp = rest.rpartition("> ")
+            who = name.split(" <", 1)[0]
+            found.append(
+                (
+                    before,
+                    after,
+                    "" if who == IDENTITY["GIT_COMMITTER_NAME"] else who,
+                    int(stamp.split()[0]),
+                )
+            )
+        return found[::-1]
 
     def contains(self, ancestor: str, descendant: str) -> bool:
         env = {**os.environ, "GIT_DIR": str(self.path)}

@@ -338,6 +338,46 @@ class Rest:
             )
         return 200, rules
 
+    def list_activity(self, params, query, body, caller):
+        """The repository's activity on branches, newest first, from the ref logs (pushes,
+        force pushes, branch creations; ``ref`` and ``activity_type`` filter it). One page
+        of ``per_page``: the site reads only the newest of a branch."""
+        repo = self.find_repo(params)
+        ref = query.get("ref", "")
+        branches = [ref.removeprefix("refs/heads/")] if ref else repo.git.branches()
+        found = []
+        for branch in branches:
+            for before, after, who, when in repo.git.pushes(branch):
+                if before == "0" * 40:
+                    kind = "branch_creation"
+                elif repo.git.contains(before, after):
+                    kind = "push"
+                else:
+                    kind = "force_push"
+                if query.get("activity_type", kind) != kind:
+                    continue
+                actor = None
+                if who:
+                    actor = self.user(who, bot=who.endswith("[bot]"))
+                found.append(
+                    shaped(
+                        "activity",
+                        {
+                            "id": len(found) + 1,
+                            "node_id": f"RA_{repo.id}_{branch}_{len(found)}",
+                            "before": before,
+                            "after": after,
+                            "ref": f"refs/heads/{branch}",
+                            "timestamp": datetime.fromtimestamp(when, UTC).strftime(
+                                "%Y-%m-%dT%H:%M:%SZ"
+                            ),
+                            "activity_type": kind,
+                            "actor": actor,
+                        },
+                    )
+                )
+        return 200, found[: int(query.get("per_page", 30))]
+
     def list_pulls(self, params, query, body, caller):
         repo = self.find_repo(params)
         state = query.get("state", "open")
@@ -648,6 +688,8 @@ ROUTES = {
         "create_installation_token",
     ),
     "GET /repos/{owner}/{repo}": (("metadata", "read"), "get_repo"),
+    # GitHub's documentation names no permission beyond read access (docs/code-hosts.md).
+    "GET /repos/{owner}/{repo}/activity": (("metadata", "read"), "list_activity"),
     "GET /repos/{owner}/{repo}/branches/{branch}/protection": (
         ("administration", "read"),
         "get_protection",
