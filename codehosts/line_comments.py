@@ -9,15 +9,24 @@ instead, and says why. What was posted is kept on ``TaskPullRequest.posted["line
 by the comment's id, so the job runs again without posting twice; a post whose answer
 was lost is looked for on the host by its marker before anything is posted again. Called
 by a job after the comment committed, never inside the request (ADR 0038).
+
+``line_comment_replies_sync`` brings people's replies on the host, in the threads of the
+review comments the site posted, to the task's page (``LineCommentReply``), as the host
+shows them now.
 """
 
-from codehosts.models import TaskPullRequest
+from datetime import datetime
+
+from django.db import transaction
+
+from codehosts.models import LineCommentReply, TaskPullRequest
 from codehosts.providers import Refused, provider_for
 from codehosts.pulls import record_posted, task_url
 from tasks.models import LineComment, Task
 
 # GitHub's status for lines its diff does not show (and other refusals of the body).
 UNPROCESSABLE = 422
+REPLY_MAX = 65_536  # GitHub's longest comment; a longer answer is cut here
 
 
 def line_comment_post(*, comment_id: int, host=None) -> str:
@@ -150,3 +159,55 @@ def _record(link: TaskPullRequest, comment: LineComment, made: dict) -> None:
         return {**now, "lines": {**(now.get("lines") or {}), str(comment.pk): made}}
 
     record_posted(link, merge)
+
+
+def line_comment_replies_sync(*, task: Task, pull, host) -> str:
+    """Keep the replies in the threads of the site's review comments on ``task``'s pull
+    request ``pull`` (as the host answered it now) as the host shows them: new ones kept,
+    edited ones changed, deleted ones deleted; return what was done. The site's own
+    account's comments (the pull request's author) are not replies. Read from the host
+    (``review_comments``, every page), never from a delivery's payload.
+    """
+    link = TaskPullRequest.objects.filter(task=task, number=pull.number).first()
+    posted = (link.posted.get("lines") or {}) if link is not None else {}
+    ours = {
+        made["id"]: int(key)
+        for key, made in posted.items()
+        if made.get("as") == "review" and isinstance(made.get("id"), int)
+    }
+    if not ours:
+        return f"{task.key}: no line comment of the site's on #{pull.number}"
+    replies = [
+        found
+        for found in host.review_comments(pull.number)
+        if found.in_reply_to in ours and found.author.login != pull.author
+    ]
+    with transaction.atomic():
+        for found in replies:
+            LineCommentReply.objects.update_or_create(
+                comment_id=ours[found.in_reply_to],
+                host_id=found.id,
+                defaults={
+                    "author_login": found.author.login[:39],
+                    "author_host_id": found.author.id or None,
+                    "body": found.body[:REPLY_MAX],
+                    # Only a web address is a link on the page (never javascript: or data:).
+                    "url": found.url if found.url.startswith(("https://", "http://")) else "",
+                    "written_at": _when(found.written_at),
+                },
+            )
+        gone, _ = (
+            LineCommentReply.objects.filter(comment_id__in=ours.values())
+            .exclude(host_id__in=[found.id for found in replies])
+            .delete()
+        )
+    return f"{task.key}: {len(replies)} replies to line comments on #{pull.number}" + (
+        f", {gone} deleted there" if gone else ""
+    )
+
+
+def _when(text: str):
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None

@@ -6,7 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from projects.models import Project
-from tasks.models import Task
+from tasks.models import LineComment, Task
 
 
 class HostDelivery(models.Model):
@@ -164,3 +164,32 @@ class HostAccount(models.Model):
 
     def audit_scope(self) -> tuple[int, None]:
         return self.project_id, None
+
+
+class LineCommentReply(models.Model):
+    """A reply on the code host in the thread of a reviewer's line comment that the site
+    posted there, as the host showed it when last read (``codehosts.line_comments
+    .line_comment_replies_sync``): edited there, it is edited here; deleted there, it is
+    deleted here. Its author is the host's account, shown as the member it is linked to
+    or as the host's login (``identities.shown``), never as anyone here otherwise; its
+    text is theirs, quoted on the task's page, never the site's word.
+    """
+
+    comment = models.ForeignKey(LineComment, on_delete=models.CASCADE, related_name="+")
+    host_id = models.PositiveBigIntegerField(help_text="The host's number for the reply.")
+    author_login = models.CharField(max_length=39)
+    author_host_id = models.PositiveBigIntegerField(null=True, blank=True)
+    body = models.TextField()
+    url = models.URLField(max_length=500, blank=True)
+    written_at = models.DateTimeField(null=True, blank=True, help_text="As the host said.")
+    read_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "line comment replies"
+        ordering = ["comment", "host_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["comment", "host_id"], name="line_reply_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.comment} ← {self.author_login} ({self.host_id})"

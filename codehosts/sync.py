@@ -22,7 +22,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from codehosts import issues
-from codehosts.line_comments import line_comments_post_pending
+from codehosts.line_comments import line_comment_replies_sync, line_comments_post_pending
 from codehosts.models import HostDelivery
 from codehosts.providers import HostError, NotFound, provider_for
 from codehosts.pulls import pull_request_closed, pull_request_reopened, pull_request_sync
@@ -32,6 +32,8 @@ from tasks.models import Attempt, LineComment, Task, TaskState
 
 logger = logging.getLogger(__name__)
 
+# The deliveries about a pull request that the site acts on.
+PULL_REQUEST_EVENTS = ("pull_request", "pull_request_review_comment")
 MARKER = re.compile(r"<!-- factory-memory:task ([A-Za-z0-9_-]{1,32}) -->")
 
 
@@ -65,7 +67,7 @@ def _act(delivery: HostDelivery, host) -> str:
         # The issue as the host has it now: the payload's labels and text are not taken.
         return issues.issue_sync(project=project, number=delivery.subject["issue"], host=host)
     number = delivery.subject.get("pull_request")
-    if delivery.event != "pull_request" or not isinstance(number, int):
+    if delivery.event not in PULL_REQUEST_EVENTS or not isinstance(number, int):
         return f"nothing to do for {delivery.event}"
     host = host or provider_for(project)
     try:
@@ -76,6 +78,9 @@ def _act(delivery: HostDelivery, host) -> str:
     task = Task.objects.filter(project=project, key=found.group(1)).first() if found else None
     if task is None:
         return f"pull request #{number} is no task's of {project.slug}"
+    if delivery.event == "pull_request_review_comment":
+        # A reply on the host to a reviewer's line comment (or a comment of its own).
+        return line_comment_replies_sync(task=task, pull=pull, host=host)
     if pull.state == "closed":
         # Closed by hand, or by its branch being deleted: a person withdrew the work.
         # Merged: nothing withdrawn; either way the site does not open it again.

@@ -20,13 +20,21 @@ Meanwhile:
   one task in ``ci_fails_every`` (the first attempt's, every commit the lander builds for
   it): that change goes back, and its agent makes it again;
 - the host answers 502 to one call in ``host_fails_every`` (every call the site makes);
+- people act on ready pull requests (``People``, ``people`` acts in all, in turn): ``ann``,
+  a member (the manager's linked GitHub account), pushes a commit to one, which becomes an
+  attempt in the manager's name that the reviewer approves and the lander lands;
+  ``mallory``, no one here, pushes to another, which must never become an attempt or land
+  (the approved change there goes back at landing, and an agent makes it again); ``ann``
+  closes a third, withdrawing its attempt;
 - webhooks reach ``/hooks/github/`` signed, duplicated (the same id again, and the same body
   under a new id) and out of order: an ``issues`` delivery per issue, a ``status`` delivery
   per check the CI posts.
 
 At the end (``code_host_invariants``): every issue closed by exactly one landed commit (one
 "Landed in" comment, naming a commit on ``main`` that is its task's) or still open with
-its task not done and a reason; every commit on ``main`` a pull request's merge whose head
+its task not done and a reason; every push of ``ann``'s an attempt in the manager's name
+at that commit, or said on its pull request; nothing of ``mallory``'s an attempt or on
+``main``; every commit on ``main`` a pull request's merge whose head
 had every required check green; every landed tree exactly the approved commit merged
 onto the landed commit's parent (nothing a reviewer did not approve); no call to the
 stand-in outside GitHub's description; and the generic invariants (``proof.invariants``).
@@ -77,6 +85,7 @@ class CodeHostRun:
     host_fails_every: int = 20
     runners: int = 1
     landers: int = 1
+    people: int = 3  # pushes and closes by people on GitHub (``People``)
     faults: list = field(default_factory=list)
 
     def execute(self, *, keep: bool = False) -> dict:
@@ -86,7 +95,7 @@ class CodeHostRun:
 def scenario(short: bool) -> CodeHostRun:
     if short:
         return CodeHostRun("code-host-short", agents=4, issues=12, timeout=480)
-    return CodeHostRun("code-host", agents=16, issues=100, timeout=3600)
+    return CodeHostRun("code-host", agents=16, issues=100, timeout=3600, people=12)
 
 
 def issue_text(n: int) -> str:
@@ -216,6 +225,61 @@ class TeamCI(threading.Thread):
         self.join(timeout=30)
 
 
+MEMBER, STRANGER = "ann", "mallory"  # ann is the manager's linked account; mallory no one's
+NOTES = re.compile(r"^notes/(\w+)-\d+\.md$")
+
+
+class People(threading.Thread):
+    """The team on GitHub during the run. Every ``every`` seconds, once a task's pull request
+    is ready for review (not a draft), one of them acts on it, in turn: ``ann`` (a member:
+    the manager's linked account) pushes a commit to its branch, ``mallory`` (no one here)
+    pushes one, ``ann`` closes it; each act followed by GitHub's ``pull_request`` delivery.
+    ``acts`` in all, each on another pull request. A pushed commit adds
+    ``notes/<login>-<pull>.md`` and keeps the suite green."""
+
+    def __init__(self, world, repo, hooks: Hooks, acts: int, every: float = 4.0):
+        super().__init__(daemon=True, name="people")
+        self.world, self.repo, self.hooks, self.acts, self.every = world, repo, hooks, acts, every
+        self.stopped = threading.Event()
+        self.pushes: list[dict] = []  # {who, sha, pull, open: whether it was open then}
+        self.closes: list[int] = []
+        self.touched: set[int] = set()
+
+    def run(self) -> None:
+        turns = ["push:" + MEMBER, "push:" + STRANGER, "close:" + MEMBER]
+        while not self.stopped.wait(self.every) and len(self.touched) < self.acts:
+            with self.world.lock:
+                ready = [
+                    p
+                    for p in self.repo.pulls.values()
+                    if p.state == "open" and not p.draft and p.number not in self.touched
+                    and MARKER.search(p.body or "")
+                ]  # fmt: skip
+                if not ready:
+                    continue
+                pull = min(ready, key=lambda p: p.number)
+                kind, who = turns[len(self.touched) % len(turns)].split(":")
+                self.touched.add(pull.number)
+                if kind == "close":
+                    self.world.close_pull(self.repo, pull.number, who)
+                    self.closes.append(pull.number)
+                else:
+                    note = {f"notes/{who}-{pull.number}.md": f"{who} was here\n"}
+                    try:
+                        sha = self.repo.git.commit(pull.head, note, f"{who}'s note", by=who)
+                    except RuntimeError:
+                        continue  # the branch moved under the push: another pull request
+                    self.pushes.append({"who": who, "sha": sha, "pull": pull.number})
+            action = "closed" if kind == "close" else "synchronize"
+            self.hooks.send(
+                "pull_request", {"action": action, "pull_request": {"number": pull.number}}
+            )
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=30)
+
+
 def _closed(world, repo) -> int:
     with world.lock:
         return sum(1 for issue in repo.issues.values() if issue.state == "closed")
@@ -261,6 +325,8 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
     base = repo.git.head("main")
     repo.protect("main", Protection(required_checks=["ci", "factory-memory/review"], strict=True))
     installation = world.install("octo-org", [REPOSITORY])
+    for login in (MEMBER, STRANGER):
+        world.person(login)
     for n in range(1, run.issues + 1):
         repo.issues[n] = Issue(n, f"I_{n}", f"Feature {n}", issue_text(n), [LABEL], "ann")
     stack.env.update(
@@ -276,7 +342,7 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
             *(sys.executable, "-m", "proof.code_host_seed", "--agents", str(run.agents)),
             *("--repository", url, "--api", standin.url, "--full-name", REPOSITORY),
             *("--app", str(APP_ID), "--installation", str(installation.id)),
-            *("--out", str(stack.work / "tokens.json")),
+            *("--out", str(stack.work / "tokens.json"), "--person", MEMBER),
         ],
         cwd=ROOT,
         env=stack.env,
@@ -297,6 +363,8 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
         hooks.send("issues", {"action": "labeled", "issue": {"number": n}})
     ci = TeamCI(world, repo, hooks, run.ci_fails_every)
     ci.start()
+    people = People(world, repo, hooks, run.people)
+    people.start()
     began = time.monotonic()
     stop_file = stack.work / "stop"
     agents, reviewer = team(stack, tokens, url, stop_file)
@@ -315,6 +383,7 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
+        people.stop()
         ci.stop()
         hooks.stop()
         stack.manage("reconcile", check=False)
@@ -327,6 +396,8 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
         statuses.update(json.loads(status_file.read_text()))
     invariants = check_all(stack.url, journals, stack.work / "media", expect_all_done=finished)
     figures, checks = code_host_invariants(stack.url, world, repo, base, standin)
+    invariants.update(checks)
+    figures["people"], checks = people_invariants(stack.url, world, repo, people)
     invariants.update(checks)
     violations = sum(check["violations"] for check in invariants.values()) + (0 if finished else 1)
     calls = standin.calls()
@@ -475,4 +546,64 @@ def code_host_invariants(url: str, world, repo, base: str, standin) -> tuple[dic
         "no_pull_request_left_open": closed_up,
     }
     figures["returned_for_a_failing_check"] = returned
+    return figures, checks
+
+
+def people_invariants(url: str, world, repo, people: People) -> tuple[dict, dict]:
+    """What people's acts on GitHub must come to: every push by the member became an
+    attempt in the manager's name at that commit, or the pull request was told once why
+    not; nothing a stranger pushed is an attempt or on ``main``; ``(figures, checks)``."""
+    pushed = {p["sha"]: p for p in people.pushes}
+    with psycopg.connect(url) as conn:
+        manager = conn.execute(
+            "SELECT u.id FROM auth_user u JOIN codehosts_hostaccount h ON h.user_id = u.id"
+            " WHERE h.login = %s",
+            (MEMBER,),
+        ).fetchone()
+        attempts = dict(
+            conn.execute(
+                "SELECT a.change->>'commit', a.agent_id FROM tasks_attempt a"
+                " WHERE a.change->>'commit' = ANY(%s)",
+                (list(pushed),),
+            ).fetchall()
+        )
+        withdrawn = conn.execute(
+            "SELECT count(*) FROM tasks_event WHERE transition = 'withdraw' AND object_key"
+            " NOT LIKE %s",
+            ("%#%",),
+        ).fetchone()[0]
+    with world.lock:
+        comments = [c.body for c in repo.comments]
+    on_main = repo.git.git("ls-tree", "-r", "--name-only", "main", "notes/").split()
+    landed = Counter(m.group(1) for name in on_main if (m := NOTES.match(name)))
+    member = {"violations": 0, "pushes": 0, "attempts": 0, "told": 0, "examples": []}
+    stranger = {"violations": 0, "pushes": 0, "examples": []}
+    for sha, push in pushed.items():
+        told = any(f"did not take the push of {sha[:12]}" in body for body in comments)
+        if push["who"] == MEMBER:
+            member["pushes"] += 1
+            mine = manager is not None and attempts.get(sha) == manager[0]
+            member["attempts"] += mine
+            member["told"] += told and not mine
+            if not (mine or told):
+                member["violations"] += 1
+                member["examples"].append(push)
+        else:
+            stranger["pushes"] += 1
+            if sha in attempts:
+                stranger["violations"] += 1
+                stranger["examples"].append(push)
+    stranger["violations"] += landed[STRANGER]
+    figures = {
+        "member_pushes": member["pushes"],
+        "member_attempts": member["attempts"],
+        "member_pushes_landed": landed[MEMBER],
+        "stranger_pushes": stranger["pushes"],
+        "closes": len(people.closes),
+        "withdrawals": withdrawn,
+    }
+    checks = {
+        "every_members_push_an_attempt_in_their_name_or_told_why_not": member,
+        "nothing_a_stranger_pushed_is_an_attempt_or_landed": stranger,
+    }
     return figures, checks

@@ -1,8 +1,9 @@
 """Create the code-host proof's project through the services: the stand-in's repository,
 the runner, the GitHub code host following the label ``factory``, landing through pull
-requests, agents and a reviewer. The tasks come from the issues (the host's sweep).
+requests, agents and a reviewer, and the manager's GitHub account linked (``--person``). The tasks come from the issues (the host's sweep).
 
 python -m proof.code_host_seed --agents M --repository URL --api URL --installation N --out F
+    [--person LOGIN]
 """
 
 import argparse
@@ -27,6 +28,7 @@ def main() -> None:
     parser.add_argument("--app", type=int, required=True)
     parser.add_argument("--installation", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--person", default="", help="a GitHub login linked to the manager")
     args = parser.parse_args()
     import django
 
@@ -54,6 +56,12 @@ def main() -> None:
         },
     )
     project.refresh_from_db()
+    if args.person:
+        # A member of the team with a GitHub account (the manager here): their pushes to a
+        # task's pull request are attempts in their name.
+        from codehosts.identities import host_account_link
+
+        host_account_link(actor=manager, project=project, login=args.person, user=manager)
     project_services.project_update(
         project=project, actor=manager, landing={"mode": "pull_request", "method": "squash"}
     )

@@ -20,13 +20,14 @@ def _content_type(conn, app: str, model: str) -> int:
 
 
 def never_two_live_attempts(conn) -> dict:
-    """From the events: no two attempts of one task were live (running, checking or passed) at once."""
+    """From the events: no two attempts of one task were live (running, checking or passed) at
+    once. An attempt starts with a claim (``start``) or a person's push (``push``)."""
     attempt_type = _content_type(conn, "tasks", "attempt")
     rows = conn.execute(
         """
         WITH life AS (
             SELECT a.id, a.task_id,
-                   min(e.created_at) FILTER (WHERE e.transition = 'start') AS started,
+                   min(e.created_at) FILTER (WHERE e.transition IN ('start', 'push')) AS started,
                    min(e.created_at) FILTER (WHERE e.to_state = ANY(%s)) AS ended
             FROM tasks_attempt a JOIN tasks_event e ON e.content_type_id = %s AND e.object_id = a.id
             GROUP BY a.id, a.task_id

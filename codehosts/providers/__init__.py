@@ -23,6 +23,7 @@ from codehosts.providers.base import (
     RateLimited,
     Refused,
     Repository,
+    ReviewComment,
     Unavailable,
     Unconfigured,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "RateLimited",
     "Refused",
     "Repository",
+    "ReviewComment",
     "Unavailable",
     "Unconfigured",
     "provider_for",

@@ -154,6 +154,19 @@ class HostUser:
 
 
 @dataclass(frozen=True)
+class ReviewComment:
+    """A comment on a pull request's lines as the host shows it now: ``in_reply_to`` the
+    comment whose thread it answers (None: it starts one), its author's account."""
+
+    id: int
+    body: str
+    author: HostUser
+    url: str
+    written_at: str  # as the host wrote it (ISO 8601)
+    in_reply_to: int | None = None
+
+
+@dataclass(frozen=True)
 class Merged:
     sha: str
     message: str
@@ -285,4 +298,9 @@ class CodeHost(Protocol):
     def pushed_by(self, branch: str, sha: str) -> HostUser | None:
         """The account that moved ``branch`` to ``sha``, as the host's record of pushes
         says; None when it names nobody or holds no such push."""
+        ...
+
+    def review_comments(self, number: int) -> list[ReviewComment]:
+        """Every comment on pull request ``number``'s lines, replies included, oldest
+        first, pages followed."""
         ...

@@ -46,6 +46,7 @@ from codehosts.providers.base import (
     RateLimited,
     Refused,
     Repository,
+    ReviewComment,
     Unavailable,
     Unconfigured,
 )
@@ -534,6 +535,30 @@ class GitHubHost:
                     if marker in (data.get("body") or ""):
                         return kind, Comment(data["id"], data["html_url"])
         return None
+
+    def review_comments(self, number: int) -> list[ReviewComment]:
+        """The pull request's review comments, page after page (``_pages``)."""
+        found = []
+
+        def listing(g, page):
+            return g.rest.pulls.list_review_comments(
+                self.owner, self.name, number, per_page=self.page_size, page=page
+            )
+
+        for answer in self._pages(f"review comments on #{number}", listing):
+            for data in answer:
+                user = data.get("user") or {}
+                found.append(
+                    ReviewComment(
+                        id=data["id"],
+                        body=data.get("body") or "",
+                        author=HostUser(id=user.get("id") or 0, login=user.get("login") or ""),
+                        url=data.get("html_url") or "",
+                        written_at=data.get("created_at") or "",
+                        in_reply_to=data.get("in_reply_to_id"),
+                    )
+                )
+        return found
 
     def _pages(self, what: str, listing):
         """Each page's items of ``listing(g, page)``, as long as the host's ``Link`` names a

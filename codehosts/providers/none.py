@@ -79,3 +79,6 @@ class NoHost:
 
     def pushed_by(self, branch, sha):
         _absent("read who pushed to")
+
+    def review_comments(self, number):
+        _absent("read the review comments of")

@@ -87,7 +87,9 @@ class Bare:
                 .strip()
             )
         sha = self.git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message)
-        self.git("update-ref", f"refs/heads/{branch}", sha, by=by)
+        # Only over the head it was built on, as a push is (a RuntimeError if it moved).
+        was = [parent] if parent and parent == self.head(branch) else []
+        self.git("update-ref", f"refs/heads/{branch}", sha, *was, by=by)
         return sha
 
     def branches(self) -> list[str]:

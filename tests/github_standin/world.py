@@ -63,6 +63,8 @@ class ReviewComment:
     commit: str
     body: str
     user: str
+    in_reply_to: int | None = None  # a reply in the thread of that comment
+    created_at: str = "2026-01-01T00:00:00Z"
 
 
 @dataclass
@@ -448,6 +450,20 @@ class World:
             pull.state, pull.closed_by = "closed", login
             pull.closed_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             return pull
+
+    def reply(self, repo: Repo, number: int, to: int, body: str, login: str) -> ReviewComment:
+        """A person replies in the thread of review comment ``to`` (GitHub's "Reply"): a
+        review comment on the same lines, ``in_reply_to`` it."""
+        with self.lock:
+            pull = repo.pulls[number]
+            parent = next(c for c in pull.review_comments if c.id == to)
+            made = ReviewComment(
+                self.next_id(), parent.path, parent.line, parent.start_line, parent.side,
+                parent.commit, body, login, in_reply_to=to,
+                created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )  # fmt: skip
+            pull.review_comments.append(made)
+            return made
 
     def reopen_pull(self, repo: Repo, number: int) -> Pull:
         with self.lock:
