@@ -21,7 +21,7 @@ from django.db import transaction
 
 from codehosts.models import LineCommentReply, TaskPullRequest
 from codehosts.providers import Refused, provider_for
-from codehosts.pulls import record_posted, task_url
+from codehosts.pulls import task_url
 from tasks.models import LineComment, Task
 
 # GitHub's status for lines its diff does not show (and other refusals of the body).
@@ -158,7 +158,7 @@ def _record(link: TaskPullRequest, comment: LineComment, made: dict) -> None:
     def merge(now: dict) -> dict:
         return {**now, "lines": {**(now.get("lines") or {}), str(comment.pk): made}}
 
-    record_posted(link, merge)
+    link.record(merge)
 
 
 def line_comment_replies_sync(*, task: Task, pull, host) -> str:

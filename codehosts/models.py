@@ -2,7 +2,7 @@
 the host's accounts is which person here."""
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 from projects.models import Project
@@ -86,6 +86,16 @@ class TaskPullRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task.key} → #{self.number}"
+
+    def record(self, merge) -> None:
+        """Change what was posted, ``merge(posted) -> posted``, under the row's lock and on
+        what is there now: the pull request's sync, each line comment's post and each
+        push's answer record on the same row, possibly at the same time."""
+        with transaction.atomic():
+            locked = type(self).objects.select_for_update(no_key=True, of=("self",)).get(pk=self.pk)
+            locked.posted = merge(locked.posted)
+            locked.save(update_fields=["posted"])
+            self.posted = locked.posted
 
 
 class TaskIssue(models.Model):

@@ -3,7 +3,8 @@
 ``pull_request_sync`` brings the host up to what the database says about one task: its
 pull request from the newest submitted attempt's branch (title ``KEY: title``, body the
 handoff, draft until the gates pass), a check run per finished gate run of that attempt,
-and the reviewer's verdict as the check ``factory-memory/review`` plus a comment. It only
+and the reviewer's verdict as the check ``factory-memory/review`` plus a comment; a head
+a person pushed there becomes their attempt first (``codehosts.pushes``). Otherwise it only
 reads the database and writes to the host, so it runs again safely: what was posted is
 remembered on ``TaskPullRequest.posted`` and updated rather than posted twice. Called by
 jobs after the change it shows committed, never inside a request's transaction (ADR 0038).
@@ -18,10 +19,12 @@ from django.urls import reverse
 from codehosts.identities import user_for
 from codehosts.models import TaskPullRequest
 from codehosts.providers import Annotation, NotFound, provider_for
+from codehosts.pushes import pull_request_pushed
 from evidence.models import FINISHED_GATE_STATES, GateRunState
 from evidence.selectors import criteria_status
 from tasks import handoff
 from tasks.attempts import attempt_withdraw
+from tasks.landing import pull_noted
 from tasks.models import Attempt, AttemptState, Task, TaskState
 
 # A pull request whose checks were not all posted yet has synced "never".
@@ -132,7 +135,7 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
         TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
         return f"{task.key}: pull request #{link.number} was closed on the host"
     landing = attempt.landing or {}
-    merged = (landing.get("pull") or {}).get("number")
+    merged = pull_noted(landing).get("number")
     if link is not None and landing.get("state") in LANDED and merged == link.number:
         # The lander merged it (landing through the pull request, ADR 0041): its branch is
         # on the target, and a pull request opened from it again would be nobody's; a
@@ -166,6 +169,12 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
     if link is not None and link.number != pull.number:
         _close_superseded(host, task, attempt, link.number, pull.number)
     link = _remember(task, pull)
+    # A head a person pushed is their attempt (codehosts.pushes): then what this sync read
+    # is stale, and the task's change queues the next sync, which shows the new attempt.
+    pushed, taken = pull_request_pushed(task=task, pull=pull, host=host)
+    if taken:
+        TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=NEVER)
+        return pushed
     posted = dict(link.posted.get(str(attempt.number), {}))
     checks = dict(posted.get("checks", {}))
     head_sha = _full_sha(attempt.change.get("commit")) or pull.head_sha
@@ -214,7 +223,8 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
     # The host now shows the task as it was when read: the reconciler looks again only
     # once the task changes after that (or when a step above failed before this line).
     TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
-    return f"{task.key}: pull request #{pull.number}{' (draft)' if pull.draft else ''}"
+    synced = f"{task.key}: pull request #{pull.number}{' (draft)' if pull.draft else ''}"
+    return f"{pushed}; {synced}" if pushed else synced
 
 
 def _overtaken(task: Task, attempt) -> str:
@@ -372,19 +382,6 @@ def _remember(task: Task, pull) -> TaskPullRequest:
     return link
 
 
-def record_posted(link: TaskPullRequest, merge) -> None:
-    """Change what the link says was posted, ``merge(posted) -> posted``, under its row's
-    lock and on what is there now: the pull request's sync and each line comment's post
-    record on the same row, possibly at the same time."""
-    with transaction.atomic():
-        locked = TaskPullRequest.objects.select_for_update(no_key=True, of=("self",)).get(
-            pk=link.pk
-        )
-        locked.posted = merge(locked.posted)
-        locked.save(update_fields=["posted"])
-        link.posted = locked.posted
-
-
 def _record(link: TaskPullRequest, number: int, posted: dict) -> None:
     # Saved after each post, so a failure later in the same run does not post it again.
-    record_posted(link, lambda now: {**now, str(number): posted})
+    link.record(lambda now: {**now, str(number): posted})

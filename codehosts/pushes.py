@@ -15,9 +15,9 @@ approved change the delivery waits (``PushWaits``) and the sweep reads it again.
 from codehosts.identities import user_for
 from codehosts.models import TaskPullRequest
 from codehosts.providers import HostError
-from codehosts.pulls import record_posted
 from projects.errors import Conflict
 from tasks.attempts import attempt_from_push
+from tasks.landing import heads_noted
 from tasks.models import Attempt, Task, TaskState
 
 # How many pushes' outcomes a task's link remembers (the newest), so one said on the pull
@@ -31,43 +31,46 @@ class PushWaits(HostError):
     sweep (``codehosts.sync.hosts_reconcile``) reads it again once the batch has ended."""
 
 
-def pull_request_pushed(*, task: Task, pull, host) -> str:
+def pull_request_pushed(*, task: Task, pull, host) -> tuple[str, bool]:
     """Take the head of ``task``'s open pull request ``pull`` (as the host answered it now)
-    as a person's attempt if it is a new push; return what was done, empty when the head
-    is nothing new (an attempt's commit, or one the site's lander put there)."""
+    as a person's attempt if it is a new push; return what was done (empty when the head
+    is nothing new: an attempt's commit, or one the site's lander put there) and whether
+    an attempt was made. Called by every sync of the pull request
+    (``codehosts.pulls.pull_request_sync``): a delivery's, a job's after the task changed,
+    the sweep's."""
     attempts = Attempt.objects.filter(task=task).order_by("-number")
     branch = next((a.change.get("branch") for a in attempts if a.change.get("branch")), None)
     if pull.head_ref != branch or _known(task, pull.head_sha):
-        return ""
+        return "", False
     link = TaskPullRequest.objects.filter(task=task, number=pull.number).first()
     if link is None:
-        return ""
+        return "", False
     said = (link.posted.get("pushes") or {}).get(pull.head_sha)
     if said:
-        return f"{task.key}: the push of {pull.head_sha[:12]} was answered already: {said}"
+        return f"{task.key}: the push of {pull.head_sha[:12]} was answered already: {said}", False
     account = host.pushed_by(pull.head_ref, pull.head_sha)
     if account is not None and account.login == pull.author:
-        return ""  # the site's own account (its lander updating the branch)
+        return "", False  # the site's own account (its lander updating the branch)
     member = user_for(task.project, host_id=account.id) if account is not None else None
     named = f"@{account.login}" if account is not None else "someone"
     holder = task.current_attempt.agent_id if task.current_attempt_id else None
     if task.state == TaskState.CLAIMED and (member is None or member.pk == holder):
         # Most likely the holding agent pushing before it submits (under an account linked
         # to it, or none): its submission names the commit it means; nothing to say.
-        return f"{task.key}: {named} pushed {pull.head_sha[:12]} while an agent holds it"
+        return f"{task.key}: {named} pushed {pull.head_sha[:12]} while an agent holds it", False
     if account is None:
         # Not in the host's record yet (it may lag the delivery), or a deleted account:
         # nothing remembered or said, so the pull request's next delivery reads it again.
         return (
             f"{task.key}: the host's record of pushes names nobody for {pull.head_sha[:12]} "
             "yet; not taken"
-        )
+        ), False
     if member is None:
         why = (
             f"{named} is not a member of project {task.project.slug} on Factory Memory "
             "(a manager links a GitHub account to a member), so the push is not an attempt"
         )
-        return _not_taken(task, link, pull, host, why)
+        return _not_taken(task, link, pull, host, why), False
     pusher = f"{named} ({member.get_username()} here)"
     try:
         attempt = attempt_from_push(
@@ -79,22 +82,18 @@ def pull_request_pushed(*, task: Task, pull, host) -> str:
     except Conflict as exc:
         if exc.code == "landing_in_progress":
             raise PushWaits(f"{exc.detail}; the push is read again once it ends") from exc
-        return _not_taken(task, link, pull, host, f"{exc.detail}: the push is not an attempt")
+        why = f"{exc.detail}: the push is not an attempt"
+        return _not_taken(task, link, pull, host, why), False
     _remember(link, pull.head_sha, f"attempt {attempt.number}")
-    return f"{task.key}: {pusher} pushed {pull.head_sha[:12]}: attempt {attempt.number}"
+    return f"{task.key}: {pusher} pushed {pull.head_sha[:12]}: attempt {attempt.number}", True
 
 
 def _known(task: Task, sha: str) -> bool:
     """Whether ``sha`` is an attempt's commit or a head the lander put on the branch."""
     for change, landing in Attempt.objects.filter(task=task).values_list("change", "landing"):
-        if (change or {}).get("commit") == sha or sha in _heads(landing):
+        if (change or {}).get("commit") == sha or sha in heads_noted(landing):
             return True
     return False
-
-
-def _heads(landing) -> list[str]:
-    landing = landing or {}
-    return [landing.get("commit", ""), *(landing.get("pull") or {}).get("heads", [])]
 
 
 def _not_taken(task: Task, link: TaskPullRequest, pull, host, why: str) -> str:
@@ -114,4 +113,4 @@ def _remember(link: TaskPullRequest, sha: str, outcome: str) -> None:
         pushes = {**(posted.get("pushes") or {}), sha: outcome}
         return {**posted, "pushes": dict(list(pushes.items())[-PUSHES_KEPT:])}
 
-    record_posted(link, merge)
+    link.record(merge)

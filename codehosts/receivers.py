@@ -19,6 +19,7 @@ TASK_TRANSITIONS = {
     "land",
     "landing_returned",
     "dequeue",
+    "pushed",
 }
 
 

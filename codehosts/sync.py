@@ -3,9 +3,8 @@ for what webhooks missed.
 
 ``delivery_process`` acts on one kept delivery by reading the object it names again from
 the host (the payload's state is never trusted: it is unsigned news of a change, possibly
-old, duplicated or reordered), taking a person's push to it as their attempt
-(``codehosts.pushes``), and then bringing the host up to the database's truth
-(``codehosts.pulls.pull_request_sync``); an issue's delivery re-reads the issue and
+old, duplicated or reordered) and then bringing the host up to the database's truth
+(``codehosts.pulls.pull_request_sync``, which takes a person's push as their attempt); an issue's delivery re-reads the issue and
 brings its task in step (``codehosts.issues``). ``hosts_reconcile`` does the same for the
 tasks whose state changed since the host last showed it, a bounded number per tick, and
 asks the host for the labelled issues deliveries missed.
@@ -26,7 +25,6 @@ from codehosts.line_comments import line_comment_replies_sync, line_comments_pos
 from codehosts.models import HostDelivery
 from codehosts.providers import HostError, NotFound, provider_for
 from codehosts.pulls import pull_request_closed, pull_request_reopened, pull_request_sync
-from codehosts.pushes import pull_request_pushed
 from projects.models import Project
 from tasks.models import Attempt, LineComment, Task, TaskState
 
@@ -85,13 +83,10 @@ def _act(delivery: HostDelivery, host) -> str:
         # Closed by hand, or by its branch being deleted: a person withdrew the work.
         # Merged: nothing withdrawn; either way the site does not open it again.
         return pull_request_closed(task=task, pull=pull, host=host)
-    pushed = ""
     if pull.state == "open":
         pull_request_reopened(task=task, number=number)
-        # A head no attempt names, pushed by a person: their attempt, before the sync shows it.
-        pushed = pull_request_pushed(task=task, pull=pull, host=host)
-    synced = pull_request_sync(task_id=task.pk, host=host)
-    return f"{pushed}; {synced}" if pushed else synced
+    # A head a person pushed becomes their attempt there (codehosts.pushes).
+    return pull_request_sync(task_id=task.pk, host=host)
 
 
 def deliveries_prune(*, now=None) -> int:

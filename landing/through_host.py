@@ -47,7 +47,7 @@ from landing.pushing import TargetMoved
 from landing.states import move
 from landing.verifying import Runs
 from projects.models import Project
-from tasks.landing import attempt_landing_note, attempt_revert_note
+from tasks.landing import attempt_landing_note, attempt_revert_note, heads_noted, pull_noted
 from tasks.models import Attempt
 
 logger = logging.getLogger(__name__)
@@ -187,13 +187,6 @@ def host_for(project: Project) -> Host:
     return _host(project)
 
 
-def heads_of(attempt: Attempt) -> list[str]:
-    """The heads the site knows on the attempt's pull request branch: the approved commit,
-    and every commit the site itself put there (newest last)."""
-    landing = attempt.landing or {}
-    return [landing.get("commit", ""), *(landing.get("pull") or {}).get("heads", [])]
-
-
 def land(project: Project, path, batch: Batch, change, head: str, base: str, *, refused: int):
     """Land ``change`` (built at ``head`` on ``base`` and verified) through its pull request;
     the batch is ``pushing``. Returns the commit the host made on the target.
@@ -223,7 +216,7 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
     if host.has_merge_queue(batch.target):
         # Which pull request lands it, kept before it is queued: the site's sync must never
         # propose the merged branch again (``codehosts.pulls``).
-        note = {**(attempt.landing.get("pull") or {}), "number": pull.number, "branch": pull.branch}
+        note = {**pull_noted(attempt.landing), "number": pull.number, "branch": pull.branch}
         if not attempt_landing_note(attempt=attempt, pull=note):
             raise LandingError("the change left the queue before its pull request was queued")
         attempt.landing = {**attempt.landing, "pull": note}
@@ -238,12 +231,12 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
             review=lambda at: _review(attempt, at, batch.target),
             moved=lambda after: _moved(after, attempt),
         )
-    known = heads_of(attempt)
+    known = heads_noted(attempt.landing)
     if pull.head not in known and pull.head != head:
         raise _moved(pull, attempt)
     if pull.head != head:
         # The intent first: a lander that dies after the push still knows the head as its own.
-        heads = [*(attempt.landing.get("pull") or {}).get("heads", []), head][-HEADS_KEPT:]
+        heads = [*pull_noted(attempt.landing).get("heads", []), head][-HEADS_KEPT:]
         note = {"number": pull.number, "branch": pull.branch, "heads": heads}
         if not attempt_landing_note(attempt=attempt, pull=note):
             raise LandingError("the change left the queue before its pull request was updated")

@@ -51,6 +51,22 @@ def queued_landing(attempt: Attempt) -> dict:
     return {"state": "queued", "commit": commit.lower(), "change_id": change_id_of(attempt)}
 
 
+def pull_noted(landing: dict | None) -> dict:
+    """What a change's landing says of its pull request (``landing.pull``: ``number``,
+    ``branch``, the ``heads`` the lander put there), landing through a host; empty when
+    none. An older record kept only the number there."""
+    pull = (landing or {}).get("pull")
+    if isinstance(pull, int) and not isinstance(pull, bool):
+        return {"number": pull}
+    return pull if isinstance(pull, dict) else {}
+
+
+def heads_noted(landing: dict | None) -> list[str]:
+    """The heads the site knows on a change's pull request branch: the approved commit, and
+    every commit the lander itself put there (newest last)."""
+    return [(landing or {}).get("commit", ""), *pull_noted(landing).get("heads", [])]
+
+
 def change_id_of(attempt: Attempt) -> str:
     """What the attempt's change is byte for byte, up to line offsets, as the runner
     measured it (``runner.mirror.change_id``); empty when it measured nothing."""
@@ -254,7 +270,11 @@ def task_landing_return(
             return False
         task, attempt = found
         # The attempt's record first: the event's webhook payload reads it.
-        attempt.landing = {**attempt.landing, **(details or {}), "state": state, "reason": reason}
+        details = dict(details or {})
+        if "pull" in details and not isinstance(details["pull"], dict):
+            # The pull request it came back from, beside what the lander noted there.
+            details["pull"] = {**pull_noted(attempt.landing), "number": details["pull"]}
+        attempt.landing = {**attempt.landing, **details, "state": state, "reason": reason}
         attempt.save(update_fields=["landing"])
         fire(
             task,

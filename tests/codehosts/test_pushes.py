@@ -11,6 +11,7 @@ import pytest
 from codehosts import sync
 from codehosts.models import HostAccount, HostDelivery
 from codehosts.providers import provider_for
+from landing.lander import land
 from projects.errors import PermissionDenied
 from projects.models import Event
 from tasks import attempts, review
@@ -61,7 +62,7 @@ def test_a_members_push_is_a_new_attempt_in_their_name(
     result = pushed(client, github, django_capture_on_commit_callbacks)
 
     why = f"@rev (wid-reviewer here) pushed {head[:12]} to the task's pull request: attempt 2"
-    assert result.startswith(f"WID-1: @rev (wid-reviewer here) pushed {head[:12]}: attempt 2; ")
+    assert result == f"WID-1: @rev (wid-reviewer here) pushed {head[:12]}: attempt 2"
     task.refresh_from_db(), first.refresh_from_db()
     second = task.current_attempt
     assert (second.number, second.agent, second.change) == (
@@ -312,3 +313,24 @@ def test_the_provider_reads_who_pushed_a_head_from_the_repositorys_activity(host
     assert host.pushed_by("topic", second) is None  # the activity names nobody
     assert host.pushed_by("topic", "f" * 40) is None
     assert Task.objects.count() == 0  # asked, nothing written
+
+
+def test_a_push_whose_delivery_was_lost_is_taken_once_the_lander_sends_the_change_back(
+    through, repo, github, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    link(through, github, "ann", through.agent2)
+    head = repo.git.commit(BRANCH, {"alpha.py": "ALPHA = 5\n"}, "no delivery", by="ann")
+
+    land(through.project)  # the moved head: the change goes back
+    assert Task.objects.get(pk=task.pk).state == "ready"
+    with django_capture_on_commit_callbacks(execute=True):
+        sync.hosts_reconcile()
+
+    task.refresh_from_db()
+    second = task.current_attempt
+    assert (task.state, second.agent, second.change["commit"]) == (
+        "in_review",
+        through.agent2,
+        head,
+    )
