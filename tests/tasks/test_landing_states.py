@@ -9,7 +9,14 @@ from django.core.exceptions import ValidationError
 from projects.errors import Conflict, PermissionDenied
 from projects.models import Event
 from tasks import review
-from tasks.landing import landing_queue, task_dequeue, task_land, task_landing_return
+from tasks.landing import (
+    heads_noted,
+    landing_queue,
+    pull_noted,
+    task_dequeue,
+    task_land,
+    task_landing_return,
+)
 from tests.factories import all_met
 
 
@@ -64,6 +71,24 @@ def test_a_returned_change_sends_the_task_back_without_spending_an_attempt(queue
     assert attempt.state == "approved"
     assert attempt.landing["paths"] == ["calc.py"]
     assert attempt.landing["reason"] == "conflict in calc.py"
+
+
+def test_a_change_sent_back_from_its_pull_request_keeps_what_the_lander_noted_there(queued):
+    _task, attempt = queued()
+    note = {"number": 4, "branch": "fm/x", "heads": ["a" * 40]}
+    attempt.landing = {**attempt.landing, "pull": note}
+    attempt.save(update_fields=["landing"])
+
+    task_landing_return(
+        attempt=attempt, state="failed", reason="its branch moved", details={"pull": 4}
+    )
+
+    attempt.refresh_from_db()
+    assert pull_noted(attempt.landing) == note
+    assert heads_noted(attempt.landing) == [attempt.landing["commit"], "a" * 40]
+    # A record written before the note was kept: only the number.
+    assert pull_noted({"pull": 4}) == {"number": 4}
+    assert (pull_noted({}), heads_noted({})) == ({}, [""])
 
 
 def test_a_manager_takes_a_task_back_to_review_and_the_approval_is_withdrawn(queued, flow):
