@@ -8,6 +8,7 @@ not answer or act now (5xx, a time-out, a rate limit, credentials this process l
 ``HostRefused`` when it understood and refused, with its words.
 """
 
+import logging
 from datetime import datetime
 
 from django.db.models import Q
@@ -26,11 +27,13 @@ from codehosts.providers import (
     provider_from,
 )
 from codehosts.pulls import CHECK_PREFIX, REVIEW_CHECK, pull_request_sync, task_url
+from codehosts.pushes import pull_request_pushed
 from codehosts.services import CHECK_NEWS, HostUnavailable
 from landing.through_host import Checks, HostRefused, HostTrouble, Pull, Queued
 from projects.errors import Conflict
-from tasks.models import Attempt
+from tasks.models import Attempt, Task
 
+logger = logging.getLogger(__name__)
 # The runner's verification, as the gate's check run is named (``factory-memory/runner``).
 RUNNER_CHECK = f"{CHECK_PREFIX}runner"
 METHODS = {"squash": "squash", "merge": "merge"}
@@ -120,6 +123,22 @@ class HostLanding:
 
     def pull(self, number: int) -> Pull:
         return self._known(_host_call(lambda: self.host.pull_request(number)))
+
+    def take_push(self, attempt: Attempt, pull: Pull) -> str:
+        """A member's push that moved the head becomes their attempt now, while the lander
+        still holds the change (``codehosts.pushes``, ``by_the_lander``); the pull request
+        read again, so the push judged is the head there now."""
+        try:
+            now = self.host.pull_request(pull.number)
+            text, _ = pull_request_pushed(
+                task=Task.objects.get(pk=attempt.task_id), pull=now, host=self.host,
+                by_the_lander=True,
+            )  # fmt: skip
+        except (HostError, Conflict) as exc:
+            # The change goes back either way; the next sync of the pull request looks again.
+            logger.warning("%s: a push could not be taken now: %s", attempt, exc)
+            return ""
+        return text
 
     def _provider_pull(self, pull: Pull) -> PullRequest:
         """The provider's answer for ``pull``: the one this landing read last, else read now."""

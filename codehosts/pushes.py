@@ -31,7 +31,7 @@ class PushWaits(HostError):
     sweep (``codehosts.sync.hosts_reconcile``) reads it again once the batch has ended."""
 
 
-def pull_request_pushed(*, task: Task, pull, host) -> tuple[str, bool]:
+def pull_request_pushed(*, task: Task, pull, host, by_the_lander: bool = False) -> tuple[str, bool]:
     """Take the head of ``task``'s open pull request ``pull`` (as the host answered it now)
     as a person's attempt if it is a new push; return what was done (empty when the head
     is nothing new: an attempt's commit, or one the site's lander put there) and whether
@@ -78,6 +78,7 @@ def pull_request_pushed(*, task: Task, pull, host) -> tuple[str, bool]:
             person=member,
             change={"commit": pull.head_sha, "branch": pull.head_ref},
             pusher=pusher,
+            by_the_lander=by_the_lander,
         )
     except Conflict as exc:
         if exc.code == "landing_in_progress":

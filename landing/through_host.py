@@ -154,6 +154,12 @@ class Host(Protocol):
         """Pull request ``number``, read from the host now."""
         ...
 
+    def take_push(self, attempt: Attempt, pull: Pull) -> str:
+        """The push that moved ``pull``'s head away from ``attempt``'s approved change, taken
+        as its pusher's attempt where it is a member's; what came of it (empty: nothing, or
+        the host could not say). Never raises: the change goes back either way."""
+        ...
+
     def has_merge_queue(self, branch: str) -> bool:
         """Whether ``branch`` lands through the host's own merge queue."""
         ...
@@ -229,11 +235,11 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
             base,
             approved=attempt.landing.get("commit", ""),
             review=lambda at: _review(attempt, at, batch.target),
-            moved=lambda after: _moved(after, attempt),
+            moved=lambda after: _moved(after, attempt, host),
         )
     known = heads_noted(attempt.landing)
     if pull.head not in known and pull.head != head:
-        raise _moved(pull, attempt)
+        raise _moved(pull, attempt, host)
     if pull.head != head:
         # The intent first: a lander that dies after the push still knows the head as its own.
         heads = [*pull_noted(attempt.landing).get("heads", []), head][-HEADS_KEPT:]
@@ -248,7 +254,7 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
         except git.GitError as exc:
             again = host.pull_request(attempt)
             if again.head not in (pull.head, head):
-                raise _moved(again, attempt) from exc
+                raise _moved(again, attempt, host) from exc
             raise LandingError(f"the push to {pull.branch} was refused: {exc}") from exc
     return _checked_and_merged(
         project,
@@ -262,7 +268,7 @@ def land(project: Project, path, batch: Batch, change, head: str, base: str, *, 
         method=batch.method,
         review=_review(attempt, base, batch.target),
         again=lambda: host.pull_request(attempt),
-        moved=lambda after: _moved(after, attempt),
+        moved=lambda after: _moved(after, attempt, host),
         refused=refused,
     )
 
@@ -589,13 +595,21 @@ def check_merged_tree(project: Project, batch: Batch, merged: str) -> None:
         batch.reason = f"merged as {merged} through the pull request, tree {tree}"
 
 
-def _moved(pull: Pull, attempt: Attempt) -> GoesBack:
+def _moved(pull: Pull, attempt: Attempt, host: Host) -> GoesBack:
+    """The change goes back: its pull request's branch moved to a head it did not approve.
+    A member's push there becomes their attempt first (``Host.take_push``), before the task
+    is ready for an agent to claim: their work is not raced by a new attempt."""
+    taken = host.take_push(attempt, pull)
     return GoesBack(
         f"landing failed: the branch {pull.branch} of pull request #{pull.number} moved to "
         f"{pull.head[:12]}, which is not the approved commit {attempt.landing.get('commit', '')[:12]} "
-        "(someone pushed to it after the approval): a member's push becomes the task's next "
-        "attempt once the host tells of it (codehosts.pushes); else submit the branch as it "
-        "is now for review",
+        "(someone pushed to it after the approval)"
+        + (
+            f": {taken}"
+            if taken
+            else ": a member's push becomes the task's next attempt once the host tells of "
+            "it (codehosts.pushes); else submit the branch as it is now for review"
+        ),
         {"pull": pull.number, "head": pull.head},
     )
 

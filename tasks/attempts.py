@@ -560,7 +560,9 @@ def _checks_start(task: Task, attempt: Attempt) -> list:
 PUSH_TAKES = [TaskState.READY, TaskState.CHECKING, TaskState.IN_REVIEW, TaskState.APPROVED]
 
 
-def attempt_from_push(*, task: Task, person, change: dict, pusher: str) -> Attempt:
+def attempt_from_push(
+    *, task: Task, person, change: dict, pusher: str, by_the_lander: bool = False
+) -> Attempt:
     """A person's push to the task's pull request is a new attempt in their name (issue 33):
     submitted at once with ``change`` (``commit``, the pushed head in full, and ``branch``),
     checked like any submission (the runner verifies it at that commit), then reviewed, the
@@ -575,8 +577,10 @@ def attempt_from_push(*, task: Task, person, change: dict, pusher: str) -> Attem
     The same push again (any attempt of the task already at that commit) returns that
     attempt and changes nothing. 409 ``agent_holds_it`` while an agent's lease holds the
     task (its own next submission is the attempt), ``landing_in_progress`` while a batch
-    lands its approved change (the push is read again once the batch ends), and
-    ``invalid_state`` for a task finished, blocked or failed; each changes nothing.
+    lands its approved change (the push is read again once the batch ends) unless the
+    lander of that batch asks (``by_the_lander``: it found the head moved and sends the
+    change back right after), and ``invalid_state`` for a task finished, blocked or
+    failed; each changes nothing.
     """
     commit = change["commit"]
     with transaction.atomic():
@@ -592,7 +596,8 @@ def attempt_from_push(*, task: Task, person, change: dict, pusher: str) -> Attem
             )
         if task.state not in PUSH_TAKES:
             raise Conflict(f"{task} is {task.state}", code="invalid_state")
-        if task.state == TaskState.APPROVED and current.landing.get("state") == "landing":
+        landing = current.landing.get("state") if current is not None else ""
+        if task.state == TaskState.APPROVED and landing == "landing" and not by_the_lander:
             raise Conflict(
                 f"{task}'s approved change is being landed now", code="landing_in_progress"
             )

@@ -9,9 +9,11 @@ its submission; while a batch lands the approved change the delivery waits."""
 import pytest
 
 from codehosts import sync
-from codehosts.models import HostAccount, HostDelivery
+from codehosts.models import HostAccount, HostDelivery, TaskPullRequest
 from codehosts.providers import provider_for
+from codehosts.pulls import NEVER
 from landing.lander import land
+from landing.models import Batch
 from projects.errors import PermissionDenied
 from projects.models import Event
 from tasks import attempts, review
@@ -315,22 +317,41 @@ def test_the_provider_reads_who_pushed_a_head_from_the_repositorys_activity(host
     assert Task.objects.count() == 0  # asked, nothing written
 
 
-def test_a_push_whose_delivery_was_lost_is_taken_once_the_lander_sends_the_change_back(
+def test_the_lander_finding_the_head_moved_takes_the_push_before_an_agent_can_claim(
     through, repo, github, django_capture_on_commit_callbacks
 ):
-    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    task, first, _ = approved(through, repo, django_capture_on_commit_callbacks)
     link(through, github, "ann", through.agent2)
     head = repo.git.commit(BRANCH, {"alpha.py": "ALPHA = 5\n"}, "no delivery", by="ann")
 
-    land(through.project)  # the moved head: the change goes back
-    assert Task.objects.get(pk=task.pk).state == "ready"
     with django_capture_on_commit_callbacks(execute=True):
-        sync.hosts_reconcile()
+        land(through.project)  # the delivery of the push was lost, or is late
 
-    task.refresh_from_db()
+    task.refresh_from_db(), first.refresh_from_db()
     second = task.current_attempt
     assert (task.state, second.agent, second.change["commit"]) == (
         "in_review",
         through.agent2,
         head,
     )
+    assert first.landing["state"] == "dequeued"
+    # The batch sent the change back, saying whose attempt the push is now.
+    assert Batch.objects.get().reason.endswith(
+        f"(someone pushed to it after the approval): WID-1: @ann (wid-agent2 here) pushed "
+        f"{head[:12]}: attempt 2"
+    )
+    assert attempts.task_claim(agent=through.agent, project=through.project) is None
+
+
+def test_a_push_whose_delivery_was_lost_is_taken_at_the_next_sync(
+    in_review, hosted, repo, github, django_capture_on_commit_callbacks
+):
+    task, _ = in_review
+    head = repo.git.commit(BRANCH, {"claim.py": "# no delivery\n"}, "fix", by="rev")
+    TaskPullRequest.objects.update(synced_at=NEVER)  # as after the task changed
+
+    with django_capture_on_commit_callbacks(execute=True):
+        sync.hosts_reconcile()
+
+    task.refresh_from_db()
+    assert (task.current_attempt.number, task.current_attempt.change["commit"]) == (2, head)
