@@ -38,9 +38,7 @@ def pull_request_pushed(*, task: Task, pull, host, by_the_lander: bool = False) 
     an attempt was made. Called by every sync of the pull request
     (``codehosts.pulls.pull_request_sync``): a delivery's, a job's after the task changed,
     the sweep's."""
-    attempts = Attempt.objects.filter(task=task).order_by("-number")
-    branch = next((a.change.get("branch") for a in attempts if a.change.get("branch")), None)
-    if pull.head_ref != branch or _known(task, pull.head_sha):
+    if not _new_head(task, pull):
         return "", False
     link = TaskPullRequest.objects.filter(task=task, number=pull.number).first()
     if link is None:
@@ -89,12 +87,17 @@ def pull_request_pushed(*, task: Task, pull, host, by_the_lander: bool = False) 
     return f"{task.key}: {pusher} pushed {pull.head_sha[:12]}: attempt {attempt.number}", True
 
 
-def _known(task: Task, sha: str) -> bool:
-    """Whether ``sha`` is an attempt's commit or a head the lander put on the branch."""
-    for change, landing in Attempt.objects.filter(task=task).values_list("change", "landing"):
-        if (change or {}).get("commit") == sha or sha in heads_noted(landing):
-            return True
-    return False
+def _new_head(task: Task, pull) -> bool:
+    """Whether ``pull``'s head is a push to the branch of the task's newest attempt that
+    names one, and neither an attempt's commit nor a head the lander put there."""
+    changes = Attempt.objects.filter(task=task).order_by("-number").values_list("change", "landing")
+    branch = None
+    for change, landing in changes:
+        change = change or {}
+        if change.get("commit") == pull.head_sha or pull.head_sha in heads_noted(landing):
+            return False
+        branch = branch or change.get("branch")
+    return branch is not None and pull.head_ref == branch
 
 
 def _not_taken(task: Task, link: TaskPullRequest, pull, host, why: str) -> str:
