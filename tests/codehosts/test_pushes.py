@@ -55,6 +55,16 @@ def in_review(hosted, repo, github, monkeypatch, django_capture_on_commit_callba
     return task, attempt
 
 
+@pytest.fixture
+def queued(through, repo, github, monkeypatch, django_capture_on_commit_callbacks):
+    """WID-1 approved and queued to land through its pull request #1 (``through``); ``ann``
+    on GitHub is the member agent2, linked. ``(task, its approved attempt)``."""
+    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
+    task, first, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    link(through, github, "ann", through.agent2)
+    return task, first
+
+
 def test_a_members_push_is_a_new_attempt_in_their_name(
     in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
 ):
@@ -219,11 +229,9 @@ def test_a_push_to_a_done_tasks_pull_request_is_not_taken(
 
 
 def test_after_approval_the_push_leaves_the_queue_and_is_reviewed_against_the_approval(
-    through, repo, github, client, monkeypatch, django_capture_on_commit_callbacks
+    queued, through, repo, github, client, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
-    task, first, _ = approved(through, repo, django_capture_on_commit_callbacks)
-    link(through, github, "ann", through.agent2)
+    task, first = queued
     head = repo.git.commit(BRANCH, {"alpha.py": "ALPHA = 2\n"}, "ann's change", by="ann")
 
     pushed(client, github, django_capture_on_commit_callbacks)
@@ -246,11 +254,9 @@ def test_after_approval_the_push_leaves_the_queue_and_is_reviewed_against_the_ap
 
 
 def test_the_persons_attempt_once_approved_lands_through_the_pull_request(
-    through, repo, github, client, monkeypatch, django_capture_on_commit_callbacks
+    queued, through, repo, github, client, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
-    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
-    link(through, github, "ann", through.agent2)
+    task, _ = queued
     repo.git.commit(BRANCH, {"alpha.py": "ALPHA = 2\n"}, "ann's change", by="ann")
     pushed(client, github, django_capture_on_commit_callbacks)
     task.refresh_from_db()
@@ -268,12 +274,10 @@ def test_the_persons_attempt_once_approved_lands_through_the_pull_request(
 
 
 def test_while_a_batch_lands_the_approved_change_the_push_waits(
-    through, repo, github, client, monkeypatch, django_capture_on_commit_callbacks
+    queued, through, repo, github, client, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
-    task, first, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    task, first = queued
     Attempt.objects.filter(pk=first.pk).update(landing={**first.landing, "state": "landing"})
-    link(through, github, "ann", through.agent2)
     repo.git.commit(BRANCH, {"alpha.py": "ALPHA = 3\n"}, "meanwhile", by="ann")
 
     result = pushed(client, github, django_capture_on_commit_callbacks)
@@ -288,11 +292,9 @@ def test_while_a_batch_lands_the_approved_change_the_push_waits(
 
 
 def test_a_head_the_lander_put_on_the_branch_is_the_sites_own(
-    through, repo, github, client, monkeypatch, django_capture_on_commit_callbacks
+    queued, through, repo, github, client, django_capture_on_commit_callbacks
 ):
-    monkeypatch.setenv("FACTORY_HOST_WIDGETS_HOOK", SECRET)
-    task, first, _ = approved(through, repo, django_capture_on_commit_callbacks)
-    link(through, github, "ann", through.agent2)
+    task, first = queued
     head = repo.git.commit(BRANCH, {"alpha.py": "ALPHA = 4\n"}, "built", by="ann")
     pull = {"number": 1, "branch": BRANCH, "heads": [head]}
     Attempt.objects.filter(pk=first.pk).update(landing={**first.landing, "pull": pull})
@@ -318,10 +320,9 @@ def test_the_provider_reads_who_pushed_a_head_from_the_repositorys_activity(host
 
 
 def test_the_lander_finding_the_head_moved_takes_the_push_before_an_agent_can_claim(
-    through, repo, github, django_capture_on_commit_callbacks
+    queued, through, repo, github, django_capture_on_commit_callbacks
 ):
-    task, first, _ = approved(through, repo, django_capture_on_commit_callbacks)
-    link(through, github, "ann", through.agent2)
+    task, first = queued
     head = repo.git.commit(BRANCH, {"alpha.py": "ALPHA = 5\n"}, "no delivery", by="ann")
 
     with django_capture_on_commit_callbacks(execute=True):
