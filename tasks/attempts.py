@@ -609,6 +609,7 @@ def attempt_from_push(
             current.landing = {**current.landing, "state": "dequeued", "reason": why}
             current.queued_at = current.fast_at = None
             current.save(update_fields=["landing", "queued_at", "fast_at"])
+            metrics.landing_left(project=task.project.slug, outcome="dequeued")
         now = timezone.now()
         attempt = Attempt.objects.create(
             task=task,
