@@ -90,6 +90,26 @@ def test_a_members_push_is_a_new_attempt_in_their_name(
     assert "Attempt WID-1#2 by wid-reviewer" in repo.pulls[1].body
 
 
+def test_the_task_page_and_the_api_show_the_persons_attempt(
+    in_review, hosted, repo, github, client, api, django_capture_on_commit_callbacks
+):
+    head = repo.git.commit(BRANCH, {"claim.py": "# fixed by a person\n"}, "fix", by="rev")
+    pushed(client, github, django_capture_on_commit_callbacks)
+
+    client.force_login(hosted.manager)
+    page = client.get("/tasks/WID-1/")
+    task = api(hosted.manager).get("/api/v1/tasks/WID-1/").json()
+    answer = api(hosted.manager).get(f"/api/v1/attempts/{task['current_attempt']}/")
+
+    assert page.status_code == 200
+    assert "Pushed to the pull request by @rev (wid-reviewer here)." in page.content.decode()
+    assert answer.status_code == 200
+    assert (answer.json()["number"], answer.json()["change"]) == (
+        2,
+        {"commit": head, "branch": BRANCH},
+    )
+
+
 def test_its_pusher_cannot_approve_it(
     in_review, hosted, repo, github, client, django_capture_on_commit_callbacks
 ):
