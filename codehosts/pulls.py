@@ -139,7 +139,15 @@ def pull_request_sync(*, task_id: int, host=None) -> str:
     if link is not None and landing.get("state") in LANDED and merged == link.number:
         # The lander merged it (landing through the pull request, ADR 0041): its branch is
         # on the target, and a pull request opened from it again would be nobody's; a
-        # manager's revert since (the task ready again) changes nothing of that.
+        # manager's revert since (the task ready again) changes nothing of that. One a
+        # sync racing the merge opened, whose close failed then, is closed now.
+        host = host or provider_for(task.project)
+        for stray in host.open_pull_requests(task=task.key, head=branch):
+            host.close_pull_request(
+                stray.number,
+                f"Superseded: {task.key}'s change landed through #{link.number}. "
+                "Closed by Factory Memory.",
+            )
         TaskPullRequest.objects.filter(pk=link.pk).update(synced_at=task.updated_at)
         return f"{task.key}: pull request #{link.number} merged by the landing"
     host = host or provider_for(task.project)

@@ -412,6 +412,16 @@ class GitHubHost:
         )
         return pull if pull.draft == draft else self.set_draft(pull, draft)
 
+    def open_pull_requests(self, *, task: str, head: str) -> list[PullRequest]:
+        """The task's open pull requests from ``head`` (its marker in the body), any base."""
+        marker = MARKER.format(task=task)
+        found = self._call(
+            lambda g: g.rest.pulls.list(
+                self.owner, self.name, state="open", head=f"{self.owner}:{head}"
+            )
+        ).json()
+        return [self._pull(p) for p in found if marker in (p.get("body") or "")]
+
     def set_draft(self, pull: PullRequest, draft: bool) -> PullRequest:
         """Draft or ready for review: GraphQL only (REST cannot change it)."""
         self._call(lambda g: g.graphql.request(DRAFT if draft else READY, {"id": pull.node_id}))

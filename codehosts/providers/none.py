@@ -82,3 +82,6 @@ class NoHost:
 
     def review_comments(self, number):
         _absent("read the review comments of")
+
+    def open_pull_requests(self, *, task, head):
+        _absent("list the pull requests of")

@@ -8,6 +8,7 @@ import pytest
 
 from codehosts import jobs, pulls, sync
 from codehosts.models import TaskPullRequest
+from codehosts.providers import HostError
 from codehosts.providers.github import GitHubHost
 from projects.models import Event
 from tasks import attempts, review
@@ -269,6 +270,35 @@ def test_a_sync_overtaken_by_the_landing_of_its_change_closes_the_pull_request_i
         2: ("closed", False),  # opened from the merged branch in the race, and closed
     }
     assert TaskPullRequest.objects.get(task=task).number == 1
+
+
+def test_a_pull_request_the_race_opened_whose_close_failed_is_closed_at_the_next_sync(
+    hosted, repo, github, monkeypatch, django_capture_on_commit_callbacks
+):
+    task, attempt, _ = submitted(hosted, repo, django_capture_on_commit_callbacks)
+    real = GitHubHost.open_or_update_pull_request
+
+    def slow(host, **asked):  # meanwhile the lander merges #1 and records the landing
+        if not repo.pulls[1].merged:
+            repo.pulls[1].state, repo.pulls[1].merged = "closed", True
+            Attempt.objects.filter(pk=attempt.pk).update(
+                landing={"state": "landed", "pull": {"number": 1}}
+            )
+        return real(host, **asked)
+
+    monkeypatch.setattr(GitHubHost, "open_or_update_pull_request", slow)
+    github.fail("502", count=1, match="POST /repos/octo-org/widgets/issues/2/comments")
+    with pytest.raises(HostError):
+        pulls.pull_request_sync(task_id=task.pk)  # the close of #2 failed: 502
+    assert repo.pulls[2].state == "open"
+
+    said = pulls.pull_request_sync(task_id=task.pk)  # the job's next try, or the sweep's
+
+    assert said == "WID-1: pull request #1 merged by the landing"
+    assert {n: p.state for n, p in repo.pulls.items()} == {1: "closed", 2: "closed"}
+    assert repo.comments[-1].body == (
+        "Superseded: WID-1's change landed through #1. Closed by Factory Memory."
+    )
 
 
 def test_running_the_job_again_posts_nothing_twice(
