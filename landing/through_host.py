@@ -675,9 +675,9 @@ def _listen(host: Host, head: str, *, since: datetime, seconds: float) -> None:
 
 
 def _refused(project, batch, head, base, exc, *, again, moved, refused: int) -> str:
-    """The host refused the merge: the target moved (build again on its tip), the head
-    moved (the change goes back), or another reason (the batch errs, saying the host's
-    words). Told apart by reading the target and the pull request again (``again()``),
+    """The host refused the merge: the target moved (build again on its tip), the pull
+    request was closed or its head moved (the change goes back), or another reason (the
+    batch errs, saying the host's words). Told apart by reading the target and the pull request again (``again()``),
     never by the words of the refusal."""
     path = git.fetch(project)
     if git.tip(path, batch.target) != base:
@@ -689,6 +689,14 @@ def _refused(project, batch, head, base, exc, *, again, moved, refused: int) -> 
     after = again()
     if after.merged:
         return after.merge_commit
+    if not after.open:
+        # Closed by a person while it was being merged: erring would hold the queue behind
+        # it (the same tip and head are not tried again, ADR 0020), so it goes back.
+        raise GoesBack(
+            f"landing failed: pull request #{after.number} was closed on the host while it "
+            "was being merged; submit again from an open pull request",
+            {"pull": after.number},
+        ) from exc
     if after.head != head:
         raise moved(after) from exc
     raise LandingError(f"the host refused the merge of pull request #{after.number}: {exc}")

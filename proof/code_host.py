@@ -188,6 +188,7 @@ class TeamCI(threading.Thread):
         self.built = 0
         self.failed: list[str] = []
         self.failing: dict[str, str] = {}  # task → the attempt whose merge fails
+        self.errors: list[str] = []
 
     def conclusion(self, sha: str) -> str:
         trailers = dict(TRAILER.findall(self.repo.git.git("log", "-1", "--format=%B", sha)))
@@ -205,20 +206,26 @@ class TeamCI(threading.Thread):
     def run(self) -> None:
         seen, due = set(), []
         while not self.stopped.is_set():
-            now = time.monotonic()
-            with self.world.lock:
-                heads = self.repo.git.git("for-each-ref", "--format=%(objectname)", "refs/heads/")
-            for sha in heads.split():
-                if sha not in seen:
-                    seen.add(sha)
-                    due.append((now + 0.2, sha))
-            for when, sha in [d for d in due if d[0] <= now]:
-                due.remove((when, sha))
-                state = self.conclusion(sha)
-                with self.world.lock:
-                    self.repo.statuses.append((sha, "ci", state))
-                self.hooks.send("status", {"sha": sha, "state": state, "context": "ci"})
+            try:
+                self._look(seen, due)
+            except Exception as exc:  # a CI that stopped answering would stall the lander
+                self.errors.append(repr(exc)[:300])
             self.stopped.wait(CI_LOOK_SECONDS)
+
+    def _look(self, seen: set, due: list) -> None:
+        now = time.monotonic()
+        with self.world.lock:
+            heads = self.repo.git.git("for-each-ref", "--format=%(objectname)", "refs/heads/")
+        for sha in heads.split():
+            if sha not in seen:
+                seen.add(sha)
+                due.append((now + 0.2, sha))
+        for when, sha in [d for d in due if d[0] <= now]:
+            due.remove((when, sha))
+            state = self.conclusion(sha)
+            with self.world.lock:
+                self.repo.statuses.append((sha, "ci", state))
+            self.hooks.send("status", {"sha": sha, "state": state, "context": "ci"})
 
     def stop(self) -> None:
         self.stopped.set()
@@ -384,6 +391,7 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
         people.stop()
+        ci_alive = ci.is_alive()  # still answering at the end (it never dies on an error)
         ci.stop()
         hooks.stop()
         stack.manage("reconcile", check=False)
@@ -420,6 +428,8 @@ def execute(run: CodeHostRun, *, keep: bool = False) -> dict:
             "built_commits_seen": ci.built,
             "failed": len(ci.failed),
             "merges_failed_for": sorted(ci.failing),
+            "errors": ci.errors[:10],
+            "alive_at_the_end": ci_alive,
         },
         "webhooks": dict(hooks.sent),
         "requests": sum(statuses.values()),

@@ -186,6 +186,25 @@ def test_a_persons_push_to_the_branch_sends_the_change_back(
     assert Batch.objects.get().state == BatchState.RETURNED
 
 
+def test_a_pull_request_closed_while_it_is_merged_sends_the_change_back_not_the_queue_into_error(
+    through, repo, github, team_ci, django_capture_on_commit_callbacks
+):
+    task, _, _ = approved(through, repo, django_capture_on_commit_callbacks)
+    base = repo.git.head("main")
+    team_ci.then = lambda: github.world.close_pull(repo, 1, "ann")  # after the checks
+
+    land(through.project)
+
+    assert repo.git.head("main") == base
+    task_state, landing, reason = state(task)
+    assert (task_state, landing) == ("ready", "failed")
+    assert reason == (
+        "landing failed: pull request #1 was closed on the host while it was being merged; "
+        "submit again from an open pull request"
+    )
+    assert Batch.objects.get().state == BatchState.RETURNED
+
+
 def test_a_merge_answered_502_after_it_happened_lands_once(
     through, repo, github, django_capture_on_commit_callbacks
 ):
